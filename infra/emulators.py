@@ -1,0 +1,137 @@
+"""Start and stop the official Pub/Sub and Firestore emulators.
+
+Each runs in its own process group (killing the gcloud wrapper would leave the
+Java child behind), on a free port; readiness means *our* process is alive and
+answers on that port.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+DEFAULT_SDK_ROOTS = ("/usr/lib/google-cloud-sdk", "/usr/share/google-cloud-sdk", "/opt/google-cloud-sdk")
+APT_PACKAGES = ("google-cloud-cli-pubsub-emulator", "google-cloud-cli-firestore-emulator")
+
+
+class EmulatorError(RuntimeError):
+    pass
+
+
+def sdk_root() -> Path:
+    env = os.environ.get("CLOUDSDK_ROOT_DIR")
+    candidates = [env] if env else []
+    candidates += list(DEFAULT_SDK_ROOTS)
+    for c in candidates:
+        if c and (Path(c) / "platform").is_dir():
+            return Path(c)
+    gcloud = shutil.which("gcloud")
+    if gcloud:
+        out = subprocess.run([gcloud, "info", "--format=value(installation.sdk_root)"],
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode == 0 and out.stdout.strip():
+            return Path(out.stdout.strip())
+    raise EmulatorError("Google Cloud SDK not found: run 'make install' (installs "
+                        + " ".join(APT_PACKAGES) + ")")
+
+
+def launch_command(kind: str, port: int) -> list[str]:
+    root = sdk_root()
+    if kind == "pubsub":
+        script = root / "platform/pubsub-emulator/bin/cloud-pubsub-emulator"
+        args = [str(script), "--host=127.0.0.1", f"--port={port}"]
+    elif kind == "firestore":
+        script = root / "platform/cloud-firestore-emulator/cloud_firestore_emulator"
+        args = [str(script), "start", "--host=127.0.0.1", f"--port={port}"]
+    else:
+        raise ValueError(kind)
+    if not script.exists():
+        raise EmulatorError(f"{kind} emulator missing at {script}: run 'make install' "
+                            f"(apt-get install {' '.join(APT_PACKAGES)})")
+    return args
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    port: int
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except OSError:
+            return False
+        try:  # a zombie child is not alive
+            waited, _ = os.waitpid(self.pid, os.WNOHANG)
+            return waited == 0
+        except ChildProcessError:
+            return True
+
+    def stop(self, timeout: float = 10.0) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGTERM)
+        except OSError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.alive():
+            time.sleep(0.1)
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def spawn(args: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: str | None = None) -> int:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, start_new_session=True)
+    return proc.pid
+
+
+def wait_http(proc: Process, what: str, log_path: Path, timeout: float = 60.0, path: str = "/") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+            raise EmulatorError(f"{what} exited during start-up; log {log_path}:\n{tail}")
+        try:
+            requests.get(f"http://{proc.host}{path}", timeout=1)
+            return
+        except requests.RequestException:
+            time.sleep(0.1)
+    proc.stop()
+    raise EmulatorError(f"{what} not ready on {proc.host} after {timeout:.0f}s; log {log_path}")
+
+
+def start(kind: str, log_dir: Path, port: int | None = None) -> Process:
+    port = port or free_port()
+    env = dict(os.environ)
+    env.setdefault("JAVA_TOOL_OPTIONS", "-Xmx512m")
+    log_path = log_dir / f"{kind}-emulator.log"
+    proc = Process(spawn(launch_command(kind, port), log_path, env), port)
+    wait_http(proc, f"{kind} emulator", log_path)
+    return proc
+
+
+def reset_firestore(host: str, project: str) -> None:
+    requests.delete(f"http://{host}/emulator/v1/projects/{project}/databases/(default)/documents",
+                    timeout=30).raise_for_status()

@@ -1,0 +1,109 @@
+"""Load ``infra/topology.yaml`` and expand it for a list of providers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+TOPOLOGY_FILE = Path(__file__).resolve().parent / "topology.yaml"
+
+
+def seconds(value: str | int) -> int:
+    """'604800s' -> 604800."""
+    text = str(value)
+    return int(text[:-1]) if text.endswith("s") else int(text)
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    key: str  # ingress | normalized | changed | deadletter
+    name: str
+    provider: str | None = None
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    name: str
+    topic: str
+    topic_key: str
+    push: str | None  # function name, or None for a pull subscription
+    enable_message_ordering: bool
+    dead_letter: bool
+    ack_deadline_seconds: int
+    max_delivery_attempts: int
+    minimum_backoff: int
+    maximum_backoff: int
+    message_retention: int
+    filter: str | None = None
+    provider: str | None = None
+
+
+@dataclass(frozen=True)
+class Topology:
+    topics: tuple[TopicSpec, ...]
+    subscriptions: tuple[SubscriptionSpec, ...]
+    functions: tuple[str, ...]
+    providers: tuple[str, ...]
+    deadletter_topic: str
+    ingress_template: str
+
+    def topic(self, key: str, provider: str | None = None) -> str:
+        return next(t.name for t in self.topics if t.key == key and t.provider == provider)
+
+    def env(self) -> dict[str, str]:
+        """The settings every function reads (shared/config.py)."""
+        return {
+            "DCM_TOPIC_NORMALIZED": self.topic("normalized"),
+            "DCM_TOPIC_CHANGED": self.topic("changed"),
+            "DCM_TOPIC_DEADLETTER": self.deadletter_topic,
+            "DCM_INGRESS_TOPIC_TEMPLATE": self.ingress_template,
+        }
+
+
+def read(path: Path = TOPOLOGY_FILE) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> Topology:
+    doc = read(path)
+    providers = tuple(providers) if providers is not None else tuple(doc["providers"])
+    defaults = doc["defaults"]
+    topics: list[TopicSpec] = []
+    for key, spec in doc["topics"].items():
+        if spec.get("per_provider"):
+            topics += [TopicSpec(key, spec["name"].replace("{provider}", p), p) for p in providers]
+        else:
+            topics.append(TopicSpec(key, spec["name"]))
+    subs: list[SubscriptionSpec] = []
+    for spec in doc["subscriptions"]:
+        topic_spec = doc["topics"][spec["topic"]]
+        instances = providers if "{provider}" in spec["name"] else (None,)
+        retry = {**defaults["retry_policy"], **spec.get("retry_policy", {})}
+        for p in instances:
+            subs.append(SubscriptionSpec(
+                name=spec["name"].replace("{provider}", p) if p else spec["name"],
+                topic=topic_spec["name"].replace("{provider}", p) if p else topic_spec["name"],
+                topic_key=spec["topic"],
+                push=spec.get("push"),
+                enable_message_ordering=bool(spec.get("enable_message_ordering", False)),
+                dead_letter=bool(spec.get("dead_letter", True)),
+                ack_deadline_seconds=int(spec.get("ack_deadline_seconds", defaults["ack_deadline_seconds"])),
+                max_delivery_attempts=int(spec.get("max_delivery_attempts", defaults["max_delivery_attempts"])),
+                minimum_backoff=seconds(retry["minimum_backoff"]),
+                maximum_backoff=seconds(retry["maximum_backoff"]),
+                message_retention=seconds(spec.get("message_retention_duration",
+                                                   defaults["message_retention_duration"])),
+                filter=spec.get("filter"),
+                provider=p,
+            ))
+    return Topology(
+        topics=tuple(topics),
+        subscriptions=tuple(subs),
+        functions=tuple(doc["functions"]),
+        providers=providers,
+        deadletter_topic=doc["topics"]["deadletter"]["name"],
+        ingress_template=doc["topics"]["ingress"]["name"],
+    )

@@ -1,0 +1,5 @@
+"""PLACEHOLDER until the dead-letter issue."""
+
+
+def handle(message) -> None:
+    return None

@@ -1,0 +1,60 @@
+"""The one wrapper every function uses: decode -> handle -> ack or raise.
+
+- return  -> HTTP 200 -> Pub/Sub acks;
+- raise   -> HTTP 500 -> Pub/Sub redelivers (Transient, or a bug: logged with
+  its stack; after max delivery attempts the message is dead-lettered by
+  Pub/Sub as ``delivery_exhausted``, never lost).
+
+A CloudEvent delivered straight over HTTP (not through Pub/Sub) is turned into
+the structured-mode message it would have been, with no topic.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import orjson
+
+from shared import auth
+from shared.errors import Rejected, Transient
+from shared.logs import get_logger
+from shared.model import PubSubMessage
+from shared.pubsub_push import is_pubsub_event, message_from_event
+
+log = get_logger("entrypoint")
+
+
+def to_message(event: Any) -> PubSubMessage:
+    attributes = event.get_attributes()
+    if is_pubsub_event(attributes):
+        return message_from_event(attributes, event.data)
+    doc = dict(attributes)
+    doc["data"] = event.data
+    return PubSubMessage(data=orjson.dumps(doc), attributes={}, message_id=str(attributes.get("id", "")),
+                         publish_time=attributes.get("time"), topic=None)
+
+
+def pubsub_function(name: str) -> Callable[[Callable[[PubSubMessage], None]], Callable[[Any], None]]:
+    def wrap(handler: Callable[[PubSubMessage], None]) -> Callable[[Any], None]:
+        @functools.wraps(handler)
+        def entry(event: Any) -> None:
+            auth.verify_push_request()
+            try:
+                message = to_message(event)
+            except Rejected as exc:
+                log.error("delivery is not a Pub/Sub message; acked and dropped", extra={
+                    "labels": {"function": name, "reason": exc.reason.value}, "detail": exc.detail})
+                return
+            try:
+                handler(message)
+            except Transient as exc:
+                log.warning("transient failure, Pub/Sub will redeliver", extra={
+                    "labels": {"function": name}, "messageId": message.message_id, "error": str(exc)})
+                raise
+            except Exception:
+                log.exception("unexpected failure, Pub/Sub will redeliver", extra={
+                    "labels": {"function": name}, "messageId": message.message_id})
+                raise
+        return entry
+    return wrap

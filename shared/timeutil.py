@@ -1,0 +1,47 @@
+"""RFC 3339 timestamps: parse leniently (any fraction length), store canonically.
+
+Stored form is ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC, so stored strings sort
+in time order and compare exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse(value: str) -> datetime:
+    """Parse an RFC 3339 timestamp into an aware UTC datetime (µs precision)."""
+    m = _RFC3339.match(value)
+    if not m:
+        raise ValueError(f"not an RFC 3339 timestamp: {value!r}")
+    year, month, day, hour, minute, second, frac, tz = m.groups()
+    micro = int((frac or "0")[:6].ljust(6, "0"))
+    if tz in ("Z", "z"):
+        offset = timezone.utc
+    else:
+        sign = 1 if tz[0] == "+" else -1
+        offset = timezone(sign * timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6])))
+    dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, offset)
+    return dt.astimezone(timezone.utc)
+
+
+def format(dt: datetime) -> str:  # noqa: A001 - mirrors datetime.isoformat naming
+    """Canonical UTC form with microseconds and a Z suffix."""
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def canonical(value: str) -> str:
+    return format(parse(value))
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def now_str() -> str:
+    return format(now())

@@ -1,0 +1,45 @@
+"""The upsert use case: apply a normalised update, then announce the change.
+
+The change event is stored with the state (transactional outbox) and
+published after the commit. If the function dies in between, the message is
+not acked, Pub/Sub redelivers it, the ledger says "duplicate" and the pending
+change event is published then. Change events keep their id across these
+re-publications, so consumers deduplicate them.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from shared.clients import firestore_client, publisher_client
+from shared.config import settings
+from shared.logs import get_logger
+from shared.model import PubSubMessage, StatusUpdate
+from shared.publishing import publish
+from shared.state_store import Outcome, StateStore
+
+log = get_logger("upsert")
+
+
+def store() -> StateStore:
+    return StateStore(firestore_client(), settings().ledger_ttl_days)
+
+
+def handle(message: PubSubMessage) -> Outcome:
+    update = StatusUpdate.from_dict(orjson.loads(message.data))
+    return apply(update, store())
+
+
+def apply(update: StatusUpdate, state: StateStore) -> Outcome:
+    s = settings()
+    outcome = state.apply(update)
+    if outcome.change is not None:
+        publish(publisher_client(), s.topic_path(s.topic_changed), outcome.change.body,
+                outcome.change.attributes, ordering_key="")
+        state.mark_change_sent(update)
+    log.info("update %s", outcome.kind, extra={
+        "labels": {"outcome": outcome.kind, "provider": update.key.provider,
+                   "resourceType": update.key.resource_type},
+        "key": str(update.key), "eventId": update.event_id, "status": update.status,
+        "previousStatus": outcome.previous_status, "changePublished": outcome.change is not None})
+    return outcome

@@ -205,6 +205,9 @@ def stats(as_json: bool) -> None:
 
 
 def main() -> None:
+    from infra import cli_dlq
+
+    cli_dlq.register(cli, connect, emit_json)
     cli()
 
 

@@ -158,7 +158,9 @@ class LocalStack:
         raise emulators.EmulatorError("firestore fault proxy did not start")
 
     def function_env(self, state: StackState) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DCM_", "PUBSUB_", "FIRESTORE_"))}
+        passed = ("DCM_SCHEMAS_DIR", "DCM_LEDGER_TTL_DAYS", "DCM_MAX_EVENT_BYTES", "DCM_DEADLETTER_TTL_DAYS")
+        env = {k: v for k, v in os.environ.items()
+               if k in passed or not k.startswith(("DCM_", "PUBSUB_", "FIRESTORE_"))}
         env.update(self.client_env(state))
         env.update({
             "FIRESTORE_EMULATOR_HOST": state.functions_firestore_host,
@@ -169,8 +171,8 @@ class LocalStack:
         })
         return env
 
-    def _start_function(self, name: str, state: StackState) -> Process:
-        port = emulators.free_port()
+    def _start_function(self, name: str, state: StackState, port: int | None = None) -> Process:
+        port = port or emulators.free_port()
         ff = Path(sys.executable).parent / "functions-framework"
         cmd = [str(ff) if ff.exists() else "functions-framework", "--target", name,
                "--source", str(REPO_ROOT / "functions" / name / "main.py"),
@@ -178,6 +180,15 @@ class LocalStack:
         pid = emulators.spawn(cmd, self.log_dir / f"{name}.log", env=self.function_env(state),
                               cwd=str(REPO_ROOT))
         return Process(pid, port)
+
+    def restart_function(self, state: StackState, name: str) -> None:
+        """Restart one function server on its port (e.g. to load a newly added schema)."""
+        Process(**state.functions[name]).stop()
+        proc = self._start_function(name, state, port=state.functions[name]["port"])
+        log_path = self.log_dir / f"{name}.log"
+        state.functions[name] = asdict(proc)
+        self._save(state)
+        emulators.wait_http(proc, f"function {name}", log_path)
 
     def down(self) -> bool:
         state = self.load_state()

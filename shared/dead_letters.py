@@ -12,10 +12,14 @@ from typing import Mapping
 
 import orjson
 
-from shared import timeutil
+from shared import clients, timeutil
+from shared.config import settings
 from shared.errors import Rejected
+from shared.logs import get_logger
 from shared.model import PubSubMessage
-from shared.publishing import clip
+from shared.publishing import clip, publish
+
+log = get_logger("dead_letters")
 
 PREFIX = "dcm-"
 REASON = "dcm-reason"
@@ -61,3 +65,15 @@ def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str
     if exc.key:
         attrs[KEY] = clip(exc.key)
     return attrs
+
+
+def publish_rejection(message: PubSubMessage, exc: Rejected, rejected_by: str) -> str:
+    """Send the original message, annotated with why, to the dead-letter topic."""
+    s = settings()
+    provider = s.provider_of_topic(message.topic) if message.topic else None
+    attributes = rejection_attributes(message, exc, rejected_by, provider)
+    message_id = publish(clients.publisher_client(), s.topic_path(s.topic_deadletter), message.data, attributes)
+    log.warning("message rejected: %s", exc.message, extra={
+        "labels": {"reason": exc.reason.value, "provider": provider or "unknown", "function": rejected_by},
+        "messageId": message.message_id, "detail": exc.detail, "key": exc.key})
+    return message_id

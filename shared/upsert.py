@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import orjson
 
-from shared.clients import firestore_client, publisher_client
+from shared import clients
 from shared.config import settings
 from shared.logs import get_logger
 from shared.model import PubSubMessage, StatusUpdate
@@ -22,7 +22,7 @@ log = get_logger("upsert")
 
 
 def store() -> StateStore:
-    return StateStore(firestore_client(), settings().ledger_ttl_days)
+    return StateStore(clients.firestore_client(), settings().ledger_ttl_days)
 
 
 def handle(message: PubSubMessage) -> Outcome:
@@ -34,7 +34,7 @@ def apply(update: StatusUpdate, state: StateStore) -> Outcome:
     s = settings()
     outcome = state.apply(update)
     if outcome.change is not None:
-        publish(publisher_client(), s.topic_path(s.topic_changed), outcome.change.body,
+        publish(clients.publisher_client(), s.topic_path(s.topic_changed), outcome.change.body,
                 outcome.change.attributes, ordering_key="")
         state.mark_change_sent(update)
     log.info("update %s", outcome.kind, extra={

@@ -7,6 +7,6 @@ from shared.entrypoint import pubsub_function
 
 
 @functions_framework.cloud_event
-@pubsub_function("deadletter")
+@pubsub_function("deadletter", dead_letter_rejections=False)
 def deadletter(message):
     use_case.handle(message)

@@ -1,0 +1,30 @@
+# APIs the stack uses. Never disabled on destroy: other workloads of the
+# project may rely on them.
+locals {
+  apis = [
+    "artifactregistry.googleapis.com", # function images
+    "cloudbuild.googleapis.com",       # function builds
+    "cloudfunctions.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "firestore.googleapis.com",
+    "iam.googleapis.com",
+    "iamcredentials.googleapis.com", # OIDC tokens minted for the push invoker
+    "logging.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com", # gen2 functions run on Cloud Run
+    "storage.googleapis.com",
+  ]
+}
+
+resource "google_project_service" "api" {
+  for_each = var.enable_apis ? toset(local.apis) : toset([])
+
+  project                    = var.project_id
+  service                    = each.key
+  disable_on_destroy         = false
+  disable_dependent_services = false
+}
+
+data "google_project" "this" {
+  project_id = var.project_id
+}

@@ -1,0 +1,142 @@
+# One Cloud Functions (gen2) function per function of infra/topology.yaml.
+#
+# Source: the deterministic zips `python -m infra.package --out build/` writes
+# (main.py + shared/ + schemas/ + requirements.txt). Each is uploaded under a
+# name carrying its sha256, so a code change is a new object and redeploys the
+# function, and an unchanged tree plans nothing.
+#
+# No Eventarc trigger: the functions are reached only through our own push
+# subscriptions (pubsub.tf), authenticated by an OIDC token of the push
+# invoker, the only principal allowed to invoke them.
+
+locals {
+  function_source_dir = coalesce(var.function_source_dir, "${path.module}/../build")
+  function_zips       = { for name in keys(local.functions) : name => "${local.function_source_dir}/${name}.zip" }
+
+  # Deterministic Cloud Run URL of each function, known before it exists
+  # (https://SERVICE-PROJECT_NUMBER.REGION.run.app). It is the push endpoint
+  # and the OIDC audience, and the function is told it (DCM_PUSH_AUDIENCE):
+  # service_config[0].uri could not be, it would be a dependency cycle.
+  function_urls = {
+    for name, f in local.functions : name => "https://${f.name}-${data.google_project.this.number}.${var.region}.run.app"
+  }
+
+  source_bucket_name = coalesce(var.source_bucket_name, "${var.project_id}-${var.name_prefix}-sources")
+}
+
+resource "google_storage_bucket" "sources" {
+  #checkov:skip=CKV_GCP_62:Only Terraform writes and Cloud Build reads this bucket of build inputs; Cloud Audit Logs already record that access, usage logs would add a second bucket for nothing.
+  project                     = var.project_id
+  name                        = local.source_bucket_name
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = false
+  labels                      = merge(var.labels, { app = "dcm-status" })
+
+  versioning {
+    enabled = true
+  }
+
+  # Replaced sources stay 30 days (to rebuild an older revision), then go.
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = 30
+      with_state                 = "ARCHIVED"
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_storage_bucket_object" "source" {
+  for_each = local.function_zips
+
+  bucket       = google_storage_bucket.sources.name
+  name         = "${each.key}-${filesha256(each.value)}.zip"
+  source       = each.value
+  content_type = "application/zip"
+}
+
+resource "google_cloudfunctions2_function" "function" {
+  for_each = local.functions
+
+  project     = var.project_id
+  location    = var.region
+  name        = each.value.name
+  description = each.value.description
+  labels      = merge(var.labels, { app = "dcm-status", function = each.key })
+
+  build_config {
+    runtime         = var.runtime
+    entry_point     = each.value.entry_point
+    service_account = local.build_service_account_id
+
+    source {
+      storage_source {
+        bucket = google_storage_bucket.sources.name
+        object = google_storage_bucket_object.source[each.key].name
+      }
+    }
+  }
+
+  service_config {
+    service_account_email          = google_service_account.function[each.key].email
+    ingress_settings               = var.ingress_settings
+    all_traffic_on_latest_revision = true
+
+    available_memory                 = each.value.settings.available_memory
+    available_cpu                    = each.value.settings.available_cpu
+    min_instance_count               = each.value.settings.min_instance_count
+    max_instance_count               = each.value.settings.max_instance_count
+    max_instance_request_concurrency = each.value.settings.max_instance_request_concurrency
+    timeout_seconds                  = each.value.settings.timeout_seconds
+
+    # shared/config.py. The push token is verified (audience, issuer, invoker
+    # email): DCM_LOCAL_MODE, which turns that off for the emulator stack, is
+    # never set here.
+    environment_variables = merge(local.topology_env, {
+      DCM_PROJECT              = var.project_id
+      DCM_LEDGER_TTL_DAYS      = tostring(var.ledger_ttl_days)
+      DCM_DEADLETTER_TTL_DAYS  = tostring(var.deadletter_ttl_days)
+      DCM_MAX_EVENT_BYTES      = tostring(var.max_event_bytes)
+      DCM_PUSH_AUDIENCE        = local.function_urls[each.key]
+      DCM_PUSH_SERVICE_ACCOUNT = google_service_account.push_invoker.email
+      # functions-framework runs one gunicorn worker with THREADS threads:
+      # as many as the requests an instance is given.
+      THREADS = tostring(each.value.settings.max_instance_request_concurrency)
+    })
+  }
+
+  lifecycle {
+    precondition {
+      condition     = contains(keys(local.function_access), each.key)
+      error_message = "Function ${each.key} has no entry in local.function_access (terraform/topology.tf): declare what its service account may do."
+    }
+    precondition {
+      condition     = length("${each.value.name}-${data.google_project.this.number}") <= 63
+      error_message = "Function name ${each.value.name} is too long for a deterministic Cloud Run URL (63 characters with the project number): shorten name_prefix."
+    }
+  }
+
+  depends_on = [
+    google_project_service.api,
+    google_project_iam_member.build,
+    google_project_iam_member.function_firestore,
+  ]
+}
+
+# Functions are not publicly invokable: the push invoker is the only member
+# with roles/run.invoker on their Cloud Run services.
+resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
+  for_each = local.functions
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.function[each.key].name
+  role     = "roles/run.invoker"
+  member   = google_service_account.push_invoker.member
+}

@@ -1,0 +1,112 @@
+# The expansion of infra/topology.yaml, the one topology declaration, read by
+# the local stack too (infra/topology.py). These locals mirror topology.py rule
+# for rule, so Terraform and the emulator stack create the same topics and
+# subscriptions with the same policies:
+#
+#   - a topic with `per_provider: true` exists once per provider, its name's
+#     "{provider}" replaced;
+#   - a subscription whose name contains "{provider}" exists once per provider;
+#   - `dead_letter` defaults to true, `enable_message_ordering` to false;
+#   - ack deadline, retention, max delivery attempts and retry policy come from
+#     `defaults:` unless the subscription sets its own (its retry_policy is
+#     merged key by key over the default one).
+#
+# This file must only use variables and functions (no resources or data
+# sources): tests/deploy/test_terraform.py evaluates it with `terraform
+# console`, without providers, and compares the result with topology.py.
+
+locals {
+  topology_file = coalesce(var.topology_file, "${path.module}/../infra/topology.yaml")
+  topology      = yamldecode(file(local.topology_file))
+
+  cloud_providers = tolist(var.cloud_providers != null ? var.cloud_providers : local.topology.providers)
+
+  # `defaults:` of the declaration, each one overridable by a variable.
+  topology_defaults = {
+    ack_deadline_seconds       = coalesce(var.ack_deadline_seconds, local.topology.defaults.ack_deadline_seconds)
+    message_retention_duration = coalesce(var.message_retention_duration, local.topology.defaults.message_retention_duration)
+    max_delivery_attempts      = coalesce(var.max_delivery_attempts, local.topology.defaults.max_delivery_attempts)
+    minimum_backoff            = coalesce(var.retry_minimum_backoff, local.topology.defaults.retry_policy.minimum_backoff)
+    maximum_backoff            = coalesce(var.retry_maximum_backoff, local.topology.defaults.retry_policy.maximum_backoff)
+  }
+
+  # topic key ("ingress-aws", "normalized", ...) => topic
+  topics = merge([
+    for key, t in local.topology.topics : {
+      for p in(try(t.per_provider, false) ? local.cloud_providers : [""]) :
+      (p == "" ? key : "${key}-${p}") => {
+        key         = key
+        name        = replace(t.name, "{provider}", p)
+        provider    = p == "" ? null : p
+        description = try(t.description, "")
+      }
+    }
+  ]...)
+
+  # subscription name => subscription, every policy resolved
+  subscriptions = merge([
+    for s in local.topology.subscriptions : {
+      for p in(strcontains(s.name, "{provider}") ? local.cloud_providers : [""]) :
+      replace(s.name, "{provider}", p) => {
+        name                    = replace(s.name, "{provider}", p)
+        topic_key               = s.topic
+        topic                   = try(local.topology.topics[s.topic].per_provider, false) ? "${s.topic}-${p}" : s.topic
+        topic_name              = replace(local.topology.topics[s.topic].name, "{provider}", p)
+        provider                = p == "" ? null : p
+        push                    = try(s.push, null)
+        pull                    = try(s.pull, false)
+        enable_message_ordering = try(s.enable_message_ordering, false)
+        dead_letter             = try(s.dead_letter, true)
+        ack_deadline_seconds    = try(s.ack_deadline_seconds, local.topology_defaults.ack_deadline_seconds)
+        max_delivery_attempts   = try(s.max_delivery_attempts, local.topology_defaults.max_delivery_attempts)
+        minimum_backoff         = format("%ds", tonumber(trimsuffix(tostring(try(s.retry_policy.minimum_backoff, local.topology_defaults.minimum_backoff)), "s")))
+        maximum_backoff         = format("%ds", tonumber(trimsuffix(tostring(try(s.retry_policy.maximum_backoff, local.topology_defaults.maximum_backoff)), "s")))
+        retention               = format("%ds", tonumber(trimsuffix(tostring(try(s.message_retention_duration, local.topology_defaults.message_retention_duration)), "s")))
+        filter                  = try(s.filter, null)
+      }
+    }
+  ]...)
+
+  topic_retention = format("%ds", tonumber(trimsuffix(tostring(local.topology_defaults.message_retention_duration), "s")))
+
+  # function => its deployment: one gen2 function per declared function,
+  # entry point named like the folder functions/<name>/.
+  functions = {
+    for name, f in local.topology.functions : name => {
+      name        = "${var.name_prefix}-${name}"
+      entry_point = name
+      description = try(f.description, "")
+      settings = merge(var.function_defaults, {
+        for k, v in try(var.function_overrides[name], {}) : k => v if v != null
+      })
+    }
+  }
+
+  # What each function's own service account may do, and nothing more.
+  # publishes: topic keys of the declaration (a per-provider key means every
+  # provider's topic). firestore: read/write documents (roles/datastore.user).
+  # A function missing here fails the plan (precondition in functions.tf).
+  function_access = {
+    ingest     = { publishes = ["normalized", "deadletter"], firestore = false }
+    upsert     = { publishes = ["changed"], firestore = true }
+    deadletter = { publishes = [], firestore = true } # replay publishes with the operator's identity (CLI)
+    billing    = { publishes = [], firestore = true }
+  }
+
+  # "function/topic key" => grant of roles/pubsub.publisher
+  function_publisher_grants = merge([
+    for fn, access in local.function_access : {
+      for key, t in local.topics : "${fn}/${key}" => { function = fn, topic = key }
+      if contains(access.publishes, t.key) && contains(keys(local.functions), fn)
+    }
+  ]...)
+
+  # The settings every function reads (shared/config.py), as infra/stack.py
+  # sets them for the local stack (Topology.env()). Never DCM_LOCAL_MODE.
+  topology_env = {
+    DCM_TOPIC_NORMALIZED       = local.topology.topics.normalized.name
+    DCM_TOPIC_CHANGED          = local.topology.topics.changed.name
+    DCM_TOPIC_DEADLETTER       = local.topology.topics.deadletter.name
+    DCM_INGRESS_TOPIC_TEMPLATE = local.topology.topics.ingress.name
+  }
+}

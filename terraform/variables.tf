@@ -1,0 +1,264 @@
+# Inputs. Topology (topics, subscriptions, functions, default providers,
+# retry and dead-letter policies) is NOT declared here: it comes from
+# infra/topology.yaml, the file the local stack reads (see topology.tf). The
+# variables below only override its `defaults:` section and size the runtime.
+
+# ---- project -----------------------------------------------------------------
+
+variable "project_id" {
+  description = "Google Cloud project id to deploy into."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a Google Cloud project id (6-30 characters, lowercase letters, digits, hyphens)."
+  }
+}
+
+variable "region" {
+  description = "Region of the functions and of the source bucket, e.g. europe-west1."
+  type        = string
+  default     = "europe-west1"
+}
+
+variable "name_prefix" {
+  description = "Prefix of every named resource this module creates besides topics and subscriptions (those are named by infra/topology.yaml): functions, service accounts, bucket."
+  type        = string
+  default     = "dcm-status"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,11}$", var.name_prefix))
+    error_message = "name_prefix must be 2-12 characters: a lowercase letter, then lowercase letters, digits or hyphens (service account ids are limited to 30 characters)."
+  }
+}
+
+variable "labels" {
+  description = "Labels added to every resource that supports them."
+  type        = map(string)
+  default     = {}
+}
+
+variable "enable_apis" {
+  description = "Enable the Google Cloud APIs the stack needs (never disabled on destroy)."
+  type        = bool
+  default     = true
+}
+
+# ---- topology ----------------------------------------------------------------
+
+variable "topology_file" {
+  description = "Path of the topology declaration. Default: infra/topology.yaml of this repository, the file the local stack reads. Change it only to test the expansion."
+  type        = string
+  default     = null
+}
+
+variable "cloud_providers" {
+  description = "Providers to wire (one ingress topic, one ingest subscription and one publisher identity each). Default: the `providers:` list of infra/topology.yaml. Adding a name here is how a provider is added."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.cloud_providers == null ? true : alltrue([for p in var.cloud_providers : can(regex("^[a-z][a-z0-9-]{1,12}$", p))])
+    error_message = "Each provider name must be 2-13 characters: a lowercase letter, then lowercase letters, digits or hyphens."
+  }
+
+  validation {
+    condition     = var.cloud_providers == null ? true : length(distinct(var.cloud_providers)) == length(var.cloud_providers)
+    error_message = "cloud_providers must not contain duplicates."
+  }
+}
+
+variable "provider_publishers" {
+  description = "Provider name -> IAM member allowed to publish to that provider's ingress topic (e.g. \"serviceAccount:aws-bridge@other-project.iam.gserviceaccount.com\"). Providers not listed get a dedicated service account created here."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for m in values(var.provider_publishers) : can(regex("^(serviceAccount|user|group|principal|principalSet):", m))])
+    error_message = "provider_publishers values must be IAM members such as serviceAccount:NAME@PROJECT.iam.gserviceaccount.com (allUsers/allAuthenticatedUsers are refused)."
+  }
+}
+
+variable "message_retention_duration" {
+  description = "Overrides `defaults.message_retention_duration` of infra/topology.yaml: how long topics and subscriptions keep messages for replay (seconds with an `s` suffix, 600s-604800s). null = as declared."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.message_retention_duration == null ? true : can(regex("^[0-9]+s$", var.message_retention_duration))
+    error_message = "message_retention_duration must look like \"604800s\"."
+  }
+}
+
+variable "max_delivery_attempts" {
+  description = "Overrides `defaults.max_delivery_attempts` of infra/topology.yaml: deliveries before Pub/Sub dead-letters a message (5-100). null = as declared."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.max_delivery_attempts == null ? true : (var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100)
+    error_message = "max_delivery_attempts must be between 5 and 100."
+  }
+}
+
+variable "retry_minimum_backoff" {
+  description = "Overrides `defaults.retry_policy.minimum_backoff` of infra/topology.yaml (e.g. \"1s\"). A subscription's own retry_policy still wins. null = as declared."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.retry_minimum_backoff == null ? true : can(regex("^[0-9]+s$", var.retry_minimum_backoff))
+    error_message = "retry_minimum_backoff must look like \"1s\"."
+  }
+}
+
+variable "retry_maximum_backoff" {
+  description = "Overrides `defaults.retry_policy.maximum_backoff` of infra/topology.yaml (e.g. \"30s\", at most 600s). A subscription's own retry_policy still wins. null = as declared."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.retry_maximum_backoff == null ? true : can(regex("^[0-9]+s$", var.retry_maximum_backoff))
+    error_message = "retry_maximum_backoff must look like \"30s\"."
+  }
+}
+
+variable "ack_deadline_seconds" {
+  description = "Overrides `defaults.ack_deadline_seconds` of infra/topology.yaml: how long a push may take before Pub/Sub retries it (10-600). null = as declared."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.ack_deadline_seconds == null ? true : (var.ack_deadline_seconds >= 10 && var.ack_deadline_seconds <= 600)
+    error_message = "ack_deadline_seconds must be between 10 and 600."
+  }
+}
+
+# ---- data retention --------------------------------------------------------
+
+variable "ledger_ttl_days" {
+  description = "Days a dedup-ledger entry (`events`) and a duplicate record (`duplicates`) live before the Firestore TTL policy deletes them (DCM_LEDGER_TTL_DAYS). Redeliveries older than this are caught by the staleness check."
+  type        = number
+  default     = 7
+
+  validation {
+    condition     = var.ledger_ttl_days >= 1
+    error_message = "ledger_ttl_days must be at least 1."
+  }
+}
+
+variable "deadletter_ttl_days" {
+  description = "Days a dead-letter entry (`deadletters`) lives after it was last seen before the Firestore TTL policy deletes it (DCM_DEADLETTER_TTL_DAYS)."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.deadletter_ttl_days >= 1
+    error_message = "deadletter_ttl_days must be at least 1."
+  }
+}
+
+variable "max_event_bytes" {
+  description = "Largest provider CloudEvent the ingest function accepts, in bytes (DCM_MAX_EVENT_BYTES); larger ones are dead-lettered as too large."
+  type        = number
+  default     = 65536
+}
+
+# ---- functions -------------------------------------------------------------
+
+variable "function_source_dir" {
+  description = "Directory holding the deploy zips <function>.zip built by `python -m infra.package --out <dir>`. Default: build/ at the repository root."
+  type        = string
+  default     = null
+}
+
+variable "runtime" {
+  description = "Cloud Functions runtime (pyproject.toml allows Python 3.11 and 3.12)."
+  type        = string
+  default     = "python312"
+
+  validation {
+    condition     = contains(["python311", "python312"], var.runtime)
+    error_message = "runtime must be python311 or python312 (pyproject.toml: requires-python >=3.11,<3.13)."
+  }
+}
+
+variable "function_defaults" {
+  description = "Runtime sizing of every function: memory, vCPU, instance limits, requests per instance (also the worker thread count) and timeout (must not exceed the pushing subscription's ack deadline)."
+  type = object({
+    available_memory                 = optional(string, "512Mi")
+    available_cpu                    = optional(string, "1")
+    min_instance_count               = optional(number, 0)
+    max_instance_count               = optional(number, 10)
+    max_instance_request_concurrency = optional(number, 16)
+    timeout_seconds                  = optional(number, 60)
+  })
+  default = {}
+
+  validation {
+    condition     = var.function_defaults.max_instance_count >= 1 && var.function_defaults.min_instance_count <= var.function_defaults.max_instance_count
+    error_message = "function_defaults: need 1 <= max_instance_count and min_instance_count <= max_instance_count."
+  }
+}
+
+variable "function_overrides" {
+  description = "Per-function changes to function_defaults, keyed by function name (ingest, upsert, deadletter, billing). Unset attributes keep the default."
+  type = map(object({
+    available_memory                 = optional(string)
+    available_cpu                    = optional(string)
+    min_instance_count               = optional(number)
+    max_instance_count               = optional(number)
+    max_instance_request_concurrency = optional(number)
+    timeout_seconds                  = optional(number)
+  }))
+  default = {}
+}
+
+variable "ingress_settings" {
+  description = "Who may reach the functions at the network level. ALLOW_INTERNAL_ONLY admits Pub/Sub push from the same project and nothing from the internet; IAM (roles/run.invoker for the push invoker only) applies on top in every case."
+  type        = string
+  default     = "ALLOW_INTERNAL_ONLY"
+
+  validation {
+    condition     = contains(["ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL"], var.ingress_settings)
+    error_message = "ingress_settings must be ALLOW_INTERNAL_ONLY, ALLOW_INTERNAL_AND_GCLB or ALLOW_ALL."
+  }
+}
+
+variable "source_bucket_name" {
+  description = "Bucket holding the function deploy zips. Default: <project_id>-<name_prefix>-sources."
+  type        = string
+  default     = null
+}
+
+variable "build_service_account" {
+  description = "Email of an existing service account Cloud Build uses to build the functions. Default: a dedicated one is created with only the roles a function build needs."
+  type        = string
+  default     = null
+}
+
+# ---- Firestore -----------------------------------------------------------
+
+variable "create_firestore_database" {
+  description = "Create the Firestore (default) database. Set to false when the project already has one (it must be in Native mode)."
+  type        = bool
+  default     = true
+}
+
+variable "firestore_location" {
+  description = "Location of the Firestore database: a region (europe-west1) or a multi-region (eur3, nam5). Default: var.region. Cannot be changed once created."
+  type        = string
+  default     = null
+}
+
+variable "firestore_point_in_time_recovery" {
+  description = "Keep 7 days of document versions for point-in-time recovery (billed as storage)."
+  type        = bool
+  default     = true
+}
+
+variable "firestore_delete_protection" {
+  description = "Refuse to delete the Firestore database (also through `terraform destroy`)."
+  type        = bool
+  default     = true
+}

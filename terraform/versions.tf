@@ -1,0 +1,11 @@
+terraform {
+  # 1.5+: strcontains(), check blocks; CI pins the exact version in cloudbuild.yaml.
+  required_version = ">= 1.5.0"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = "~> 6.10"
+    }
+  }
+}

@@ -1,0 +1,113 @@
+"""End-to-end fixtures: the real local stack (emulators + functions-framework
+servers + push subscriptions), started once per test session.
+
+The functions reach Firestore through a fault proxy so that tests can cause a
+Firestore outage without losing the emulator's data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from google.cloud import firestore, pubsub_v1
+
+from infra.stack import REPO_ROOT, LocalStack, StackState
+from shared.deadletter_store import DeadLetterStore
+from shared.model import ResourceKey
+from shared.provider_client import StatusReporter
+
+PROVIDERS = ["aws", "azure", "vmware"]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,
+               what: str = "condition") -> Any:
+    """Poll until predicate() is truthy; fail the test with `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class E2EStack:
+    stack: LocalStack
+    state: StackState
+    schemas_dir: Path
+    publisher: pubsub_v1.PublisherClient
+    db: firestore.Client
+
+    @property
+    def project(self) -> str:
+        return self.state.project
+
+    def topic_path(self, name: str) -> str:
+        return f"projects/{self.project}/topics/{name}"
+
+    def ingress(self, provider: str) -> str:
+        return self.topic_path(self.stack.topology(self.state).topic("ingress", provider))
+
+    def reporter(self, provider: str) -> StatusReporter:
+        return StatusReporter(self.publisher, self.project, provider)
+
+    def publish_raw(self, provider: str, data: bytes, **attributes: str) -> str:
+        return self.publisher.publish(self.ingress(provider), data, **attributes).result(timeout=30)
+
+    def resource(self, key: str) -> dict[str, Any] | None:
+        snap = self.db.collection("resources").document(ResourceKey.parse(key).doc_id).get()
+        return snap.to_dict() if snap.exists else None
+
+    def wait_for_status(self, key: str, status: str, timeout: float = 30.0) -> dict[str, Any]:
+        return wait_until(lambda: (d := self.resource(key)) and d["status"] == status and d,
+                          timeout, what=f"{key} to be {status}")
+
+    def deadletters(self, **filters: Any) -> list[dict[str, Any]]:
+        return list(DeadLetterStore(self.db).query(**filters))
+
+    @contextlib.contextmanager
+    def firestore_outage(self) -> Iterator[None]:
+        self.stack.set_firestore_outage(True)
+        try:
+            yield
+        finally:
+            self.stack.set_firestore_outage(False)
+
+    def restart_function(self, name: str) -> None:
+        self.stack.restart_function(self.state, name)
+
+
+@pytest.fixture(scope="session")
+def e2e(tmp_path_factory) -> Iterator[E2EStack]:
+    root = tmp_path_factory.mktemp("e2e")
+    schemas = root / "schemas"
+    shutil.copytree(REPO_ROOT / "schemas", schemas)
+    saved = dict(os.environ)
+    os.environ["DCM_SCHEMAS_DIR"] = str(schemas)
+    stack = LocalStack(root / "state", project=f"dcm-e2e-{uuid.uuid4().hex[:6]}")
+    state = stack.up(PROVIDERS, chaos=True)
+    try:
+        os.environ.update(stack.client_env(state))
+        publisher = pubsub_v1.PublisherClient(
+            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
+        yield E2EStack(stack, state, schemas, publisher, firestore.Client(project=state.project))
+    finally:
+        stack.down()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture
+def uid() -> str:
+    """A unique suffix, so tests sharing the session stack never see each other's resources."""
+    return uuid.uuid4().hex[:10]

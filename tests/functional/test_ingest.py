@@ -1,0 +1,98 @@
+"""ingest through functions-framework's test client, in every delivery shape."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from shared import dead_letters as dl
+from tests import samples
+from tests.functional.conftest import SHAPES, client_for
+
+VALID = samples.load("valid")
+INVALID = samples.load("invalid")
+
+
+@pytest.fixture(scope="module")
+def ingest():
+    return client_for("ingest")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_valid_event_is_forwarded_with_ordering_key(ingest, publisher, shape):
+    sample = next(s for s in VALID if s.name == "vm-common-status")
+    resp = SHAPES[shape](ingest, "dcm-status-ingress-aws", sample.data, sample.attributes)
+    assert resp.status_code == 200, resp.data
+    [out] = publisher.on("dcm-status-normalized")
+    body = orjson.loads(out.data)
+    assert body["key"] == "aws/vm/i-0abc" and body["status"] == "STOPPED"
+    assert out.ordering_key == "aws/vm/i-0abc"
+    assert body["ingress_topic"] == "dcm-status-ingress-aws"
+    assert not publisher.on("dcm-status-deadletter")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_invalid_event_is_dead_lettered_intact_and_acked(ingest, publisher, shape):
+    sample = next(s for s in INVALID if s.name == "schema-invalid-status-type")
+    resp = SHAPES[shape](ingest, "dcm-status-ingress-aws", sample.data, {"x-trace": "t1"})
+    assert resp.status_code == 200
+    [out] = publisher.on("dcm-status-deadletter")
+    assert out.data == sample.data  # the original bytes, for replay
+    assert out.attributes["x-trace"] == "t1"
+    assert out.attributes[dl.REASON] == "schema_invalid"
+    assert orjson.loads(out.attributes[dl.DETAIL])["path"] == "/data/status"
+    assert out.attributes[dl.PROVIDER] == "aws"
+    assert out.attributes[dl.SOURCE_TOPIC] == "dcm-status-ingress-aws"
+    assert out.attributes[dl.KEY] == "aws/vm/i-0abc"
+    assert not publisher.on("dcm-status-normalized")
+
+
+@pytest.mark.parametrize("sample", VALID, ids=lambda s: s.name)
+def test_every_valid_sample_is_forwarded(ingest, publisher, sample):
+    resp = SHAPES["push"](ingest, f"dcm-status-ingress-{sample.provider}", sample.data, sample.attributes)
+    assert resp.status_code == 200
+    [out] = publisher.on("dcm-status-normalized")
+    assert orjson.loads(out.data)["key"] == sample.expect["key"]
+
+
+@pytest.mark.parametrize("sample", INVALID, ids=lambda s: s.name)
+def test_every_invalid_sample_is_dead_lettered_with_its_reason(ingest, publisher, sample):
+    resp = SHAPES["push"](ingest, f"dcm-status-ingress-{sample.provider}", sample.data, sample.attributes)
+    assert resp.status_code == 200
+    [out] = publisher.on("dcm-status-deadletter")
+    assert out.attributes[dl.REASON] == sample.expect["reason"]
+    assert out.attributes[dl.MESSAGE]
+
+
+def test_pubsub_outage_raises_for_redelivery_and_resumes_ordering(ingest, publisher):
+    sample = next(s for s in VALID if s.name == "vm-common-status")
+    publisher.fail = True
+    resp = SHAPES["push"](ingest, "dcm-status-ingress-aws", sample.data)
+    assert resp.status_code == 500  # Pub/Sub will redeliver
+    assert publisher.resumed == [("projects/dcm-test/topics/dcm-status-normalized", "aws/vm/i-0abc")]
+
+
+def test_push_without_topic_in_path_is_dead_lettered_as_provider_mismatch(ingest, publisher):
+    sample = next(s for s in VALID if s.name == "vm-common-status")
+    body = sample.push_body()
+    resp = ingest.post("/", json=body)  # endpoint path without /projects/P/topics/T
+    assert resp.status_code == 200
+    [out] = publisher.on("dcm-status-deadletter")
+    assert out.attributes[dl.REASON] == "provider_mismatch"
+
+
+def test_direct_cloudevent_over_http_is_dead_lettered_not_applied(ingest, publisher):
+    """A provider event POSTed straight to the function bypasses provider isolation."""
+    event = {"specversion": "1.0", "id": "d1", "source": "aws-prod",
+             "type": "dcm.providers.aws.vm.instances.i-9.status", "data": {"status": "RUNNING", "message": ""}}
+    resp = ingest.post("/", data=orjson.dumps(event), headers={"content-type": "application/cloudevents+json"})
+    assert resp.status_code == 200
+    [out] = publisher.on("dcm-status-deadletter")
+    assert out.attributes[dl.REASON] == "provider_mismatch"
+    assert orjson.loads(out.data)["id"] == "d1"
+
+
+def test_garbage_request_is_refused_not_acked(ingest, publisher):
+    resp = ingest.post("/", data=b"hello", headers={"content-type": "text/plain"})
+    assert resp.status_code >= 400  # not acked: a real subscription would redeliver, then dead-letter
+    assert not publisher.messages

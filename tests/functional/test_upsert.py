@@ -1,0 +1,116 @@
+"""upsert through functions-framework's test client, on the Firestore emulator."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from shared import change_events, dead_letters as dl
+from shared.config import settings
+from shared.normalize import normalize_message
+from shared.schemas import registry
+from shared.provider_client import build_event, to_message
+from shared.model import PubSubMessage
+from tests.functional.conftest import SHAPES, client_for
+
+KEY = "aws/vm/i-1"
+
+
+@pytest.fixture(scope="module")
+def upsert():
+    return client_for("upsert")
+
+
+def normalized(status: str, time: str, event_id: str, ingress_id: str | None = None, message: str = "") -> bytes:
+    data, attrs = to_message(build_event("aws", "vm", "i-1", status, message, event_id=event_id, time=time,
+                                         last_transition_time=time, metadata={"tenant": "acme"}))
+    msg = PubSubMessage(data, attrs, ingress_id or f"in-{event_id}", time, "dcm-status-ingress-aws")
+    return orjson.dumps(normalize_message(msg, settings()).to_dict())
+
+
+def post(client, body: bytes, message_id: str = "n-1"):
+    return SHAPES["push"](client, "dcm-status-normalized", body, {}, message_id)
+
+
+def resource(db):
+    snap = db.collection("resources").document("aws~vm~i-1").get()
+    return snap.to_dict() if snap.exists else None
+
+
+def test_first_report_creates_the_resource_and_announces_it(upsert, firestore, publisher):
+    assert post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")).status_code == 200
+    doc = resource(firestore)
+    assert doc["status"] == "RUNNING" and doc["updates"] == 1
+    [out] = publisher.on("dcm-status-changed")
+    event = orjson.loads(out.data)
+    assert event["type"] == change_events.EVENT_TYPE
+    assert event["data"]["oldStatus"] is None and event["data"]["newStatus"] == "RUNNING"
+    assert out.attributes["newStatus"] == "RUNNING" and out.attributes["provider"] == "aws"
+    registry().get(change_events.SCHEMA_URI).check(event["data"])
+
+
+def test_status_change_lists_changed_attributes(upsert, firestore, publisher):
+    post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1", message="up"))
+    post(upsert, normalized("STOPPED", "2026-01-01T11:00:00Z", "e2", message="down"), "n-2")
+    change = orjson.loads(publisher.on("dcm-status-changed")[-1].data)["data"]
+    assert change["oldStatus"] == "RUNNING" and change["newStatus"] == "STOPPED"
+    attrs = {c["attribute"]: (c["old"], c["new"]) for c in change["changes"]}
+    assert attrs["/status"] == ("RUNNING", "STOPPED")
+    assert attrs["/message"] == ("up", "down")
+    assert "/metadata/tenant" not in attrs  # unchanged
+
+
+def test_same_status_updates_state_without_change_event(upsert, firestore, publisher):
+    post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1", message="a"))
+    post(upsert, normalized("RUNNING", "2026-01-01T10:05:00Z", "e2", message="b"), "n-2")
+    assert resource(firestore)["message"] == "b"
+    assert len(publisher.on("dcm-status-changed")) == 1
+
+
+def test_duplicate_event_is_applied_once(upsert, firestore, publisher):
+    body = normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")
+    again = normalized("RUNNING", "2026-01-01T10:00:00Z", "e1", ingress_id="in-republished")
+    for i, b in enumerate((body, body, again)):
+        assert post(upsert, b, f"n-{i}").status_code == 200
+    assert resource(firestore)["updates"] == 1
+    assert len(publisher.on("dcm-status-changed")) == 1
+    # a redelivery (same ingress message) is not a provider duplicate; a re-publication is
+    assert len(list(firestore.collection("duplicates").stream())) == 1
+
+
+def test_stale_event_never_overwrites_and_is_kept_in_history(upsert, firestore, publisher):
+    post(upsert, normalized("STOPPED", "2026-01-01T11:00:00Z", "e2"))
+    post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1"), "n-2")
+    doc = resource(firestore)
+    assert doc["status"] == "STOPPED" and doc["eventId"] == "e2"
+    history = {h.to_dict()["eventId"]: h.to_dict()["outcome"]
+               for h in firestore.collection("resources").document("aws~vm~i-1").collection("history").stream()}
+    assert history == {"e2": "applied", "e1": "stale"}
+    late = orjson.loads(publisher.on("dcm-status-changed")[-1].data)["data"]
+    assert late["late"] is True and late["newStatus"] == "RUNNING"
+    assert publisher.on("dcm-status-changed")[-1].attributes["late"] == "true"
+
+
+def test_crash_between_commit_and_publish_loses_no_change_event(upsert, firestore, publisher):
+    body = normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")
+    publisher.fail = True
+    assert post(upsert, body).status_code == 500  # committed, not announced: Pub/Sub redelivers
+    assert resource(firestore)["status"] == "RUNNING"
+    ledger = firestore.collection("events").document(
+        next(iter(d.id for d in firestore.collection("events").stream()))).get().to_dict()
+    assert ledger["changePending"] is True
+    publisher.fail = False
+    assert post(upsert, body).status_code == 200  # the redelivery
+    [out] = publisher.on("dcm-status-changed")
+    assert orjson.loads(out.data)["data"]["newStatus"] == "RUNNING"
+    assert resource(firestore)["updates"] == 1  # not applied twice
+    assert post(upsert, body).status_code == 200  # and never announced twice once sent
+    assert len(publisher.on("dcm-status-changed")) == 1
+
+
+def test_malformed_internal_message_is_dead_lettered(upsert, firestore, publisher):
+    resp = post(upsert, b'{"not": "a status update"}')
+    assert resp.status_code == 200
+    [out] = publisher.on("dcm-status-deadletter")
+    assert out.attributes[dl.REASON] == "unknown"
+    assert out.attributes[dl.REJECTED_BY] == "upsert"

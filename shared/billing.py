@@ -1,5 +1,54 @@
-"""PLACEHOLDER until the billing issue: acks change events."""
+"""The billing use case: record every status change as a transition of its resource.
+
+Billing listens to the status-changed topic (the proposal's "Instance Stopped"
+story: no new API from the core team). It stores transitions, not running
+totals: the usage intervals are a pure function of the stored transition set
+(``shared.billing_intervals``), computed when a report asks. That is what
+makes billing correct under at-least-once delivery and out-of-order arrival:
+
+- a redelivered change rewrites the same ``transitions/{changeEventId}``
+  document, so it never counts twice;
+- a late change (``late=true``: upsert refused it as stale for the current
+  state, but it still happened at its time) is one more transition in the set
+  and corrects the intervals it falls into on the next report;
+- a resource still in a billable state is counted up to the report's end.
+
+Ack/retry: Firestore failures raise ``Transient`` (Pub/Sub redelivers, then
+dead-letters after max attempts); a message that can never be a valid change
+event is logged at ERROR, dead-lettered with its reason and acked
+(``shared.billing_events.reject``).
+"""
+
+from __future__ import annotations
+
+from shared.billing_events import Change, decode, reject
+from shared.billing_store import BillingStore
+from shared.clients import firestore_client
+from shared.errors import Rejected
+from shared.logs import get_logger
+from shared.model import PubSubMessage
+
+log = get_logger("billing")
 
 
-def handle(message) -> None:
-    return None
+def store() -> BillingStore:
+    return BillingStore(firestore_client())
+
+
+def handle(message: PubSubMessage) -> Change | None:
+    try:
+        change = decode(message)
+    except Rejected as exc:
+        reject(message, exc, "billing")
+        return None
+    return apply(change, store())
+
+
+def apply(change: Change, billing: BillingStore) -> Change:
+    billing.record(change)
+    log.info("transition recorded", extra={
+        "labels": {"provider": change.provider, "resourceType": change.resource_type,
+                   "late": str(change.late).lower()},
+        "key": change.key, "eventId": change.event_id, "status": change.new_status,
+        "previousStatus": change.old_status, "at": change.at})
+    return change

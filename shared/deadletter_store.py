@@ -32,6 +32,11 @@ MAX_REMEMBERED_DELIVERIES = 50
 OPEN, REPLAYED, REPLAY_FAILED = "open", "replayed", "replay_failed"
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
 def entry_id_for(c: Classification) -> str:
     if c.replay_of:
         return c.replay_of
@@ -120,7 +125,7 @@ def _record(tx: firestore.Transaction, store: DeadLetterStore, message: PubSubMe
     stored = message.data[:MAX_STORED_BYTES]
     entry = {
         "id": ref.id,
-        **{k: v for k, v in asdict(c).items() if k != "detail"},
+        **{_camel(k): v for k, v in asdict(c).items() if k != "detail"},
         "detail": dict(c.detail),
         "data": stored,
         "dataTruncated": len(stored) < len(message.data),

@@ -42,8 +42,8 @@ class ResourceKey:
 
 
 def event_identity(source: str, event_id: str) -> str:
-    """The deduplication key of a CloudEvent: its source and id, hashed."""
-    return hashlib.sha256(f"{source}\x00{event_id}".encode()).hexdigest()
+    """The deduplication key of a CloudEvent: its source and id, hashed (length-prefixed: unambiguous)."""
+    return hashlib.sha256(f"{len(source)}:{source}{event_id}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)

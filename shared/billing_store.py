@@ -1,0 +1,120 @@
+"""Billing's own Firestore collections: the transition set of every resource.
+
+- ``billing_resources/{provider~type~id}``: identity, ``tenants`` (every tenant
+  label seen, for filtering), ``firstAtUs`` / ``lastAtUs`` (earliest / latest
+  transition time, µs since the epoch);
+- ``billing_resources/{..}/transitions/{changeEventId}``: one document per
+  change event: status, at (= newTransitionTime, canonical), labels, late.
+
+Every write is idempotent and commutative, so at-least-once delivery in any
+order converges to the same documents: the transition is keyed by the change
+event's id (a redelivery rewrites the same document) and the resource
+document only takes ``merge`` writes of constant fields and the
+ArrayUnion / Minimum / Maximum transforms. No transaction, no read before
+write, no hot document: one small batch per change event.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared import timeutil
+from shared.billing_events import Change
+from shared.billing_intervals import Transition, microseconds
+from shared.errors import Transient
+from shared.state_store import READ_RETRY, READ_TIMEOUT, TRANSIENT_ERRORS
+
+RESOURCES = "billing_resources"
+TRANSITIONS = "transitions"
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def epoch_us(dt: datetime) -> int:
+    return microseconds(dt - EPOCH)
+
+
+def transition_document(change: Change, now: str) -> dict[str, Any]:
+    return {
+        "status": change.new_status,
+        "at": change.at,
+        "atUs": epoch_us(timeutil.parse(change.at)),
+        "observedAt": change.observed_at,
+        "eventId": change.event_id,
+        "oldStatus": change.old_status,
+        "late": change.late,
+        "labels": dict(change.labels),
+        "key": change.key,
+        "provider": change.provider,
+        "resourceType": change.resource_type,
+        "recordedAt": now,
+    }
+
+
+def resource_update(change: Change, now: str) -> dict[str, Any]:
+    at_us = epoch_us(timeutil.parse(change.at))
+    doc: dict[str, Any] = {
+        "key": change.key,
+        "provider": change.provider,
+        "resourceType": change.resource_type,
+        "resourceId": change.resource_id,
+        "firstAtUs": firestore.Minimum(at_us),
+        "lastAtUs": firestore.Maximum(at_us),
+        "updatedAt": now,
+    }
+    if change.labels.get("tenant"):
+        doc["tenants"] = firestore.ArrayUnion([change.labels["tenant"]])
+    return doc
+
+
+class BillingStore:
+    def __init__(self, db: firestore.Client):
+        self.db = db
+
+    def resource_ref(self, doc_id: str):
+        return self.db.collection(RESOURCES).document(doc_id)
+
+    def record(self, change: Change) -> None:
+        """Store one change (idempotent); Transient when Firestore fails."""
+        now = timeutil.now_str()
+        ref = self.resource_ref(change.doc_id)
+        batch = self.db.batch()
+        batch.set(ref.collection(TRANSITIONS).document(change.event_id), transition_document(change, now))
+        batch.set(ref, resource_update(change, now), merge=True)
+        try:
+            batch.commit(timeout=READ_TIMEOUT)
+        except TRANSIENT_ERRORS as exc:
+            raise Transient(f"Firestore batch failed: {exc!r}") from exc
+
+    # ---- read side -------------------------------------------------------------
+    def resources(self, provider: str | None = None, resource_type: str | None = None,
+                  tenant: str | None = None) -> Iterator[dict[str, Any]]:
+        """Billing resources (with their document ``id``), optionally filtered."""
+        query: Any = self.db.collection(RESOURCES)
+        if provider:
+            query = query.where(filter=FieldFilter("provider", "==", provider))
+        if resource_type:
+            query = query.where(filter=FieldFilter("resourceType", "==", resource_type))
+        if tenant:
+            query = query.where(filter=FieldFilter("tenants", "array_contains", tenant))
+        for snap in query.stream(retry=READ_RETRY, timeout=30):
+            yield {"id": snap.id, **snap.to_dict()}
+
+    def transition_documents(self, doc_id: str) -> list[dict[str, Any]]:
+        ref = self.resource_ref(doc_id).collection(TRANSITIONS)
+        return [s.to_dict() for s in ref.stream(retry=READ_RETRY, timeout=30)]
+
+    def transitions(self, doc_id: str) -> list[Transition]:
+        return [to_transition(d) for d in self.transition_documents(doc_id)]
+
+    def count(self, doc_id: str) -> int:
+        result = self.resource_ref(doc_id).collection(TRANSITIONS).count().get()
+        return int(result[0][0].value)
+
+
+def to_transition(doc: dict[str, Any]) -> Transition:
+    return Transition(timeutil.parse(doc["at"]), doc["status"], doc["eventId"], doc.get("observedAt", ""),
+                      dict(doc.get("labels") or {}))

@@ -1,0 +1,79 @@
+"""deadletter through functions-framework's test client, on the Firestore emulator."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from shared import dead_letters as dl
+from shared.deadletter_store import DeadLetterStore, groups
+from tests.functional.conftest import SHAPES, client_for
+
+BAD = b'{"specversion": "1.0", "id": "x", "source": "s", "type": "dcm.providers.aws.vm.a.status", "data": {"status": 1}}'
+
+
+@pytest.fixture(scope="module")
+def deadletter():
+    return client_for("deadletter")
+
+
+def rejection(original_id: str, **extra: str) -> dict[str, str]:
+    return {dl.REASON: "schema_invalid", dl.MESSAGE: "/data/status: 1 is not of type 'string'",
+            dl.DETAIL: orjson.dumps({"path": "/data/status", "rule": "type"}).decode(),
+            dl.PROVIDER: "aws", dl.KEY: "aws/vm/a", dl.SOURCE_TOPIC: "dcm-status-ingress-aws",
+            dl.ORIGINAL_MESSAGE_ID: original_id, dl.REJECTED_BY: "ingest", "x-trace": "t", **extra}
+
+
+def post(client, attributes, message_id, data=BAD):
+    return SHAPES["push"](client, "dcm-status-deadletter", data, attributes, message_id)
+
+
+def test_rejection_is_stored_classified_with_original_intact(deadletter, firestore):
+    assert post(deadletter, rejection("orig-1"), "d-1").status_code == 200
+    [entry] = DeadLetterStore(firestore).query()
+    assert entry["reason"] == "schema_invalid" and entry["provider"] == "aws" and entry["key"] == "aws/vm/a"
+    assert entry["detail"] == {"path": "/data/status", "rule": "type"}
+    assert entry["data"] == BAD and entry["attributes"]["x-trace"] == "t"
+    assert entry["occurrences"] == 1 and entry["state"] == "open" and entry["sourceTopic"] == "dcm-status-ingress-aws"
+
+
+def test_redelivered_dead_letter_is_not_counted_twice(deadletter, firestore):
+    post(deadletter, rejection("orig-1"), "d-1")
+    post(deadletter, rejection("orig-1"), "d-1")  # Pub/Sub redelivery of the same dead letter
+    post(deadletter, rejection("orig-1"), "d-2")  # ingest rejected the same original twice
+    [entry] = DeadLetterStore(firestore).query()
+    assert entry["occurrences"] == 2
+
+
+def test_copies_of_one_bug_form_one_group(deadletter, firestore):
+    for i in range(5):
+        post(deadletter, rejection(f"orig-{i}"), f"d-{i}")
+    post(deadletter, {**rejection("other"), dl.DETAIL: '{"path": "/data/message", "rule": "required"}'}, "d-x")
+    table = groups(list(DeadLetterStore(firestore).query()))
+    assert [g["entries"] for g in table] == [5, 1]
+
+
+def test_pubsub_delivery_exhausted_is_classified_with_subscription_and_count(deadletter, firestore):
+    attrs = {dl.PS_SUBSCRIPTION: "projects/p/subscriptions/dcm-upsert", dl.PS_DELIVERY_COUNT: "5",
+             dl.PS_SUBSCRIPTION_PROJECT: "p", dl.PS_PUBLISH_TIME: "2026-01-01T00:00:00Z",
+             "provider": "aws", "key": "aws/vm/b"}
+    assert post(deadletter, attrs, "d-9", data=b'{"key": "aws/vm/b"}').status_code == 200
+    [entry] = DeadLetterStore(firestore).query(reason="delivery_exhausted")
+    assert entry["sourceSubscription"] == "projects/p/subscriptions/dcm-upsert"
+    assert entry["deliveryCount"] == 5 and entry["provider"] == "aws" and entry["key"] == "aws/vm/b"
+    assert "5 times" in entry["message"]
+
+
+def test_message_without_reason_is_unknown(deadletter, firestore):
+    assert post(deadletter, {}, "d-u", data=b"???").status_code == 200
+    [entry] = DeadLetterStore(firestore).query(reason="unknown")
+    assert entry["data"] == b"???"
+
+
+def test_replay_that_fails_again_comes_back_to_its_entry(deadletter, firestore):
+    post(deadletter, rejection("orig-1"), "d-1")
+    [entry] = DeadLetterStore(firestore).query()
+    post(deadletter, rejection("orig-replayed", **{dl.REPLAY_OF: entry["id"]}), "d-2")
+    [again] = DeadLetterStore(firestore).query()
+    assert again["id"] == entry["id"] and again["state"] == "replay_failed"
+    assert again["lastFailure"]["reason"] == "schema_invalid"

@@ -1,0 +1,43 @@
+"""Resource identity from the subject hierarchy, table-driven."""
+
+import pytest
+
+from shared.errors import Reason, Rejected
+from shared.identity import resolve
+
+CASES = [
+    # (attributes, data, expected key)
+    ({"type": "dcm.providers.aws.vm.instances.i-1.status", "source": "x"}, {}, "aws/vm/i-1"),
+    ({"type": "dcm.providers.aws.vm.i-1.status", "source": "x"}, {}, "aws/vm/i-1"),
+    ({"type": "dcm.providers.aws.vm.instances.host.example.com.status", "source": "x"}, {}, "aws/vm/host.example.com"),
+    ({"type": "dcm.providers.provider-a.volume.volume-123.status", "source": "x"}, {}, "provider-a/volume/volume-123"),
+    ({"type": "dcm.providers.k8s.cluster.instances.status", "source": "x"}, {}, "k8s/cluster/instances"),
+    ({"type": "dcm.status.vm", "source": "dcm/providers/azure", "subject": "vm-1"}, {}, "azure/vm/vm-1"),
+    ({"type": "dcm.status.vm", "source": "dcm/providers/azure/westeurope", "subject": "vm-1"}, {}, "azure/vm/vm-1"),
+    ({"type": "dcm.status.network", "source": "dcm/providers/azure"}, {"id": "n-1"}, "azure/network/n-1"),
+    ({"type": "dcm.status.vm", "source": "dcm/providers/azure", "subject": "s"}, {"id": "d"}, "azure/vm/s"),
+    ({"type": "dcm.providers.aws.vm.i-1.status", "source": "x", "resourcetype": "vm"}, {}, "aws/vm/i-1"),
+]
+
+BAD = [
+    ({"type": "com.example.changed", "source": "x"}, {}, "type"),
+    ({"type": "dcm.providers.aws.vm.status", "source": "x"}, {}, "type"),
+    ({"type": "dcm.providers.AWS.vm.i-1.status", "source": "x"}, {}, "provider"),
+    ({"type": "dcm.status.vm", "source": "aws-prod", "subject": "a"}, {}, "source"),
+    ({"type": "dcm.status.vm", "source": "dcm/providers/aws"}, {}, "subject"),
+    ({"type": "dcm.providers.aws.vm.i-1.status", "source": "x", "resourcetype": "volume"}, {}, "resourcetype"),
+    ({"type": "dcm.providers.aws.vm." + "x" * 600 + ".status", "source": "x"}, {}, "id"),
+]
+
+
+@pytest.mark.parametrize("attrs,data,expected", CASES)
+def test_resolves(attrs, data, expected):
+    assert str(resolve(attrs, data)) == expected
+
+
+@pytest.mark.parametrize("attrs,data,attribute", BAD)
+def test_rejects_with_the_offending_attribute(attrs, data, attribute):
+    with pytest.raises(Rejected) as info:
+        resolve(attrs, data)
+    assert info.value.reason is Reason.INVALID_IDENTITY
+    assert info.value.detail["attribute"] == attribute

@@ -1,0 +1,80 @@
+"""timeutil, diff, logs, config and model: the small shared parts."""
+
+import json
+import logging
+
+import pytest
+
+from shared import timeutil
+from shared.config import settings
+from shared.diff import changes
+from shared.logs import CloudLoggingFormatter
+from shared.model import ResourceKey, event_identity
+from infra.topology import load
+
+
+@pytest.mark.parametrize("text,canonical", [
+    ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00.000000Z"),
+    ("2026-01-01T01:00:00+01:00", "2026-01-01T00:00:00.000000Z"),
+    ("2026-01-01t00:00:00.123456789z", "2026-01-01T00:00:00.123456Z"),
+    ("2025-12-31T23:59:59.5-00:30", "2026-01-01T00:29:59.500000Z"),
+])
+def test_timestamps_are_canonical_and_sortable(text, canonical):
+    assert timeutil.canonical(text) == canonical
+
+
+@pytest.mark.parametrize("text", ["2026-13-01T00:00:00Z", "2026-01-01", "yesterday", "2026-01-01T00:00:00"])
+def test_bad_timestamps_raise(text):
+    with pytest.raises(ValueError):
+        timeutil.parse(text)
+
+
+def test_diff_reports_json_pointers():
+    old = {"status": "PENDING", "metadata": {"a": 1, "b/c": 2}, "gone": 1}
+    new = {"status": "RUNNING", "metadata": {"a": 1, "b/c": 3}, "added": True}
+    assert changes(old, new) == [
+        {"attribute": "/added", "old": None, "new": True},
+        {"attribute": "/gone", "old": 1, "new": None},
+        {"attribute": "/metadata/b~1c", "old": 2, "new": 3},
+        {"attribute": "/status", "old": "PENDING", "new": "RUNNING"},
+    ]
+    assert changes(None, {"status": "X"}) == [{"attribute": "/status", "old": None, "new": "X"}]
+
+
+def test_log_lines_are_cloud_logging_json():
+    record = logging.LogRecord("dcm.test", logging.WARNING, __file__, 1, "hello %s", ("x",), None)
+    record.labels = {"provider": "aws"}
+    record.key = "aws/vm/1"
+    line = json.loads(CloudLoggingFormatter().format(record))
+    assert line["severity"] == "WARNING" and line["message"] == "hello x"
+    assert line["logging.googleapis.com/labels"] == {"provider": "aws"}
+    assert line["key"] == "aws/vm/1"
+
+
+def test_function_defaults_agree_with_the_topology_declaration():
+    topo = load()
+    s = settings()
+    assert s.topic_normalized == topo.topic("normalized")
+    assert s.topic_changed == topo.topic("changed")
+    assert s.topic_deadletter == topo.deadletter_topic
+    assert s.ingress_topic_template == topo.ingress_template
+
+
+def test_provider_of_topic():
+    s = settings()
+    assert s.provider_of_topic("dcm-status-ingress-aws") == "aws"
+    assert s.provider_of_topic("dcm-status-ingress-") is None
+    assert s.provider_of_topic("dcm-status-normalized") is None
+
+
+def test_resource_key_round_trips_through_document_ids():
+    key = ResourceKey("aws", "vm", "a/b~c%d")
+    assert "/" not in key.doc_id
+    assert ResourceKey.from_doc_id(key.doc_id) == key
+    assert ResourceKey.parse(str(key)) == key
+
+
+def test_dedup_identity_is_source_and_id():
+    assert event_identity("s", "1") == event_identity("s", "1")
+    assert event_identity("s", "1") != event_identity("t", "1")
+    assert event_identity("a", "b\x00c") != event_identity("a\x00b", "c")

@@ -1,0 +1,26 @@
+"""The topology declaration expands as the design requires."""
+
+from infra.topology import load
+
+
+def test_one_ingress_topic_and_push_subscription_per_provider():
+    topo = load(["aws", "azure"])
+    ingress = [t.name for t in topo.topics if t.key == "ingress"]
+    assert ingress == ["dcm-status-ingress-aws", "dcm-status-ingress-azure"]
+    subs = {s.name: s for s in topo.subscriptions}
+    assert subs["dcm-ingest-aws"].topic == "dcm-status-ingress-aws" and subs["dcm-ingest-aws"].push == "ingest"
+
+
+def test_every_subscription_has_retry_and_dead_letter_except_the_dead_letter_readers():
+    topo = load()
+    for s in topo.subscriptions:
+        assert s.minimum_backoff >= 1 and s.maximum_backoff >= s.minimum_backoff
+        assert s.dead_letter is (s.topic != topo.deadletter_topic), s.name
+    readers = [s for s in topo.subscriptions if s.topic == topo.deadletter_topic]
+    assert any(s.push == "deadletter" for s in readers) and any(s.push is None for s in readers)
+
+
+def test_upsert_subscription_is_ordered_and_every_function_has_a_trigger():
+    topo = load()
+    assert next(s for s in topo.subscriptions if s.push == "upsert").enable_message_ordering
+    assert set(topo.functions) <= {s.push for s in topo.subscriptions if s.push}

@@ -204,6 +204,21 @@ def stats(as_json: bool) -> None:
             click.echo(f"{k:<14}{v}")
 
 
+@cli.command()
+@click.option("--resources", default=300, show_default=True, help="How many resources in the fleet.")
+@click.option("--seed", default=7, show_default=True, help="Random seed (same seed, same fleet).")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for processing.")
+def demo(resources: int, seed: int, timeout: float) -> None:
+    """Fleet simulation on the local stack; prints states, dead letters and the accounting line."""
+    from infra import demo as fleet_demo
+
+    conn = connect()
+    if not conn.local:
+        raise click.ClickException("the demo runs on the local stack (it resets its Firestore): dcm-status up")
+    if not fleet_demo.run(conn, resources, seed, timeout):
+        sys.exit(1)
+
+
 def main() -> None:
     from infra import cli_dlq
 

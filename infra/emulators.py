@@ -85,7 +85,7 @@ class Process:
         except ChildProcessError:
             return True
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 3.0) -> None:
         try:
             os.killpg(self.pid, signal.SIGTERM)
         except OSError:

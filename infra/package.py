@@ -6,7 +6,8 @@ Cloud Functions (gen2) Python buildpack expects it::
     main.py            <- functions/<name>/main.py (and any other *.py there)
     requirements.txt   <- [project.dependencies] of pyproject.toml
     shared/...         <- the common library
-    schemas/...        <- the JSON Schemas (samples left out)
+    schemas/...        <- the JSON Schemas (samples/ directories left out, as
+                          shared/schemas.py skips them)
 
 The zips are deterministic: sorted entries, fixed timestamps and permissions,
 so the sha256 changes only when the content does. Terraform
@@ -74,11 +75,12 @@ def _included(path: Path, base: Path) -> bool:
 
 
 def _tree(base: Path, prefix: str, exclude: Iterable[str] = ()) -> dict[str, Path]:
+    """Files under ``base`` as ``prefix/...``, skipping any directory named in ``exclude``."""
     excluded = set(exclude)
     files: dict[str, Path] = {}
     for path in base.rglob("*"):
         rel = path.relative_to(base)
-        if rel.parts and rel.parts[0] in excluded:
+        if excluded.intersection(rel.parts[:-1]):
             continue
         if _included(path, base):
             files[f"{prefix}/{rel.as_posix()}"] = path

@@ -83,8 +83,9 @@ class LocalStack:
         self.state_file.write_text(json.dumps(asdict(state), indent=2))
 
     def running(self) -> StackState | None:
+        """The running stack, if every process is alive and it runs every declared function."""
         state = self.load_state()
-        if state and all(p.alive() for p in state.processes()):
+        if state and all(p.alive() for p in state.processes()) and set(state.functions) == set(load().functions):
             return state
         return None
 

@@ -54,6 +54,7 @@ class Change:
     late: bool
     labels: Mapping[str, str]
     version: str
+    old_labels: Mapping[str, str] | None = None  # the labels of the old state (from ``changes``)
 
     @property
     def doc_id(self) -> str:
@@ -66,6 +67,20 @@ def labels_of(resource: Mapping[str, Any]) -> dict[str, str]:
     if not isinstance(metadata, Mapping):
         return {}
     return {k: str(metadata[k]) for k in LABEL_KEYS if metadata.get(k) not in (None, "")}
+
+
+def old_labels_of(labels: Mapping[str, str], changes: Any) -> dict[str, str]:
+    """The labels before this change: the snapshot's, with /metadata/{label} changes undone."""
+    out = dict(labels)
+    for c in changes if isinstance(changes, list) else []:
+        attribute = c.get("attribute") if isinstance(c, Mapping) else None
+        for k in LABEL_KEYS:
+            if attribute == f"/metadata/{k}":
+                if c.get("old") in (None, ""):
+                    out.pop(k, None)
+                else:
+                    out[k] = str(c["old"])
+    return out
 
 
 def _major(version: Any) -> int | None:
@@ -124,6 +139,7 @@ def decode(message: PubSubMessage) -> Change:
         late=data["late"],
         labels=labels_of(data["resource"]),
         version=data["version"],
+        old_labels=old_labels_of(labels_of(data["resource"]), data["changes"]) if data["oldStatus"] else None,
     )
 
 

@@ -4,7 +4,9 @@
   label seen, for filtering), ``firstAtUs`` / ``lastAtUs`` (earliest / latest
   transition time, µs since the epoch);
 - ``billing_resources/{..}/transitions/{changeEventId}``: one document per
-  change event: status, at (= newTransitionTime, canonical), labels, late.
+  change event: status, at (= newTransitionTime, canonical), labels, late;
+  ``transitions/{changeEventId}~old``: the old side of the change
+  (oldStatus since oldTransitionTime), see ``implied_document``.
 
 Every write is idempotent and commutative, so at-least-once delivery in any
 order converges to the same documents: the transition is keyed by the change
@@ -30,6 +32,7 @@ from shared.state_store import READ_RETRY, READ_TIMEOUT, TRANSIENT_ERRORS
 
 RESOURCES = "billing_resources"
 TRANSITIONS = "transitions"
+IMPLIED_SUFFIX = "~old"  # doc id suffix of the transition implied by a change's old side
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -44,6 +47,7 @@ def transition_document(change: Change, now: str) -> dict[str, Any]:
         "atUs": epoch_us(timeutil.parse(change.at)),
         "observedAt": change.observed_at,
         "eventId": change.event_id,
+        "implied": False,
         "oldStatus": change.old_status,
         "late": change.late,
         "labels": dict(change.labels),
@@ -54,15 +58,49 @@ def transition_document(change: Change, now: str) -> dict[str, Any]:
     }
 
 
+def implied_document(change: Change, now: str) -> tuple[str, dict[str, Any]] | None:
+    """The old side of a change, as a transition of its own: ``(doc id, document)``.
+
+    A change ``old -> new`` also says "the resource was ``oldStatus`` from
+    ``oldTransitionTime`` on" (what upsert held). Usually that repeats a
+    transition billing already has; it matters when the old state was stored
+    without a change event of its own: a report with the *same* status but a
+    later transition time (RUNNING 10:00, RUNNING again 13:00 after a stop
+    at 12:30 that arrived late) is not a status change for upsert. Late
+    events carry no old side. Ties at the same instant go to real transitions
+    (an implied one has the empty ``observedAt``, which sorts first).
+    """
+    if change.late or not change.old_status or not change.old_at:
+        return None
+    doc_id = change.event_id + IMPLIED_SUFFIX
+    return doc_id, {
+        "status": change.old_status,
+        "at": change.old_at,
+        "atUs": epoch_us(timeutil.parse(change.old_at)),
+        "observedAt": "",
+        "eventId": change.event_id,
+        "implied": True,
+        "oldStatus": None,
+        "late": False,
+        "labels": dict(change.old_labels or {}),
+        "key": change.key,
+        "provider": change.provider,
+        "resourceType": change.resource_type,
+        "recordedAt": now,
+    }
+
+
 def resource_update(change: Change, now: str) -> dict[str, Any]:
-    at_us = epoch_us(timeutil.parse(change.at))
+    times = [epoch_us(timeutil.parse(change.at))]
+    if change.old_at and not change.late:
+        times.append(epoch_us(timeutil.parse(change.old_at)))
     doc: dict[str, Any] = {
         "key": change.key,
         "provider": change.provider,
         "resourceType": change.resource_type,
         "resourceId": change.resource_id,
-        "firstAtUs": firestore.Minimum(at_us),
-        "lastAtUs": firestore.Maximum(at_us),
+        "firstAtUs": firestore.Minimum(min(times)),
+        "lastAtUs": firestore.Maximum(max(times)),
         "updatedAt": now,
     }
     if change.labels.get("tenant"):
@@ -83,6 +121,9 @@ class BillingStore:
         ref = self.resource_ref(change.doc_id)
         batch = self.db.batch()
         batch.set(ref.collection(TRANSITIONS).document(change.event_id), transition_document(change, now))
+        implied = implied_document(change, now)
+        if implied:
+            batch.set(ref.collection(TRANSITIONS).document(implied[0]), implied[1])
         batch.set(ref, resource_update(change, now), merge=True)
         try:
             batch.commit(timeout=READ_TIMEOUT)
@@ -104,8 +145,9 @@ class BillingStore:
             yield {"id": snap.id, **snap.to_dict()}
 
     def transition_documents(self, doc_id: str) -> list[dict[str, Any]]:
+        """The stored transitions of one resource, each with its document ``id``."""
         ref = self.resource_ref(doc_id).collection(TRANSITIONS)
-        return [s.to_dict() for s in ref.stream(retry=READ_RETRY, timeout=30)]
+        return [{"id": s.id, **s.to_dict()} for s in ref.stream(retry=READ_RETRY, timeout=30)]
 
     def transitions(self, doc_id: str) -> list[Transition]:
         return [to_transition(d) for d in self.transition_documents(doc_id)]
@@ -116,5 +158,6 @@ class BillingStore:
 
 
 def to_transition(doc: dict[str, Any]) -> Transition:
-    return Transition(timeutil.parse(doc["at"]), doc["status"], doc["eventId"], doc.get("observedAt", ""),
-                      dict(doc.get("labels") or {}))
+    """A stored transition document (with its ``id``) as an interval-arithmetic Transition."""
+    return Transition(timeutil.parse(doc["at"]), doc["status"], doc.get("id") or doc["eventId"],
+                      doc.get("observedAt", ""), dict(doc.get("labels") or {}))

@@ -14,6 +14,10 @@
 #   deadletters/{entryId}      filtered by reason / provider / fingerprint ==,
 #                              ranged and ordered on lastSeen: composite
 #                              indexes below. TTL on expireAt.
+#   billing_resources/{key}    provider ==, resourceType ==, tenants array-contains:
+#                              automatic single-field indexes (merged).
+#     .../transitions          read whole, counted: automatic.
+#   audit_stopped/{eventId}    written once, never queried.
 
 locals {
   # shared/clients.py opens firestore.Client(project=...): the (default) database.

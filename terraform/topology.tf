@@ -83,14 +83,19 @@ locals {
   }
 
   # What each function's own service account may do, and nothing more.
-  # publishes: topic keys of the declaration (a per-provider key means every
-  # provider's topic). firestore: read/write documents (roles/datastore.user).
-  # A function missing here fails the plan (precondition in functions.tf).
+  # publishes: topic keys of the declaration (a per-provider key would mean
+  # every provider's topic). firestore: read/write documents
+  # (roles/datastore.user). Every function but deadletter dead-letters the
+  # messages it rejects (shared/entrypoint.py), so it publishes to deadletter;
+  # the deadletter function never publishes (replay runs with the operator's
+  # identity, from the CLI). A function missing here fails the plan
+  # (precondition in functions.tf).
   function_access = {
     ingest     = { publishes = ["normalized", "deadletter"], firestore = false }
-    upsert     = { publishes = ["changed"], firestore = true }
-    deadletter = { publishes = [], firestore = true } # replay publishes with the operator's identity (CLI)
-    billing    = { publishes = [], firestore = true }
+    upsert     = { publishes = ["changed", "deadletter"], firestore = true }
+    deadletter = { publishes = [], firestore = true }
+    billing    = { publishes = ["deadletter"], firestore = true }
+    audit      = { publishes = ["deadletter"], firestore = true }
   }
 
   # "function/topic key" => grant of roles/pubsub.publisher

@@ -75,7 +75,7 @@ variable "provider_publishers" {
 
   validation {
     condition     = alltrue([for m in values(var.provider_publishers) : can(regex("^(serviceAccount|user|group|principal|principalSet):", m))])
-    error_message = "provider_publishers values must be IAM members such as serviceAccount:NAME@PROJECT.iam.gserviceaccount.com (allUsers/allAuthenticatedUsers are refused)."
+    error_message = "provider_publishers values must be IAM members such as serviceAccount:NAME@PROJECT.iam.gserviceaccount.com (public principals are refused)."
   }
 }
 

@@ -128,4 +128,6 @@ def evaluate(expressions: Mapping[str, str], variables: Mapping[str, Any] | None
                               capture_output=True, text=True, timeout=60, env=env)
     if proc.returncode != 0:
         raise AssertionError(f"terraform console failed:\n{proc.stderr}\n{proc.stdout}")
-    return json.loads(json.loads(proc.stdout.strip()))
+    # The console prints an HCL string literal: JSON escapes plus $${ and %%{.
+    text = proc.stdout.strip().replace("$${", "${").replace("%%{", "%{")
+    return json.loads(json.loads(text))

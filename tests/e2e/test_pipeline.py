@@ -1,13 +1,48 @@
-"""The pipeline end to end on the emulators: provider publish -> ingest -> upsert -> Firestore."""
+"""The pipeline end to end on the emulators, published with google-cloud-pubsub
+as a provider would: provider topic -> ingest -> upsert -> Firestore."""
 
 from __future__ import annotations
 
-import pytest
+import time
 
-from shared import timeutil
+import pytest
+from google.cloud import pubsub_v1
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.model import ResourceKey, event_identity
+from shared.provider_client import build_event, to_message
+from tests import samples
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
+
+
+def test_the_stack_built_exactly_the_declared_topology(e2e):
+    topo = e2e.stack.topology(e2e.state)
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    project = f"projects/{e2e.project}"
+    topics = {t.name.rsplit("/", 1)[1] for t in publisher.list_topics(project=project)}
+    assert {t.name for t in topo.topics} <= topics
+    subs = {s.name.rsplit("/", 1)[1]: s for s in subscriber.list_subscriptions(project=project)}
+    dlq = f"{project}/topics/{topo.deadletter_topic}"
+    for spec in topo.subscriptions:
+        actual = subs[spec.name]
+        assert actual.topic == f"{project}/topics/{spec.topic}"
+        assert actual.enable_message_ordering == spec.enable_message_ordering
+        assert actual.retry_policy.minimum_backoff.total_seconds() == spec.minimum_backoff
+        assert actual.retry_policy.maximum_backoff.total_seconds() == spec.maximum_backoff
+        if spec.dead_letter:
+            assert actual.dead_letter_policy.dead_letter_topic == dlq
+            assert actual.dead_letter_policy.max_delivery_attempts == spec.max_delivery_attempts
+        else:
+            assert not actual.dead_letter_policy.dead_letter_topic
+        if spec.push:
+            port = e2e.state.functions[spec.push]["port"]
+            assert actual.push_config.push_endpoint == f"http://127.0.0.1:{port}/{project}/topics/{spec.topic}"
+        else:
+            assert not actual.push_config.push_endpoint
+    assert any(s.topic == dlq for s in subs.values())  # nothing dead-lettered is lost
 
 
 def test_structured_and_binary_reports_land_in_firestore(e2e, uid):
@@ -18,3 +53,66 @@ def test_structured_and_binary_reports_land_in_firestore(e2e, uid):
     ctr = e2e.wait_for_status(f"aws/container/ctr-{uid}", "RUNNING")
     assert vm["message"] == "VM is running." and vm["statusRecognized"]
     assert ctr["rawStatus"] == "Running"
+
+
+def test_lifecycle_final_state_and_history(e2e, uid):
+    aws = e2e.reporter("aws")
+    steps = ["PROVISIONING", "RUNNING", "STOPPING", "STOPPED"]
+    for i, status in enumerate(steps):
+        aws.report("vm", f"life-{uid}", status, status.lower(), time=f"2026-02-01T10:0{i}:00Z").result(timeout=30)
+    doc = e2e.wait_for_status(f"aws/vm/life-{uid}", "STOPPED")
+    assert doc["lastTransitionTime"] == "2026-02-01T10:03:00.000000Z"
+    ref = e2e.db.collection("resources").document(ResourceKey.parse(f"aws/vm/life-{uid}").doc_id)
+    wait_until(lambda: len(list(ref.collection("history").stream())) == 4, what="4 history entries")
+
+
+def test_duplicate_is_never_applied_twice(e2e, uid):
+    event = build_event("azure", "vm", f"dup-{uid}", "RUNNING", "once", time="2026-02-01T10:00:00Z")
+    data, attrs = to_message(event)
+    for _ in range(3):  # the provider retried its publish
+        e2e.publish_raw("azure", data, **attrs)
+    doc = e2e.wait_for_status(f"azure/vm/dup-{uid}", "RUNNING")
+    ledger = e2e.db.collection("events").document(event_identity(event["source"], event["id"]))
+    wait_until(lambda: len(list(e2e.db.collection("duplicates").where(filter=FieldFilter("dedupId", "==", ledger.id)).stream())) == 2,
+               what="two duplicates recorded")
+    assert e2e.resource(f"azure/vm/dup-{uid}")["updates"] == 1 == doc["updates"]
+
+
+def test_stale_event_never_overwrites(e2e, uid):
+    aws = e2e.reporter("aws")
+    aws.report("vm", f"stale-{uid}", "STOPPED", "newer", time="2026-02-01T12:00:00Z").result(timeout=30)
+    e2e.wait_for_status(f"aws/vm/stale-{uid}", "STOPPED")
+    old = build_event("aws", "vm", f"stale-{uid}", "RUNNING", "older", time="2026-02-01T11:00:00Z")
+    data, attrs = to_message(old)
+    e2e.publish_raw("aws", data, **attrs)
+    ledger = e2e.db.collection("events").document(event_identity(old["source"], old["id"]))
+    wait_until(lambda: ledger.get().exists, what="the stale event to be processed")
+    assert ledger.get().to_dict()["outcome"] == "stale"
+    assert e2e.resource(f"aws/vm/stale-{uid}")["status"] == "STOPPED"
+
+
+@pytest.mark.parametrize("sample", samples.load("invalid"), ids=lambda s: s.name)
+def test_each_invalid_kind_is_dead_lettered_with_its_reason(e2e, sample):
+    message_id = e2e.publish_raw(sample.provider if sample.provider in e2e.state.providers else "aws",
+                                 sample.data, **sample.attributes)
+    entry = wait_until(lambda: [e for e in e2e.deadletters() if e["originalMessageId"] == message_id],
+                       what=f"dead letter for {sample.name}")[0]
+    assert entry["reason"] == sample.expect["reason"]
+    assert entry["data"] == sample.data and entry["message"]
+    if "path" in sample.expect:
+        assert entry["detail"]["path"] == sample.expect["path"]
+
+
+def test_firestore_outage_during_processing_applies_every_event_once(e2e, uid):
+    reporter = e2e.reporter("vmware")
+    keys = [f"vmware/vm/outage-{uid}-{i}" for i in range(20)]
+    with e2e.firestore_outage():
+        futures = [reporter.report("vm", k.rsplit("/", 1)[1], "RUNNING", "during outage",
+                                   time="2026-02-01T10:00:00Z") for k in keys]
+        [f.result(timeout=30) for f in futures]
+        time.sleep(3)  # deliveries fail meanwhile: upsert raises, Pub/Sub redelivers
+        assert all(e2e.resource(k) is None for k in keys[:3])
+    for k in keys:
+        doc = e2e.wait_for_status(k, "RUNNING", timeout=60)
+        assert doc["updates"] == 1
+    assert not [e for e in e2e.deadletters(provider="vmware") if e.get("key") in keys]

@@ -1,0 +1,46 @@
+# make install  - set up .venv (Python deps) and the Pub/Sub + Firestore emulators
+# make demo     - install, start the local stack, run the fleet demo, stop the stack (KEEP=1 leaves it up)
+# make test     - install, run every test tier (unit, functional, e2e on the emulators, deploy checks)
+# make bench    - install, run the benchmarks (prints figures)
+# make lint     - terraform fmt -check and checkov on terraform/ (checkov in its own virtualenv)
+# make down     - stop a local stack left running
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+CLI    := $(VENV)/bin/dcm-status
+STAMP  := $(VENV)/.installed
+
+.PHONY: install emulators demo test unit bench lint down clean
+
+install: $(STAMP) emulators
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+emulators:
+	@bash infra/install-emulators.sh
+
+demo: install
+	$(CLI) up
+	$(CLI) demo || { [ -n "$(KEEP)" ] || $(CLI) down; exit 1; }
+	@if [ -n "$(KEEP)" ]; then echo "stack left running: $(CLI) --help, then 'make down'"; else $(CLI) down; fi
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit tests/functional
+
+bench: install
+	$(PY) benchmarks/validation.py
+	$(PY) benchmarks/pipeline.py
+
+down:
+	@[ ! -x $(CLI) ] || $(CLI) down
+
+clean: down
+	rm -rf $(VENV) .venv-checkov .dcm build

@@ -1,0 +1,372 @@
+"""Terraform deploys exactly what the local stack runs.
+
+The topology is expanded by Terraform from infra/topology.yaml (terraform/
+topology.tf). These tests evaluate that expansion with the real ``terraform
+console`` and compare it, subscription by subscription, with what
+infra/topology.py gives the local stack; then they check, in the parsed HCL,
+that the resources are driven by that expansion (for_each, dynamic blocks) and
+carry the security properties the design needs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra import topology as topo
+from tests.deploy import tf
+from tests.deploy.tf import block, dynamic
+
+REPO_ROOT = tf.REPO_ROOT
+SUB_KEYS = ("name", "topic_name", "push", "enable_message_ordering", "dead_letter", "ack_deadline_seconds",
+            "max_delivery_attempts", "minimum_backoff", "maximum_backoff", "retention", "filter")
+
+
+def expected_subscription(s: topo.SubscriptionSpec) -> dict:
+    """A subscription of the local stack, in the shape of local.subscriptions."""
+    return {"name": s.name, "topic_name": s.topic, "push": s.push,
+            "enable_message_ordering": s.enable_message_ordering, "dead_letter": s.dead_letter,
+            "ack_deadline_seconds": s.ack_deadline_seconds, "max_delivery_attempts": s.max_delivery_attempts,
+            "minimum_backoff": f"{s.minimum_backoff}s", "maximum_backoff": f"{s.maximum_backoff}s",
+            "retention": f"{s.message_retention}s", "filter": s.filter}
+
+
+def expansion(terraform: str, **variables) -> dict:
+    return tf.evaluate({"topics": "local.topics", "subscriptions": "local.subscriptions",
+                        "functions": "local.functions", "providers": "local.cloud_providers",
+                        "topic_retention": "local.topic_retention"},
+                       variables, terraform)
+
+
+def assert_same_topology(got: dict, want: topo.Topology) -> None:
+    assert sorted(t["name"] for t in got["topics"].values()) == sorted(t.name for t in want.topics)
+    subs = {name: {k: s[k] for k in SUB_KEYS} for name, s in got["subscriptions"].items()}
+    wanted = {s.name: expected_subscription(s) for s in want.subscriptions}
+    missing, extra = sorted(set(wanted) - set(subs)), sorted(set(subs) - set(wanted))
+    assert not missing and not extra, f"missing in Terraform: {missing}; not in the declaration: {extra}"
+    for name in wanted:
+        assert subs[name] == wanted[name], f"subscription {name} differs from the local stack's"
+    assert sorted(got["functions"]) == sorted(want.functions)
+
+
+# ---- the expansion of infra/topology.yaml --------------------------------------
+
+
+def test_topology_comes_from_the_shared_declaration(config: tf.Config):
+    assert config.locals["topology"] == "${yamldecode(file(local.topology_file))}"
+    default = re.fullmatch(r'\$\{coalesce\(var\.topology_file, "\$\{path\.module\}/(.+)"\)\}',
+                           config.locals["topology_file"])
+    assert default, config.locals["topology_file"]
+    assert (tf.TF_DIR / default.group(1)).resolve() == topo.TOPOLOGY_FILE.resolve()
+
+
+@pytest.mark.parametrize("providers", [None, ["aws"], ["aws", "gcp", "openstack"]],
+                         ids=["declared-providers", "one-provider", "added-providers"])
+def test_expansion_equals_the_local_stack(terraform, providers):
+    got = expansion(terraform, **({"cloud_providers": providers} if providers else {}))
+    want = topo.load(providers)
+    assert got["providers"] == list(want.providers)
+    assert_same_topology(got, want)
+    ingress = {t["provider"]: t["name"] for t in got["topics"].values() if t["key"] == "ingress"}
+    assert ingress == {p: want.topic("ingress", p) for p in want.providers}
+
+
+def test_expansion_follows_the_declaration_not_a_copy(terraform, tmp_path):
+    """Edit the YAML (drop, add, change subscriptions and defaults): Terraform follows."""
+    doc = topo.read()
+    doc["defaults"]["max_delivery_attempts"] = 9
+    doc["defaults"]["retry_policy"]["maximum_backoff"] = "45s"
+    doc["subscriptions"] = [s for s in doc["subscriptions"] if s["name"] != "dcm-billing"]
+    doc["subscriptions"].append({"name": "dcm-audit-{provider}", "topic": "ingress", "pull": True,
+                                 "dead_letter": False, "ack_deadline_seconds": 20,
+                                 "retry_policy": {"minimum_backoff": "5s"}})
+    doc["subscriptions"].append({"name": "dcm-upsert-replica", "topic": "normalized", "push": "upsert",
+                                 "enable_message_ordering": True, "max_delivery_attempts": 12,
+                                 "message_retention_duration": "3600s", "filter": 'attributes.provider = "aws"'})
+    path = tmp_path / "topology.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    got = expansion(terraform, topology_file=str(path), cloud_providers=["aws", "azure"])
+    want = topo.load(["aws", "azure"], path=path)
+    assert "dcm-billing" not in got["subscriptions"]
+    assert {"dcm-audit-aws", "dcm-audit-azure", "dcm-upsert-replica"} <= set(got["subscriptions"])
+    assert_same_topology(got, want)
+
+
+def test_variables_override_the_declared_defaults_like_editing_them(terraform, tmp_path):
+    """A variable override equals the same edit of `defaults:`; a subscription's own policy still wins."""
+    doc = topo.read()
+    doc["subscriptions"].append({"name": "dcm-own-policy", "topic": "changed", "pull": True,
+                                 "max_delivery_attempts": 20, "retry_policy": {"maximum_backoff": "90s"}})
+    declared = tmp_path / "declared.yaml"
+    declared.write_text(yaml.safe_dump(doc))
+    got = expansion(terraform, topology_file=str(declared), max_delivery_attempts=7, retry_maximum_backoff="40s",
+                    ack_deadline_seconds=30, message_retention_duration="86400s")
+
+    doc["defaults"].update(max_delivery_attempts=7, ack_deadline_seconds=30, message_retention_duration="86400s")
+    doc["defaults"]["retry_policy"]["maximum_backoff"] = "40s"
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(doc))
+    assert_same_topology(got, topo.load(path=edited))
+    own = got["subscriptions"]["dcm-own-policy"]
+    assert (own["maximum_backoff"], own["max_delivery_attempts"]) == ("90s", 20)
+    assert got["subscriptions"]["dcm-upsert"]["maximum_backoff"] == "40s"
+    assert got["topic_retention"] == "86400s"
+
+
+def test_every_function_has_a_push_subscription_and_the_deadletter_topic_is_read(terraform):
+    got = expansion(terraform)
+    pushed = {s["push"] for s in got["subscriptions"].values() if s["push"]}
+    assert pushed == set(got["functions"]), "every declared function is a push target, and only those"
+    on_dlq = [s for s in got["subscriptions"].values() if s["topic_key"] == "deadletter"]
+    assert any(s["push"] == "deadletter" for s in on_dlq), "the deadletter function reads the dead-letter topic"
+    assert any(s["pull"] for s in on_dlq), "an archive subscription keeps every dead letter"
+    assert not any(s["dead_letter"] for s in on_dlq), "a dead-letter subscription must not dead-letter into itself"
+    for s in got["subscriptions"].values():
+        assert bool(s["push"]) != bool(s["pull"]), f"{s['name']}: exactly one of push / pull"
+    assert got["subscriptions"]["dcm-upsert"]["enable_message_ordering"] is True
+
+
+def test_function_entry_points_and_env_match_the_local_stack(terraform):
+    got = tf.evaluate({"functions": "local.functions", "env": "local.topology_env",
+                       "access": "local.function_access"}, terraform=terraform)
+    for name, f in got["functions"].items():
+        assert f["entry_point"] == name
+        main = (REPO_ROOT / "functions" / name / "main.py").read_text()
+        assert re.search(rf"^def {name}\(", main, re.M), f"functions/{name}/main.py defines no {name}()"
+        s = f["settings"]
+        assert s["max_instance_count"] >= 1 and s["max_instance_request_concurrency"] >= 1
+    assert got["env"] == topo.load().env()
+    assert set(got["access"]) == set(got["functions"]), "declare the grants of every function (topology.tf)"
+
+
+# ---- resources driven by the expansion ----------------------------------------
+
+
+def test_topics_and_subscriptions_are_created_from_the_expansion(config: tf.Config):
+    topic = config.resource("google_pubsub_topic", "topic")
+    assert topic["for_each"] == "${local.topics}"
+    assert topic["name"] == "${each.value.name}"
+    assert topic["message_retention_duration"] == "${local.topic_retention}", "topics retain messages for replay"
+
+    sub = config.resource("google_pubsub_subscription", "subscription")
+    assert sub["for_each"] == "${local.subscriptions}"
+    assert sub["name"] == "${each.value.name}"
+    assert sub["topic"] == "${google_pubsub_topic.topic[each.value.topic].id}"
+    for attr, key in (("ack_deadline_seconds", "ack_deadline_seconds"), ("message_retention_duration", "retention"),
+                      ("enable_message_ordering", "enable_message_ordering"), ("filter", "filter")):
+        assert sub[attr] == f"${{each.value.{key}}}", attr
+    assert block(sub, "expiration_policy") == {"ttl": ""}, "subscriptions never expire"
+    assert block(sub, "retry_policy") == {"minimum_backoff": "${each.value.minimum_backoff}",
+                                          "maximum_backoff": "${each.value.maximum_backoff}"}
+
+    dlp = dynamic(sub, "dead_letter_policy")
+    assert dlp["for_each"] == "${each.value.dead_letter ? [local.deadletter_topic.id] : []}"
+    assert config.locals["deadletter_topic"] == '${google_pubsub_topic.topic["deadletter"]}'
+    assert block(dlp, "content") == {"dead_letter_topic": "${dead_letter_policy.value}",
+                                     "max_delivery_attempts": "${each.value.max_delivery_attempts}"}
+
+    push = dynamic(sub, "push_config")
+    assert push["for_each"] == "${each.value.push != null ? [each.value.push] : []}"
+    content = block(push, "content")
+    url = "${local.function_urls[push_config.value]}"
+    assert content["push_endpoint"] == url + "/projects/${var.project_id}/topics/${each.value.topic_name}"
+    assert "no_wrapper" not in content, "functions-framework needs the Pub/Sub envelope"
+    assert block(content, "oidc_token") == {"service_account_email": "${google_service_account.push_invoker.email}",
+                                            "audience": url}
+
+
+def test_functions_are_deployed_from_hash_named_zips_with_their_own_identity(config: tf.Config):
+    fn = config.resource("google_cloudfunctions2_function", "function")
+    assert fn["for_each"] == "${local.functions}"
+    assert "event_trigger" not in fn, "reached only through our push subscriptions (dead-letter policy)"
+    build = block(fn, "build_config")
+    assert build["entry_point"] == "${each.value.entry_point}"
+    assert block(block(build, "source"), "storage_source")["object"] == \
+        "${google_storage_bucket_object.source[each.key].name}"
+    obj = config.resource("google_storage_bucket_object", "source")
+    assert obj["for_each"] == "${local.function_zips}"
+    assert obj["name"] == "${each.key}-${filesha256(each.value)}.zip", "a code change must redeploy"
+    assert config.locals["function_zips"] == \
+        '${{for name in keys(local.functions) : name => "${local.function_source_dir}/${name}.zip"}}'
+
+    service = block(fn, "service_config")
+    assert service["service_account_email"] == "${google_service_account.function[each.key].email}"
+    for attr in ("max_instance_count", "min_instance_count", "max_instance_request_concurrency",
+                 "available_memory", "available_cpu", "timeout_seconds"):
+        assert service[attr] == f"${{each.value.settings.{attr}}}", attr
+    assert service["ingress_settings"] == "${var.ingress_settings}"
+    assert config.variables["ingress_settings"]["default"] == "ALLOW_INTERNAL_ONLY"
+    assert config.resource("google_service_account", "function")["for_each"] == "${local.functions}"
+
+
+def test_functions_verify_the_push_token_in_production(config: tf.Config):
+    env = block(config.resource("google_cloudfunctions2_function", "function"), "service_config")[
+        "environment_variables"]
+    assert env.startswith("${merge(local.topology_env, {") and env.endswith("})}")
+    assigned = dict(re.findall(r"(\w+) = ([^,}]+)", env))
+    assert assigned["DCM_PROJECT"] == "var.project_id"
+    assert assigned["DCM_PUSH_AUDIENCE"] == "local.function_urls[each.key]", "audience = the push token's audience"
+    assert assigned["DCM_PUSH_SERVICE_ACCOUNT"] == "google_service_account.push_invoker.email"
+    # every setting the code reads is set, except the local-mode switch and a test override
+    read_by_code = set()
+    for path in (REPO_ROOT / "shared").glob("*.py"):
+        read_by_code |= set(re.findall(r'(?:environ\.get|_flag)\(\s*"(DCM_[A-Z0-9_]+)"', path.read_text()))
+    not_in_production = {"DCM_LOCAL_MODE", "DCM_SCHEMAS_DIR"}
+    set_here = set(assigned) | set(topo.load().env())
+    assert read_by_code - not_in_production <= set_here, sorted(read_by_code - not_in_production - set_here)
+    assert "DCM_LOCAL_MODE" in read_by_code
+
+
+def test_local_mode_is_set_nowhere():
+    for path in sorted(tf.TF_DIR.rglob("*.tf")) + [tf.TF_DIR / "terraform.tfvars.example"]:
+        assert "DCM_LOCAL_MODE" not in json.dumps(tf.parse(path)), f"{path} sets DCM_LOCAL_MODE"
+    # CI deploys with the same files; the emulator stack sets local mode itself (infra/stack.py).
+    assert "DCM_LOCAL_MODE" not in (REPO_ROOT / "cloudbuild.yaml").read_text()
+
+
+# ---- access ----------------------------------------------------------------
+
+
+def test_nothing_is_public(config: tf.Config):
+    text = config.dump() + "".join(json.dumps(tf.parse(p)) for p in tf.TF_DIR.rglob("examples/**/*.tf"))
+    for member in ("allUsers", "allAuthenticatedUsers"):
+        assert member not in text
+    iam = {key: body for key, body in config.resources.items() if "_iam_" in key[0]}
+    assert not [k for k in iam if k[0].endswith(("_iam_policy", "_iam_binding"))], "additive members only"
+    invokers = {k: b for k, b in iam.items() if b.get("role") in ("roles/run.invoker", "roles/cloudfunctions.invoker")}
+    assert list(invokers) == [("google_cloud_run_v2_service_iam_member", "push_invoker")]
+    inv = invokers[("google_cloud_run_v2_service_iam_member", "push_invoker")]
+    assert inv["for_each"] == "${local.functions}"
+    assert inv["name"] == "${google_cloudfunctions2_function.function[each.key].name}"
+    assert inv["member"] == "${google_service_account.push_invoker.member}"
+
+
+def test_publishers_are_scoped_to_their_topics(config: tf.Config):
+    provider = config.resource("google_pubsub_topic_iam_member", "provider_publisher")
+    assert provider["for_each"] == '${{for key, t in local.topics : key => t if t.key == "ingress"}}'
+    assert provider["role"] == "roles/pubsub.publisher"
+    assert provider["topic"] == "${google_pubsub_topic.topic[each.key].name}"
+    assert provider["member"] == "${local.provider_publisher_members[each.value.provider]}"
+    fn = config.resource("google_pubsub_topic_iam_member", "function_publisher")
+    assert fn["for_each"] == "${local.function_publisher_grants}"
+    assert fn["member"] == "${google_service_account.function[each.value.function].member}"
+    project_roles = {b["role"] for (t, _), b in config.resources.items() if t == "google_project_iam_member"
+                     if not b["role"].startswith("${")}
+    assert "roles/pubsub.publisher" not in project_roles and "roles/editor" not in project_roles
+    firestore = config.resource("google_project_iam_member", "function_firestore")
+    assert firestore["role"] == "roles/datastore.user"
+
+
+def test_function_grants_follow_what_each_use_case_does(terraform):
+    got = tf.evaluate({"grants": "local.function_publisher_grants", "access": "local.function_access",
+                       "functions": "local.functions"}, terraform=terraform)
+    publishes: dict[str, set[str]] = {name: set() for name in got["functions"]}
+    for g in got["grants"].values():
+        publishes[g["function"]].add(g["topic"])
+    assert publishes["ingest"] == {"normalized", "deadletter"}
+    assert publishes["upsert"] == {"changed", "deadletter"}
+    assert publishes["deadletter"] == set(), "the deadletter function must never publish (into its own topic)"
+    for name, topics in publishes.items():
+        assert not any(t.startswith("ingress") for t in topics), f"{name} may not pose as a provider"
+        if name != "deadletter":
+            assert "deadletter" in topics, f"{name} dead-letters what it rejects (shared/entrypoint.py)"
+    assert got["access"]["ingest"]["firestore"] is False
+    assert got["access"]["upsert"]["firestore"] and got["access"]["deadletter"]["firestore"]
+
+
+def test_pubsub_service_agent_can_dead_letter(config: tf.Config):
+    agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+    assert config.locals["pubsub_service_agent"] == agent
+    pub = config.resource("google_pubsub_topic_iam_member", "pubsub_agent_deadletter_publisher")
+    assert (pub["topic"], pub["role"], pub["member"]) == (
+        "${local.deadletter_topic.name}", "roles/pubsub.publisher", "${local.pubsub_service_agent}")
+    sub = config.resource("google_pubsub_subscription_iam_member", "pubsub_agent_subscriber")
+    assert sub["for_each"] == "${{for name, s in local.subscriptions : name => s if s.dead_letter}}"
+    assert (sub["subscription"], sub["role"], sub["member"]) == (
+        "${google_pubsub_subscription.subscription[each.key].name}", "roles/pubsub.subscriber",
+        "${local.pubsub_service_agent}")
+
+
+# ---- Firestore -------------------------------------------------------------
+
+
+def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
+    from shared.deadletter_store import DEADLETTERS
+    from shared.state_store import DUPLICATES, LEDGER
+
+    got = tf.evaluate({"ttl": "local.firestore_ttl_fields", "indexes": "local.firestore_indexes",
+                       "database": "local.firestore_database"}, terraform=terraform)
+    assert got["ttl"] == {LEDGER: "expireAt", DUPLICATES: "expireAt", DEADLETTERS: "expireAt"}
+    for module in ("state_store.py", "deadletter_store.py"):
+        assert '"expireAt"' in (REPO_ROOT / "shared" / module).read_text(), f"shared/{module} writes expireAt"
+    field = config.resource("google_firestore_field", "ttl")
+    assert field["for_each"] == "${local.firestore_ttl_fields}"
+    assert (field["collection"], field["field"]) == ("${each.key}", "${each.value}")
+    assert block(field, "ttl_config") == {}
+    assert field["database"] == "${local.firestore_database}"
+
+    indexed = {(i["collection"], tuple((f["field_path"], f["order"]) for f in i["fields"]))
+               for i in got["indexes"].values()}
+    for f in ("reason", "provider", "fingerprint"):
+        assert (DEADLETTERS, ((f, "ASCENDING"), ("lastSeen", "DESCENDING"))) in indexed
+    index = config.resource("google_firestore_index", "index")
+    assert index["for_each"] == "${local.firestore_indexes}"
+    assert dynamic(index, "fields")["for_each"] == "${each.value.fields}"
+
+    db = config.resource("google_firestore_database", "database")
+    assert got["database"] == "(default)" and db["name"] == "${local.firestore_database}"
+    assert db["type"] == "FIRESTORE_NATIVE"
+
+
+# ---- module hygiene --------------------------------------------------------
+
+
+def test_provider_pinned_and_state_in_gcs(config: tf.Config):
+    versions = tf.parse(tf.TF_DIR / "versions.tf")["terraform"][0]
+    google = versions["required_providers"][0]["google"] if isinstance(
+        versions["required_providers"], list) else versions["required_providers"]["google"]
+    assert google["source"] == "hashicorp/google"
+    assert re.fullmatch(r"~> 6\.\d+", google["version"]), google["version"]
+    backend = tf.parse(tf.TF_DIR / "backend.tf")["terraform"][0]["backend"]
+    assert "gcs" in (backend[0] if isinstance(backend, list) else backend)
+
+
+def test_variables_typed_and_described_outputs_described(config: tf.Config):
+    for name, v in config.variables.items():
+        assert v.get("description"), f"variable {name} has no description"
+        assert v.get("type"), f"variable {name} has no type"
+    for name, o in config.outputs.items():
+        assert o.get("description"), f"output {name} has no description"
+
+
+def test_example_tfvars_and_examples_use_declared_variables(config: tf.Config):
+    example = tf.parse(tf.TF_DIR / "terraform.tfvars.example")
+    assert set(example) <= set(config.variables), set(example) - set(config.variables)
+    assert "project_id" in example
+    examples = sorted((tf.TF_DIR / "examples").glob("*/main.tf"))
+    assert examples, "terraform/examples/<scenario>/ is missing"
+    for path in examples:
+        for module in tf.parse(path).get("module", []):
+            for name, args in module.items():
+                assert args["source"] == "../..", f"{path}: module {name}"
+                inputs = set(args) - {"source", "providers", "depends_on"}
+                assert inputs <= set(config.variables), f"{path}: unknown inputs {inputs - set(config.variables)}"
+                required = {n for n, v in config.variables.items() if "default" not in v}
+                assert required <= inputs, f"{path}: missing required inputs {required - inputs}"
+
+
+def test_pure_files_use_no_resources():
+    """topology.tf and data_model.tf must stay evaluable without providers."""
+    for name in tf.PURE_FILES:
+        text = json.dumps(tf.parse(tf.TF_DIR / name))
+        assert not re.search(r"\b(google_[a-z0-9_]+\.|data\.)", text), f"{name} references a resource"
+        assert "resource" not in tf.parse(tf.TF_DIR / name)
+
+
+def test_hcl_files_all_parse():
+    for path in sorted(Path(tf.TF_DIR).rglob("*.tf")):
+        tf.parse(path)

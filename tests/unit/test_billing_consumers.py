@@ -1,0 +1,285 @@
+"""The billing and audit consumers without the cloud: decode, record, reject, filter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared import audit, billing, billing_events
+from shared.billing_events import Change, decode
+from shared.billing_store import EPOCH, epoch_us, resource_update, transition_document
+from shared.errors import Reason, Rejected, Transient
+from shared.model import PubSubMessage
+from tests.unit.test_change_event_contract import as_message, build
+
+
+def message_of(kind: str, **data_overrides: Any) -> PubSubMessage:
+    msg = as_message(build(kind))
+    msg["event"]["data"].update(data_overrides)
+    return PubSubMessage(orjson.dumps(msg["event"]), msg["attributes"], "m-1", topic="dcm-status-changed")
+
+
+@pytest.fixture(autouse=True)
+def project(monkeypatch):
+    from shared.config import settings
+    monkeypatch.setenv("DCM_PROJECT", "unit")
+    settings.cache_clear()
+    yield
+    settings.cache_clear()
+
+
+@pytest.fixture
+def dead_letters(monkeypatch):
+    sent: list[tuple[str, bytes, dict[str, str]]] = []
+    monkeypatch.setattr(billing_events, "publisher_client", lambda: None)
+    monkeypatch.setattr(billing_events, "publish",
+                        lambda client, topic, data, attrs, ordering_key="": sent.append((topic, data, dict(attrs))))
+    return sent
+
+
+# ---- decode ---------------------------------------------------------------------------
+def test_decode_changed():
+    c = decode(message_of("changed"))
+    assert (c.key, c.provider, c.resource_type, c.resource_id) == ("aws/vm/i-0abc123", "aws", "vm", "i-0abc123")
+    assert (c.old_status, c.new_status, c.late) == ("PROVISIONING", "RUNNING", False)
+    assert c.at == "2026-03-01T09:00:00.000000Z" and c.old_at == "2026-03-01T08:59:00.000000Z"
+    assert c.observed_at == "2026-03-01T09:00:01.000000Z"
+    assert c.labels == {"tenant": "acme", "region": "eu-west-1", "environment": "prod"}
+    assert c.doc_id == "aws~vm~i-0abc123"
+    assert len(c.event_id) == 64
+
+
+def test_decode_canonicalises_times():
+    c = decode(message_of("changed", newTransitionTime="2026-03-01T10:00:00+01:00"))
+    assert c.at == "2026-03-01T09:00:00.000000Z"
+
+
+def test_decode_accepts_any_minor_version_and_unknown_fields():
+    c = decode(message_of("late", version="1.7", addedInMinor={"x": 1}))
+    assert c.late is True and c.version == "1.7"
+
+
+def test_labels_only_when_present():
+    msg = as_message(build("created"))
+    msg["event"]["data"]["resource"]["metadata"] = {"tenant": "t1", "region": "", "owner": "bob"}
+    c = decode(PubSubMessage(orjson.dumps(msg["event"]), {}, "m"))
+    assert c.labels == {"tenant": "t1"}
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"{not json", Reason.MALFORMED_JSON),
+    (b"[1, 2]", Reason.NOT_A_CLOUDEVENT),
+    (orjson.dumps({"id": "x", "type": "dcm.other", "data": {}}), Reason.NOT_A_CLOUDEVENT),
+    (orjson.dumps({"id": "x", "type": "dcm.status.changed"}), Reason.SCHEMA_INVALID),
+])
+def test_decode_rejects_what_is_not_a_change_event(data, reason):
+    with pytest.raises(Rejected) as info:
+        decode(PubSubMessage(data, {}, "m"))
+    assert info.value.reason is reason
+
+
+def test_decode_rejects_an_unknown_major_version():
+    with pytest.raises(Rejected) as info:
+        decode(message_of("changed", version="2.0"))
+    assert info.value.reason is Reason.UNKNOWN_SCHEMA and info.value.key == "aws/vm/i-0abc123"
+
+
+def test_decode_rejects_invalid_data_with_the_path():
+    with pytest.raises(Rejected) as info:
+        decode(message_of("changed", newTransitionTime="yesterday"))
+    assert info.value.reason is Reason.SCHEMA_INVALID
+    assert info.value.detail["path"] == "/data/newTransitionTime"
+
+
+# ---- billing ----------------------------------------------------------------------------
+class FakeBillingStore:
+    def __init__(self, fail: bool = False):
+        self.recorded: list[Change] = []
+        self.fail = fail
+
+    def record(self, change: Change) -> None:
+        if self.fail:
+            raise Transient("Firestore down")
+        self.recorded.append(change)
+
+
+def test_billing_records_the_transition(monkeypatch):
+    fake = FakeBillingStore()
+    monkeypatch.setattr(billing, "store", lambda: fake)
+    billing.handle(message_of("changed"))
+    billing.handle(message_of("late"))
+    assert [(c.new_status, c.at, c.late) for c in fake.recorded] == [
+        ("RUNNING", "2026-03-01T09:00:00.000000Z", False), ("STOPPED", "2026-03-01T08:59:30.000000Z", True)]
+
+
+def test_billing_raises_transient_so_pubsub_redelivers(monkeypatch):
+    monkeypatch.setattr(billing, "store", lambda: FakeBillingStore(fail=True))
+    with pytest.raises(Transient):
+        billing.handle(message_of("changed"))
+
+
+def test_billing_dead_letters_and_acks_a_bad_message(monkeypatch, dead_letters):
+    monkeypatch.setattr(billing, "store", lambda: pytest.fail("must not write"))
+    bad = PubSubMessage(b"{oops", {"provider": "aws", "key": "aws/vm/x"}, "m-9", topic="dcm-status-changed")
+    assert billing.handle(bad) is None  # returned: acked
+    [(topic, data, attrs)] = dead_letters
+    assert topic == "projects/unit/topics/dcm-status-deadletter" and data == b"{oops"
+    assert attrs["dcm-reason"] == "malformed_json" and attrs["dcm-rejected-by"] == "billing"
+    assert attrs["dcm-source-topic"] == "dcm-status-changed" and attrs["dcm-provider"] == "aws"
+
+
+def test_transition_and_resource_documents():
+    c = decode(message_of("changed"))
+    doc = transition_document(c, "now")
+    assert doc["status"] == "RUNNING" and doc["at"] == c.at and doc["eventId"] == c.event_id
+    assert doc["atUs"] == epoch_us(EPOCH) + 1772355600 * 1_000_000
+    assert doc["labels"]["tenant"] == "acme" and doc["late"] is False
+    res = resource_update(c, "now")
+    assert isinstance(res["firstAtUs"], firestore.Minimum) and isinstance(res["lastAtUs"], firestore.Maximum)
+    assert isinstance(res["tenants"], firestore.ArrayUnion)
+    assert {k: res[k] for k in ("key", "provider", "resourceType", "resourceId")} == {
+        "key": "aws/vm/i-0abc123", "provider": "aws", "resourceType": "vm", "resourceId": "i-0abc123"}
+
+
+# ---- audit ------------------------------------------------------------------------------
+class FakeDocs:
+    def __init__(self, fail: Exception | None = None):
+        self.docs: dict[str, dict] = {}
+        self.fail = fail
+
+    def collection(self, name):
+        assert name == audit.COLLECTION
+        return self
+
+    def document(self, doc_id):
+        self.doc_id = doc_id
+        return self
+
+    def create(self, doc, timeout=None):
+        if self.fail:
+            raise self.fail
+        if self.doc_id in self.docs:
+            raise gexc.AlreadyExists("exists")
+        self.docs[self.doc_id] = doc
+
+
+def stopped_message() -> PubSubMessage:
+    msg = as_message(build("changed"))
+    data = msg["event"]["data"]
+    data.update(oldStatus="RUNNING", newStatus="STOPPED")
+    data["resource"]["status"] = "STOPPED"
+    return PubSubMessage(orjson.dumps(msg["event"]), {**msg["attributes"], "newStatus": "STOPPED"}, "m-2")
+
+
+def test_audit_records_a_stop_once(monkeypatch):
+    db = FakeDocs()
+    monkeypatch.setattr(audit, "firestore_client", lambda: db)
+    msg = stopped_message()
+    assert audit.handle(msg) == "recorded"
+    assert audit.handle(msg) == "duplicate"
+    [(doc_id, doc)] = db.docs.items()
+    assert doc_id == decode(msg).event_id
+    assert {k: doc[k] for k in ("key", "at", "oldStatus", "provider", "tenant", "late")} == {
+        "key": "aws/vm/i-0abc123", "at": "2026-03-01T09:00:00.000000Z", "oldStatus": "RUNNING",
+        "provider": "aws", "tenant": "acme", "late": False}
+
+
+def test_audit_rechecks_the_filter_in_code(monkeypatch):
+    monkeypatch.setattr(audit, "firestore_client", lambda: pytest.fail("must not write"))
+    assert audit.handle(message_of("changed")) == "ignored"  # RUNNING: the emulator delivers it anyway
+
+
+def test_audit_trusts_the_data_not_the_attributes(monkeypatch):
+    monkeypatch.setattr(audit, "firestore_client", lambda: pytest.fail("must not write"))
+    msg = message_of("changed")
+    lying = PubSubMessage(msg.data, {**msg.attributes, "newStatus": "STOPPED"}, "m-3")
+    assert audit.handle(lying) == "ignored"
+
+
+def test_audit_records_a_late_stop(monkeypatch):
+    db = FakeDocs()
+    monkeypatch.setattr(audit, "firestore_client", lambda: db)
+    assert audit.handle(message_of("late")) == "recorded"
+    assert next(iter(db.docs.values()))["late"] is True
+
+
+def test_audit_transient_on_firestore_failure(monkeypatch):
+    monkeypatch.setattr(audit, "firestore_client", lambda: FakeDocs(fail=gexc.ServiceUnavailable("down")))
+    with pytest.raises(Transient):
+        audit.handle(stopped_message())
+
+
+def test_audit_dead_letters_a_bad_message(dead_letters):
+    assert audit.handle(message_of("changed", version="9.0")) == "rejected"
+    assert dead_letters[0][2]["dcm-reason"] == "unknown_schema"
+    assert dead_letters[0][2]["dcm-rejected-by"] == "audit"
+
+
+# ---- the old side of a change ------------------------------------------------------------
+def _update(status: str, at: str, event_id: str, tenant: str = "acme"):
+    from tests.unit.test_change_event_contract import update
+    return update(status, status.lower(), at, at, event_id, "", tenant=tenant)
+
+
+def _emitted(upd, old_upd, late=False) -> Change:
+    from shared import change_events
+    from shared.state_store import resource_document
+    old = resource_document(old_upd, "now") if old_upd else None
+    ev = change_events.build(upd, old, resource_document(upd, "now"), late=late)
+    return decode(PubSubMessage(ev.body, dict(ev.attributes), "m"))
+
+
+def _stored(changes: list[Change]) -> list[dict]:
+    from shared.billing_store import implied_document
+    docs = []
+    for c in changes:
+        docs.append({"id": c.event_id, **transition_document(c, "now")})
+        implied = implied_document(c, "now")
+        if implied:
+            docs.append({"id": implied[0], **implied[1]})
+    return docs
+
+
+def test_old_side_recovers_a_same_status_report_that_upsert_did_not_announce():
+    from shared.billing_intervals import per_day, usage
+    from shared.billing_store import to_transition
+
+    run10 = _update("RUNNING", "2026-03-01T10:00:00Z", "r10")
+    run13 = _update("RUNNING", "2026-03-01T13:00:00Z", "r13")  # arrives 2nd: RUNNING -> RUNNING, no event
+    stop1230 = _update("STOPPED", "2026-03-01T12:30:00Z", "s1230")  # arrives 3rd: stale -> late event
+    del14 = _update("DELETED", "2026-03-01T14:00:00Z", "d14")  # arrives 4th: old = RUNNING since 13:00
+    changes = [_emitted(run10, None), _emitted(stop1230, None, late=True), _emitted(del14, run13)]
+    docs = _stored(changes)
+    assert [d["id"].endswith("~old") for d in docs] == [False, False, False, True]
+    assert docs[-1]["status"] == "RUNNING" and docs[-1]["at"] == "2026-03-01T13:00:00.000000Z"
+    intervals = usage([to_transition(d) for d in docs], "vm", "2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z",
+                      datetime_now())
+    assert per_day(intervals) == {"2026-03-01": int(3.5 * 3600e6)}
+    # without the old side, the 13:00-14:00 run would be lost
+    without = usage([to_transition(d) for d in docs[:-1]], "vm", "2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z",
+                    datetime_now())
+    assert per_day(without) == {"2026-03-01": int(2.5 * 3600e6)}
+
+
+def test_old_side_labels_undo_metadata_changes():
+    moved = _emitted(_update("STOPPED", "2026-03-01T11:00:00Z", "s", tenant="new"),
+                     _update("RUNNING", "2026-03-01T10:00:00Z", "r", tenant="old"))
+    assert moved.labels["tenant"] == "new" and moved.old_labels["tenant"] == "old"
+    from shared.billing_store import implied_document
+    assert implied_document(moved, "now")[1]["labels"]["tenant"] == "old"
+
+
+def test_no_old_side_for_created_and_late_events():
+    from shared.billing_store import implied_document
+    created = _emitted(_update("RUNNING", "2026-03-01T10:00:00Z", "r"), None)
+    late = _emitted(_update("RUNNING", "2026-03-01T10:00:00Z", "r"), None, late=True)
+    assert implied_document(created, "now") is None and implied_document(late, "now") is None
+
+
+def datetime_now():
+    from datetime import datetime, timezone
+    return datetime(2026, 6, 1, tzinfo=timezone.utc)

@@ -151,7 +151,8 @@ def register(cli: click.Group, connect, emit_json) -> None:
             return
         click.echo(f"{key}: {len(docs)} transitions")
         for d in docs:
-            click.echo(f"  {d['at']}  {d['status']:<13}{' (late)' if d.get('late') else ''}  {d['eventId'][:12]}")
+            note = " (old side of a change)" if d.get("implied") else " (late)" if d.get("late") else ""
+            click.echo(f"  {d['at']}  {d['status']:<13} {d['eventId'][:12]}{note}")
         click.echo("billable intervals:")
         for iv in intervals:
             click.echo(f"  {iv.day}  {timeutil.format(iv.start)} .. {timeutil.format(iv.end)}  "

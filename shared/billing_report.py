@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
+from google.cloud.firestore_v1.base_query import FieldFilter
+
 from shared import timeutil
-from shared.billing_intervals import Interval, as_datetime, usage
+from shared.billing_intervals import Interval, Transition, as_datetime, day_start, usage
 from shared.billing_rates import RateCard
-from shared.billing_store import BillingStore, epoch_us
+from shared.billing_store import RESOURCES, TRANSITIONS, BillingStore, epoch_us
+from shared.model import ResourceKey
 
 DIMENSIONS = ("provider", "resourceType", "tenant", "region", "environment", "resource", "status")
 ALIASES = {"type": "resourceType", "resource_type": "resourceType", "key": "resource", "resources": "resource"}
@@ -199,3 +202,103 @@ def summary(db, start: datetime | str, end: datetime | str, *, by: Sequence[str]
     rows = report(db, start_dt, horizon, by, daily=False, rates=rates, now=horizon)
     title = f"billing: resource-hours in billable states, {timeutil.format(start_dt)[:19]}Z .. {timeutil.format(horizon)[:19]}Z"
     return render_text(rows, title)
+
+
+# ---- for the demo ----------------------------------------------------------------------
+def _count(query: Any) -> int:
+    return int(query.count().get()[0][0].value)
+
+
+def backlog(db) -> int:
+    """Change events upsert announced (ledger entries carrying one) that billing has not stored yet.
+
+    Meant for a fresh stack (the demo): ledger entries expire after their TTL, and
+    change events published by hand have no ledger entry (the result is then < 0).
+    """
+    from shared.state_store import LEDGER
+
+    announced = _count(db.collection(LEDGER).where(filter=FieldFilter("change", "!=", None)))
+    stored = _count(db.collection_group(TRANSITIONS).where(filter=FieldFilter("implied", "==", False)))
+    return announced - stored
+
+
+def wait_for_billing(db, timeout: float = 60.0, interval: float = 0.5) -> int:
+    """Wait until billing stored every announced change (or timeout); returns the backlog left."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (left := backlog(db)) > 0 and time.monotonic() < deadline:
+        time.sleep(interval)
+    return max(left, 0)
+
+
+def usage_from_lifecycles(lifecycles: Mapping[str, Sequence[tuple[str, str]]],
+                          labels: Mapping[str, Mapping[str, str]] | None, start: datetime | str,
+                          end: datetime | str, now: datetime | None = None) -> list[ResourceUsage]:
+    """Expected usage of known lifecycles ``{key: [(transition time, status), ...]}``, computed
+    by the same interval arithmetic, to print next to what billing computed from the bus."""
+    start_dt, horizon = window(start, end, now)
+    out = []
+    for key, steps in lifecycles.items():
+        k = ResourceKey.parse(key)
+        lab = dict((labels or {}).get(key, {}))
+        ts = [Transition.of(at, status, f"{key}#{i}", labels=lab) for i, (at, status) in enumerate(steps)]
+        intervals = usage(ts, k.resource_type, start_dt, horizon, now=horizon)
+        if intervals:
+            out.append(ResourceUsage(key, k.provider, k.resource_type, intervals))
+    return out
+
+
+def console_summary(console: Any, db, *, start: datetime | str | None = None, end: datetime | str | None = None,
+                    by: Sequence[str] = ("resourceType",), rates: RateCard | None = None, wait: float = 60.0,
+                    expected: Sequence[Mapping[str, Any]] | None = None) -> bool:
+    """Print a billing summary on a rich console (the demo's ``extra_summaries`` hook).
+
+    Waits (up to ``wait`` s) until billing has stored every change upsert announced. The window
+    defaults to [UTC midnight of the first transition, now). ``expected``: rows from
+    ``aggregate(usage_from_lifecycles(...), by, daily=False)`` to compare with; returns False
+    on a mismatch or a backlog left.
+    """
+    from rich.table import Table
+
+    left = wait_for_billing(db, wait)
+    now = timeutil.now()
+    if start is None:
+        firsts = [d.to_dict().get("firstAtUs") for d in db.collection(RESOURCES).select(["firstAtUs"]).stream()]
+        firsts = [f for f in firsts if f is not None]
+        if not firsts:
+            console.print("[bold]billing:[/] no change events stored")
+            return left == 0
+        first = datetime.fromtimestamp(min(firsts) // 1_000_000, tz=now.tzinfo)
+        start = day_start(first.date())
+    end_dt = as_datetime(end) if end is not None else now
+    rows = report(db, start, end_dt, by, daily=False, rates=rates, now=now)
+    dims = [dimension(d) for d in by]
+    want = {tuple(r[d] for d in dims): r["seconds"] for r in expected or []}
+    table = Table(title="Billing (from the change events)", box=None)
+    for c in dims + ["resources", "hours"] + (["expected h"] if expected is not None else []) + (
+            [f"cost ({rates.currency})"] if rates else []):
+        table.add_column(c, justify="left" if c in dims else "right")
+    ok = left == 0
+    groups = sorted({tuple(r[d] for d in dims) for r in rows} | set(want), key=lambda g: tuple(map(str, g)))
+    by_group = {tuple(r[d] for d in dims): r for r in rows}
+    for g in groups:
+        r = by_group.get(g, {"resources": 0, "seconds": 0, "hours": 0.0, "cost": 0.0})
+        cells = [cell(d, v) for d, v in zip(dims, g)] + [str(r["resources"]), cell("hours", r["hours"])]
+        if expected is not None:
+            match = want.get(g, 0) == r["seconds"]
+            ok &= match
+            cells.append(cell("hours", want.get(g, 0) / 3600) + ("" if match else " [red]≠[/]"))
+        if rates:
+            cells.append(cell("cost", r.get("cost")))
+        table.add_row(*cells)
+    console.print(table)
+    total = totals(rows)
+    cost = f", cost {cell('cost', total.get('cost'))} {rates.currency}" if rates else ""
+    check = ""
+    if expected is not None:
+        check = "  [green]= expected[/]" if ok else "  [red]MISMATCH[/]"
+    console.print(f"[bold]billing:[/] {total['hours']:,.3f} resource-hours{cost} in "
+                  f"[{timeutil.format(as_datetime(start))[:16]}Z, {timeutil.format(min(end_dt, now))[:16]}Z)"
+                  + (f"; [red]{left} change events not yet stored[/]" if left else "") + check)
+    return ok

@@ -110,6 +110,8 @@ def classify(message: PubSubMessage) -> Classification:
         )
     elif dl.PS_SUBSCRIPTION in attrs:
         subscription = attrs[dl.PS_SUBSCRIPTION]
+        if "/" not in subscription and attrs.get(dl.PS_SUBSCRIPTION_PROJECT):
+            subscription = f"projects/{attrs[dl.PS_SUBSCRIPTION_PROJECT]}/subscriptions/{subscription}"
         count = int(attrs.get(dl.PS_DELIVERY_COUNT) or 0)
         provider, key = _best_effort_identity(message)
         result = Classification(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -82,6 +84,15 @@ class E2EStack:
             yield
         finally:
             self.stack.set_firestore_outage(False)
+
+    def cli(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        """Run `dcm-status ARGS` against this stack, as an operator would."""
+        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.state_dir)}
+        result = subprocess.run([str(Path(sys.executable).parent / "dcm-status"), *args], env=env, text=True,
+                                capture_output=True, timeout=120, input=input)
+        if check and result.returncode != 0:
+            pytest.fail(f"dcm-status {' '.join(args)} exited {result.returncode}: {result.stderr}")
+        return result
 
     def restart_function(self, name: str) -> None:
         self.stack.restart_function(self.state, name)

@@ -7,6 +7,7 @@ every change event; it must record the STOPPED one and ignore the RUNNING one.
 from __future__ import annotations
 
 import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared import change_events, timeutil
 from shared.model import ResourceKey
@@ -44,5 +45,5 @@ def test_audit_records_stopped_and_ignores_running(e2e, uid):
     wait_until(lambda: any('"stop duplicate"' in line and stop_ev.event_id in line
                            for line in audit_log.read_text(errors="replace").splitlines()), 30,
                what="audit to see the duplicate stop")
-    docs = [d.to_dict() for d in e2e.db.collection("audit_stopped").where("key", "==", str(key)).stream()]
+    docs = [d.to_dict() for d in e2e.db.collection("audit_stopped").where(filter=FieldFilter("key", "==", str(key))).stream()]
     assert len(docs) == 1 and docs[0]["recordedAt"] == stop["recordedAt"]

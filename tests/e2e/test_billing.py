@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared import billing_report, change_events, timeutil
 from shared.billing_store import BillingStore
@@ -136,6 +137,26 @@ def expected_by(resources: list[Resource], label: str) -> dict[tuple[str, Any], 
     return out
 
 
+def billing_cli(e2e, *args: str) -> Any:
+    """`dcm-status billing ARGS` against the e2e stack, in process; JSON output parsed."""
+    import json
+
+    import click
+    from click.testing import CliRunner
+
+    from infra import cli as cli_module
+    from infra import cli_billing
+    from infra.stack import REPO_ROOT
+
+    group = click.Group()
+    conn = cli_module.Connection(e2e.project, e2e.stack.topology(e2e.state), True)
+    cli_billing.register(group, lambda: conn, cli_module.emit_json)
+    args = tuple(str(REPO_ROOT / a) if a.endswith(".yaml") else a for a in args)
+    result = CliRunner().invoke(group, ["billing", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout) if "--json" in args else result.stdout
+
+
 def print_comparison(title: str, expected: dict, computed: dict) -> None:
     print(f"\n{title}")
     print(f"  {'day':<11} {'group':<34} {'expected h':>12} {'computed h':>12} {'diff s':>7}")
@@ -178,6 +199,18 @@ def test_shuffled_duplicated_fleet_gives_exact_resource_hours(e2e, uid):
     assert per_type == {"vm": 103500, "container": 136770, "cluster": 212400, "volume": 168900, "network": 1}
     assert {r["resourceType"]: r["cost"] for r in rows} == {
         t: round(s * prices[t] / H, 6) for t, s in per_type.items()}
+
+    # the operator's view: dcm-status billing report (JSON and CSV), same figures
+    cli_rows = billing_cli(e2e, "report", "--from", D1, "--to", "2026-03-04", "--by", "tenant,type", "--tenant", tenant,
+                           "--rates", "examples/rates.yaml", "--json")
+    assert {(r["day"], r["resourceType"]): r["seconds"] for r in cli_rows["rows"]} == {
+        k: v for k, v in expected_by(resources, "resourceType").items() if v}
+    assert cli_rows["total"]["seconds"] == sum(r.expected.get(d, 0) for r in resources for d in (D1, D2, D3))
+    assert all(r["tenant"] == tenant and r["currency"] == "EUR" and r["cost"] > 0 for r in cli_rows["rows"])
+    csv_text = billing_cli(e2e, "report", "--from", D1, "--to", "2026-03-04", "--by", "resource", "--total",
+                           "--tenant", tenant, "--csv")
+    assert csv_text.splitlines()[0] == "resource,resources,seconds,hours"
+    assert f"aws/vm/vm-a-{uid},1,60300,16.75" in csv_text.splitlines()
 
     # delivering everything again changes nothing
     publish(e2e, [ev for evs in events.values() for ev in evs])
@@ -255,7 +288,7 @@ def test_through_the_pipeline_provider_to_billing_and_audit(e2e, uid):
                      "seconds": 2 * H + 30 * 60 + H, "hours": 3.5}]
 
     stops = wait_until(lambda: [s.to_dict() for s in e2e.db.collection("audit_stopped")
-                                .where("key", "==", key).stream()], 30, what="audit to record the stop")
+                                .where(filter=FieldFilter("key", "==", key)).stream()], 30, what="audit to record the stop")
     assert len(stops) == 1
     assert {k: stops[0][k] for k in ("at", "oldStatus", "provider", "tenant", "late")} == {
         "at": f"{D1}T12:30:00.000000Z", "oldStatus": "RUNNING", "provider": "aws", "tenant": tenant, "late": False}

@@ -138,3 +138,14 @@ def test_cli_time_forms():
     assert parse_time("now", now, "--to") == now
     with pytest.raises(click.BadParameter):
         parse_time("last tuesday", now, "--from")
+
+
+def test_expected_usage_from_known_lifecycles():
+    from shared.billing_report import usage_from_lifecycles
+
+    lifecycles = {"aws/vm/1": [("2026-03-01T22:00:00Z", "RUNNING"), ("2026-03-02T02:00:00Z", "STOPPED")],
+                  "aws/network/2": [("2026-03-03T12:00:00Z", "CREATING")]}
+    usages = usage_from_lifecycles(lifecycles, {"aws/vm/1": {"tenant": "a"}}, START, END, NOW)
+    assert aggregate(usages, ["tenant"]) == [
+        {"day": "2026-03-01", "tenant": "a", "resources": 1, "seconds": 7200, "hours": 2.0},
+        {"day": "2026-03-02", "tenant": "a", "resources": 1, "seconds": 7200, "hours": 2.0}]

@@ -36,10 +36,11 @@ def test_fingerprint_groups_by_provider_reason_and_path():
 
 
 def test_pubsub_dead_letters_are_delivery_exhausted():
-    c = classify(msg({dl.PS_SUBSCRIPTION: "projects/p/subscriptions/dcm-ingest-aws", dl.PS_DELIVERY_COUNT: "5"},
+    c = classify(msg({dl.PS_SUBSCRIPTION: "dcm-ingest-aws", dl.PS_SUBSCRIPTION_PROJECT: "p", dl.PS_DELIVERY_COUNT: "5"},
                      orjson.dumps({"specversion": "1.0", "id": "1", "source": "s",
                                    "type": "dcm.providers.aws.vm.i-1.status"})))
     assert c.reason == "delivery_exhausted" and c.delivery_count == 5 and c.key == "aws/vm/i-1"
+    assert c.source_subscription == "projects/p/subscriptions/dcm-ingest-aws"
 
 
 def test_unexplained_messages_are_unknown_and_unknown_codes_too():

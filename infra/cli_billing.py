@@ -126,7 +126,7 @@ def register(cli: click.Group, connect, emit_json) -> None:
     @click.option("--json", "as_json", is_flag=True)
     def show(key, start, end, as_json):
         """One resource: its stored transitions and billable intervals (per UTC day)."""
-        from shared.billing_store import BillingStore
+        from shared.billing_store import BillingStore, to_transition
         from shared.model import ResourceKey
 
         try:
@@ -140,8 +140,6 @@ def register(cli: click.Group, connect, emit_json) -> None:
         now = timeutil.now()
         start_dt = parse_time(start, now, "--from") if start else timeutil.parse(docs[0]["at"])
         end_dt = parse_time(end, now, "--to")
-        from shared.billing_store import to_transition
-
         intervals = usage([to_transition(d) for d in docs], rkey.resource_type, start_dt, end_dt, now=now)
         if as_json:
             emit_json({"key": key, "transitions": docs,

@@ -115,7 +115,8 @@ def decode(message: PubSubMessage) -> Change:
         first = found[0] if found else None
         raise Rejected(Reason.SCHEMA_INVALID,
                        f"{first.path}: {first.message}" if first else "change event data is invalid",
-                       {"schema": change_events.SCHEMA_URI, **({"path": first.path, "rule": first.rule} if first else {}),
+                       {"schema": change_events.SCHEMA_URI,
+                        **({"path": first.path, "rule": first.rule} if first else {}),
                         "violations": [v.to_dict() for v in found[:10]]},
                        key=data.get("key") if isinstance(data.get("key"), str) else None)
     try:

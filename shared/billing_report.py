@@ -200,7 +200,8 @@ def summary(db, start: datetime | str, end: datetime | str, *, by: Sequence[str]
     """A few lines for the end of the demo: resource-hours per ``by`` over the window, with a total."""
     start_dt, horizon = window(start, end, now)
     rows = report(db, start_dt, horizon, by, daily=False, rates=rates, now=horizon)
-    title = f"billing: resource-hours in billable states, {timeutil.format(start_dt)[:19]}Z .. {timeutil.format(horizon)[:19]}Z"
+    title = (f"billing: resource-hours in billable states, "
+             f"{timeutil.format(start_dt)[:19]}Z .. {timeutil.format(horizon)[:19]}Z")
     return render_text(rows, title)
 
 

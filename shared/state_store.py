@@ -103,7 +103,10 @@ def _apply_in(tx: firestore.Transaction, store: StateStore, update: StatusUpdate
     db = store.db
     ledger_ref = db.collection(LEDGER).document(update.dedup_id)
     resource_ref = store.resource_ref(update.key.doc_id)
-    ledger = ledger_ref.get(transaction=tx, retry=READ_RETRY, timeout=READ_TIMEOUT)
+    # Both reads in one round trip (snapshots come back in any order).
+    snaps = {snap.reference.path: snap
+             for snap in tx.get_all([ledger_ref, resource_ref], retry=READ_RETRY, timeout=READ_TIMEOUT)}
+    ledger, current_snap = snaps[ledger_ref.path], snaps[resource_ref.path]
     now_dt = timeutil.now()
     now = timeutil.format(now_dt)
     expire_at = now_dt + store.ttl
@@ -118,7 +121,6 @@ def _apply_in(tx: firestore.Transaction, store: StateStore, update: StatusUpdate
         return Outcome("duplicate", None, seen.get("status"),
                        ChangeEvent.from_record(pending) if pending else None)
 
-    current_snap = resource_ref.get(transaction=tx, retry=READ_RETRY, timeout=READ_TIMEOUT)
     current = current_snap.to_dict() if current_snap.exists else None
     new_doc = resource_document(update, now)
     history = {

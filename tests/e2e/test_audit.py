@@ -45,5 +45,6 @@ def test_audit_records_stopped_and_ignores_running(e2e, uid):
     wait_until(lambda: any('"stop duplicate"' in line and stop_ev.event_id in line
                            for line in audit_log.read_text(errors="replace").splitlines()), 30,
                what="audit to see the duplicate stop")
-    docs = [d.to_dict() for d in e2e.db.collection("audit_stopped").where(filter=FieldFilter("key", "==", str(key))).stream()]
+    query = e2e.db.collection("audit_stopped").where(filter=FieldFilter("key", "==", str(key)))
+    docs = [d.to_dict() for d in query.stream()]
     assert len(docs) == 1 and docs[0]["recordedAt"] == stop["recordedAt"]

@@ -288,7 +288,8 @@ def test_through_the_pipeline_provider_to_billing_and_audit(e2e, uid):
                      "seconds": 2 * H + 30 * 60 + H, "hours": 3.5}]
 
     stops = wait_until(lambda: [s.to_dict() for s in e2e.db.collection("audit_stopped")
-                                .where(filter=FieldFilter("key", "==", key)).stream()], 30, what="audit to record the stop")
+                                .where(filter=FieldFilter("key", "==", key)).stream()],
+                       30, what="audit to record the stop")
     assert len(stops) == 1
     assert {k: stops[0][k] for k in ("at", "oldStatus", "provider", "tenant", "late")} == {
         "at": f"{D1}T12:30:00.000000Z", "oldStatus": "RUNNING", "provider": "aws", "tenant": tenant, "late": False}

@@ -1,0 +1,106 @@
+"""End-to-end figures on the emulators, measured in one run on a fresh local stack:
+
+1. the Firestore emulator's own transactional write rate (read-modify-write of
+   distinct documents, sequential: what one upsert does at its core);
+2. pipeline throughput: provider publish -> ingest -> upsert -> stored, events/s;
+3. publish -> stored latency, p50/p99, at a paced rate below saturation.
+
+Prints figures; asserts nothing (run: make bench). Target: pipeline >= 50% of (1).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from google.cloud import firestore, pubsub_v1  # noqa: E402
+from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
+
+from infra.stack import LocalStack  # noqa: E402
+from shared import timeutil  # noqa: E402
+from shared.provider_client import build_event, to_message  # noqa: E402
+
+THROUGHPUT_EVENTS = int(os.environ.get("BENCH_EVENTS", "1500"))
+LATENCY_EVENTS, LATENCY_RATE = 200, 20.0
+TX_SAMPLES = 300
+
+
+def firestore_tx_rate(db: firestore.Client) -> float:
+    @firestore.transactional
+    def rmw(tx, ref):
+        snap = ref.get(transaction=tx)
+        tx.set(ref, {"n": (snap.to_dict() or {}).get("n", 0) + 1})
+
+    rmw(db.transaction(), db.collection("bench").document("warm-up"))
+    start = time.perf_counter()
+    for i in range(TX_SAMPLES):
+        rmw(db.transaction(), db.collection("bench").document(f"d{i}"))
+    return TX_SAMPLES / (time.perf_counter() - start)
+
+
+def applied(db: firestore.Client) -> int:
+    q = db.collection("events").where(filter=FieldFilter("outcome", "==", "applied"))
+    return int(q.count().get()[0][0].value)
+
+
+def throughput(db, publisher, topic: str) -> float:
+    msgs = [to_message(build_event("aws", "vm", f"tp-{i}", "RUNNING", "benchmark")) for i in range(THROUGHPUT_EVENTS)]
+    base = applied(db)
+    start = time.perf_counter()
+    for f in [publisher.publish(topic, data, **attrs) for data, attrs in msgs]:
+        f.result(timeout=60)
+    while applied(db) - base < THROUGHPUT_EVENTS:
+        if time.perf_counter() - start > 600:
+            raise SystemExit("pipeline did not finish within 600 s")
+        time.sleep(0.2)
+    return THROUGHPUT_EVENTS / (time.perf_counter() - start)
+
+
+def latency(db, publisher, topic: str) -> tuple[float, float]:
+    sent: dict[str, float] = {}
+    for i in range(LATENCY_EVENTS):
+        rid = f"lat-{i}"
+        data, attrs = to_message(build_event("aws", "vm", rid, "RUNNING", "latency"))
+        sent[rid] = time.time()
+        publisher.publish(topic, data, **attrs).result(timeout=30)
+        time.sleep(max(0.0, 1 / LATENCY_RATE - (time.time() - sent[rid])))
+    deadline = time.time() + 120
+    stored: dict[str, float] = {}
+    while len(stored) < LATENCY_EVENTS and time.time() < deadline:
+        for doc in db.collection("resources").where(filter=FieldFilter("resourceId", ">=", "lat-")).stream():
+            d = doc.to_dict()
+            if d["resourceId"].startswith("lat-"):
+                stored[d["resourceId"]] = timeutil.parse(d["updatedAt"]).timestamp()
+        time.sleep(0.5)
+    lat = sorted((stored[k] - sent[k]) * 1000 for k in stored)
+    return statistics.median(lat), lat[int(len(lat) * 0.99) - 1]
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        stack = LocalStack(Path(tmp) / "state", project="dcm-bench")
+        state = stack.up(["aws"])
+        try:
+            os.environ.update(stack.client_env(state))
+            db = firestore.Client(project=state.project)
+            publisher = pubsub_v1.PublisherClient()
+            topic = publisher.topic_path(state.project, "dcm-status-ingress-aws")
+            tx_rate = firestore_tx_rate(db)
+            print(f"Firestore emulator transactional read-modify-write: {tx_rate:7.1f} tx/s (sequential)")
+            rate = throughput(db, publisher, topic)
+            print(f"pipeline throughput ({THROUGHPUT_EVENTS} events, publish -> stored): {rate:7.1f} events/s "
+                  f"= {rate / tx_rate:.0%} of the emulator's transactional rate (target >= 50%)")
+            p50, p99 = latency(db, publisher, topic)
+            print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
+        finally:
+            stack.down()
+
+
+if __name__ == "__main__":
+    main()

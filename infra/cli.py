@@ -220,9 +220,10 @@ def demo(resources: int, seed: int, timeout: float) -> None:
 
 
 def main() -> None:
-    from infra import cli_dlq
+    from infra import cli_billing, cli_dlq
 
     cli_dlq.register(cli, connect, emit_json)
+    cli_billing.register(cli, connect, emit_json)
     cli()
 
 

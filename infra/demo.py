@@ -4,7 +4,7 @@ prove that nothing was lost."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any
 
 import click
 from rich.console import Console
@@ -13,7 +13,9 @@ from rich.table import Table
 
 from infra import emulators
 from infra.fleet import build_fleet
-from shared import queries
+from infra.stack import REPO_ROOT
+from shared import billing_report, queries, timeutil
+from shared.billing_rates import RateCard
 from shared.deadletter_store import DeadLetterStore, groups
 from shared.model import ResourceKey
 
@@ -23,7 +25,7 @@ def _progress(console: Console) -> Progress:
                     console=console, transient=False)
 
 
-def run(conn: Any, resources: int, seed: int, timeout: float, extra_summaries: list[Callable] = ()) -> bool:
+def run(conn: Any, resources: int, seed: int, timeout: float) -> bool:
     console = Console(width=max(Console().width, 110))
     fleet = build_fleet(resources, seed)
     db = conn.firestore()
@@ -79,11 +81,16 @@ def run(conn: Any, resources: int, seed: int, timeout: float, extra_summaries: l
         dlq.add_row(g["reason"], g["provider"] or "-", str(g["entries"]), g["message"][:60])
     console.print(dlq)
 
-    for summary in extra_summaries:
-        summary(console, db)
+    now = timeutil.now()
+    expected = billing_report.aggregate(
+        billing_report.usage_from_lifecycles(fleet.lifecycles, fleet.labels, fleet.start, now, now=now),
+        ["resourceType"], daily=False)
+    billing_ok = billing_report.console_summary(
+        console, db, start=fleet.start, end=now, rates=RateCard.load(REPO_ROOT / "examples" / "rates.yaml"),
+        expected=expected)
 
     lost = fleet.published - s["received"]
-    ok = lost == 0 and not wrong and s["changesPending"] == 0
+    ok = lost == 0 and not wrong and s["changesPending"] == 0 and billing_ok
     console.print(
         f"[bold]accounting:[/] published {fleet.published} = applied {s['applied']} + duplicate {s['duplicate']} "
         f"+ stale {s['stale']} + dead-lettered {s['deadlettered']}; lost {lost} "

@@ -55,7 +55,10 @@ class Fleet:
 
     messages: list[Message] = field(default_factory=list)
     expected: dict[str, str] = field(default_factory=dict)  # key -> final status
+    lifecycles: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # key -> [(time, status)]
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
     rounds: list[list[Message]] = field(default_factory=list)
+    start: datetime | None = None  # UTC midnight before the first transition
 
     @property
     def published(self) -> int:
@@ -91,7 +94,7 @@ def build_fleet(resources: int = 300, seed: int = 7, start: datetime | None = No
     """A reproducible fleet: same seed, same messages."""
     rng = random.Random(seed)
     start = start or (timeutil.now() - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    fleet = Fleet()
+    fleet = Fleet(start=start)
     types = list(LIFECYCLES)
     per_resource: list[list[Message]] = []
     n_invalid = 0
@@ -107,6 +110,7 @@ def build_fleet(resources: int = 300, seed: int = 7, start: datetime | None = No
         for step, status in enumerate(lifecycle):
             t += timedelta(minutes=rng.randint(5, 240))
             stamp = timeutil.format(t)
+            fleet.lifecycles.setdefault(key, []).append((stamp, status))
             event: CloudEvent = build_event(provider, rtype, rid, status, f"{rtype} is {status.lower()}",
                                             event_id=f"{rid}-{step}", time=stamp, last_transition_time=stamp,
                                             metadata=labels, source=f"{provider}-prod")
@@ -119,6 +123,7 @@ def build_fleet(resources: int = 300, seed: int = 7, start: datetime | None = No
             j = rng.randrange(len(msgs) - 1)  # deliver two reports out of order
             msgs[j], msgs[j + 1] = msgs[j + 1], msgs[j]
         fleet.expected[key] = lifecycle[-1]
+        fleet.labels[key] = labels
         if rng.random() < invalid_rate * 3:
             msgs.append(_invalid(INVALID_KINDS[n_invalid % len(INVALID_KINDS)], provider, rng, n_invalid))
             n_invalid += 1

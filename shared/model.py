@@ -85,6 +85,7 @@ class StatusUpdate:
     ingress_topic: str | None
     received_at: str
     replay_of: str | None = None
+    transition_reported: bool = False  # the provider sent lastTransitionTime (else it is the event time)
     version: int = field(default=1)
 
     @property

@@ -127,4 +127,5 @@ def normalize_message(message: PubSubMessage, settings: Settings) -> StatusUpdat
         ingress_topic=message.topic,
         received_at=received_at,
         replay_of=message.attributes.get(REPLAY_ATTRIBUTE),
+        transition_reported=transition is not None,
     )

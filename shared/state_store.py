@@ -145,8 +145,13 @@ def _apply_in(tx: firestore.Transaction, store: StateStore, update: StatusUpdate
         tx.set(ledger_ref, {**ledger_doc, "outcome": "stale", "change": late.to_record(), "changePending": True})
         return Outcome("stale", current["status"], update.status, late)
 
+    same_status = current is not None and current.get("status") == update.status
+    if same_status and not update.transition_reported:
+        # A report of the same status without a transition time is no transition: keep the stored one.
+        new_doc["lastTransitionTime"] = current["lastTransitionTime"]
     change = None
-    if current is None or current.get("status") != update.status:
+    if not same_status or new_doc["lastTransitionTime"] != current.get("lastTransitionTime"):
+        # A real change: a new status, or the same status re-entered at a reported time (a restart).
         change = change_events.build(update, current, new_doc, late=False)
     new_doc["createdAt"] = current.get("createdAt", now) if current else now
     new_doc["updates"] = (current.get("updates", 0) if current else 0) + 1

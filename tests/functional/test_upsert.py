@@ -21,9 +21,11 @@ def upsert():
     return client_for("upsert")
 
 
-def normalized(status: str, time: str, event_id: str, ingress_id: str | None = None, message: str = "") -> bytes:
+def normalized(status: str, time: str, event_id: str, ingress_id: str | None = None, message: str = "",
+               transition: bool = True) -> bytes:
     data, attrs = to_message(build_event("aws", "vm", "i-1", status, message, event_id=event_id, time=time,
-                                         last_transition_time=time, metadata={"tenant": "acme"}))
+                                         last_transition_time=time if transition else None,
+                                         metadata={"tenant": "acme"}))
     msg = PubSubMessage(data, attrs, ingress_id or f"in-{event_id}", time, "dcm-status-ingress-aws")
     return orjson.dumps(normalize_message(msg, settings()).to_dict())
 
@@ -60,11 +62,24 @@ def test_status_change_lists_changed_attributes(upsert, firestore, publisher):
     assert "/metadata/tenant" not in attrs  # unchanged
 
 
-def test_same_status_updates_state_without_change_event(upsert, firestore, publisher):
+def test_same_status_report_updates_state_without_change_event(upsert, firestore, publisher):
     post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1", message="a"))
-    post(upsert, normalized("RUNNING", "2026-01-01T10:05:00Z", "e2", message="b"), "n-2")
-    assert resource(firestore)["message"] == "b"
+    post(upsert, normalized("RUNNING", "2026-01-01T10:05:00Z", "e2", message="b", transition=False), "n-2")
+    doc = resource(firestore)
+    assert doc["message"] == "b" and doc["observedAt"] == "2026-01-01T10:05:00.000000Z"
+    assert doc["lastTransitionTime"] == "2026-01-01T10:00:00.000000Z"  # a heartbeat is no transition
     assert len(publisher.on("dcm-status-changed")) == 1
+
+
+def test_same_status_reentered_at_a_reported_time_is_announced(upsert, firestore, publisher):
+    """A restart (RUNNING again, new lastTransitionTime) is a change billing must see."""
+    post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1"))
+    post(upsert, normalized("RUNNING", "2026-01-01T13:00:00Z", "e3"), "n-3")
+    [_, restart] = publisher.on("dcm-status-changed")
+    data = orjson.loads(restart.data)["data"]
+    assert (data["oldStatus"], data["newStatus"]) == ("RUNNING", "RUNNING")
+    assert data["newTransitionTime"] == "2026-01-01T13:00:00.000000Z"
+    assert {c["attribute"] for c in data["changes"]} == {"/lastTransitionTime"}
 
 
 def test_duplicate_event_is_applied_once(upsert, firestore, publisher):

@@ -21,6 +21,7 @@ def firestore_client() -> firestore.Client:
 @functools.lru_cache(maxsize=1)
 def publisher_client() -> pubsub_v1.PublisherClient:
     return pubsub_v1.PublisherClient(
-        batch_settings=pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.005),
+        # One message per call: publish at once (batching would add its latency to every event).
+        batch_settings=pubsub_v1.types.BatchSettings(max_messages=1),
         publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True),
     )

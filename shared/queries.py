@@ -53,7 +53,6 @@ def stats(db: firestore.Client) -> dict[str, int]:
         "stale": _count(ledger.where(filter=FieldFilter("outcome", "==", "stale"))),
         "duplicate": _count(db.collection(DUPLICATES)),
         "deadlettered": _count(db.collection(DEADLETTERS)),
-        "changesPending": _count(ledger.where(filter=FieldFilter("changePending", "==", True))),
         "resources": _count(db.collection(RESOURCES)),
     }
     counts["received"] = counts["applied"] + counts["stale"] + counts["duplicate"] + counts["deadlettered"]

@@ -1,4 +1,4 @@
-"""The observed state in Firestore: one transaction per status update.
+"""The observed state in Firestore: one atomic commit per status update.
 
 Collections:
 
@@ -6,8 +6,10 @@ Collections:
   ``resources/{..}/history/{dedupId}``: every update, applied or stale.
 - ``events/{sha256(source, id)}``: the dedup ledger; ``expireAt`` carries the
   TTL policy (declared in Terraform). It also is the transactional outbox: the
-  change event is written with the state and published after the commit; a
-  redelivery of the same event publishes it again until it is marked sent.
+  change event is written with the state and published after the commit. The
+  first delivery does not spend a write on saying so: only a redelivery (the
+  function may have died before publishing) publishes it again, same id, and
+  then marks it ``changeAnnounced`` so later copies do not.
 - ``duplicates/{ingressMessageId}``: distinct duplicate deliveries, for stats.
 """
 
@@ -38,6 +40,18 @@ TRANSIENT_ERRORS = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.Interna
                     gexc.Aborted, gexc.TooManyRequests, gexc.RetryError, gexc.Unknown,
                     gexc.ResourceExhausted, gexc.GatewayTimeout, TimeoutError, ConnectionError)
 
+
+
+MAX_ATTEMPTS = 5
+CONFLICTS = (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Conflict)
+
+
+@dataclass(frozen=True)
+class _Write:
+    op: str  # "create" (must not exist) | "update" (must be unchanged since read) | "set"
+    ref: Any
+    data: dict[str, Any]
+    update_time: Any = None
 
 
 @dataclass(frozen=True)
@@ -84,42 +98,67 @@ class StateStore:
         return self.db.collection(RESOURCES).document(doc_id)
 
     def apply(self, update: StatusUpdate) -> Outcome:
-        """Dedup, staleness check, upsert, history and outbox in one transaction."""
-        try:
-            return _apply_in(self.db.transaction(max_attempts=5), self, update)
-        except TRANSIENT_ERRORS as exc:
-            raise Transient(f"Firestore transaction failed: {exc!r}") from exc
+        """Dedup, staleness check, upsert, history and outbox, committed atomically.
 
-    def mark_change_sent(self, update: StatusUpdate) -> None:
+        Optimistic concurrency: read ledger entry and resource in one round trip,
+        decide, commit one batch whose preconditions (ledger entry must not exist,
+        resource unchanged since read) make it fail whole if anyone else wrote
+        first; then read again and decide again. Half the emulator cost of a
+        transaction (BeginTransaction + locks), with the same guarantees.
+        """
+        ledger_ref = self.db.collection(LEDGER).document(update.dedup_id)
+        resource_ref = self.resource_ref(update.key.doc_id)
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                snaps = {snap.reference.path: snap for snap in self.db.get_all(
+                    [ledger_ref, resource_ref], retry=READ_RETRY, timeout=READ_TIMEOUT)}
+                outcome, writes = _decide(self, update, snaps[ledger_ref.path], snaps[resource_ref.path])
+                if writes:
+                    self._commit(writes)
+                return outcome
+            except CONFLICTS:
+                continue  # another delivery of this event, or another update of this resource, won
+            except TRANSIENT_ERRORS as exc:
+                raise Transient(f"Firestore write failed: {exc!r}") from exc
+        raise Transient(f"{MAX_ATTEMPTS} conflicting writes in a row on {update.key}; Pub/Sub will redeliver")
+
+    def _commit(self, writes: list[_Write]) -> None:
+        batch = self.db.batch()
+        for w in writes:
+            if w.op == "create":
+                batch.create(w.ref, w.data)
+            elif w.op == "update":
+                batch.update(w.ref, w.data, option=self.db.write_option(last_update_time=w.update_time))
+            else:
+                batch.set(w.ref, w.data)
+        batch.commit(retry=READ_RETRY, timeout=READ_TIMEOUT)
+
+    def mark_change_announced(self, update: StatusUpdate) -> None:
         try:
             self.db.collection(LEDGER).document(update.dedup_id).update(
-                {"changePending": False, "changeSentAt": timeutil.now_str()}, timeout=READ_TIMEOUT)
+                {"changeAnnounced": True, "changeAnnouncedAt": timeutil.now_str()}, timeout=READ_TIMEOUT)
         except TRANSIENT_ERRORS as exc:
             raise Transient(f"Firestore update failed: {exc!r}") from exc
 
 
-@firestore.transactional
-def _apply_in(tx: firestore.Transaction, store: StateStore, update: StatusUpdate) -> Outcome:
+def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: Any) -> tuple[Outcome, list[_Write]]:
+    """What to write for this update, given what is stored: a pure decision, no I/O."""
     db = store.db
-    ledger_ref = db.collection(LEDGER).document(update.dedup_id)
-    resource_ref = store.resource_ref(update.key.doc_id)
-    # Both reads in one round trip (snapshots come back in any order).
-    snaps = {snap.reference.path: snap
-             for snap in tx.get_all([ledger_ref, resource_ref], retry=READ_RETRY, timeout=READ_TIMEOUT)}
-    ledger, current_snap = snaps[ledger_ref.path], snaps[resource_ref.path]
+    ledger_ref, resource_ref = ledger.reference, current_snap.reference
     now_dt = timeutil.now()
     now = timeutil.format(now_dt)
     expire_at = now_dt + store.ttl
 
+    writes: list[_Write] = []
     if ledger.exists:
         seen = ledger.to_dict()
         if seen.get("ingressMessageId") != update.ingress_message_id:
-            tx.set(db.collection(DUPLICATES).document(update.ingress_message_id or update.dedup_id), {
+            writes.append(_Write("set", db.collection(DUPLICATES).document(update.ingress_message_id or update.dedup_id), {
                 "dedupId": update.dedup_id, "key": str(update.key), "eventId": update.event_id,
-                "at": now, "expireAt": expire_at})
-        pending = seen.get("change") if seen.get("changePending") else None
+                "at": now, "expireAt": expire_at}))
+        pending = seen.get("change") if not seen.get("changeAnnounced", True) else None
         return Outcome("duplicate", None, seen.get("status"),
-                       ChangeEvent.from_record(pending) if pending else None)
+                       ChangeEvent.from_record(pending) if pending else None), writes
 
     current = current_snap.to_dict() if current_snap.exists else None
     new_doc = resource_document(update, now)
@@ -139,11 +178,13 @@ def _apply_in(tx: firestore.Transaction, store: StateStore, update: StatusUpdate
     if current is not None and update.order <= _order(current):
         # Older than what we hold (or, once the ledger entry expired, the very same event).
         if update.order == _order(current):
-            return Outcome("duplicate", None, current["status"], None)
+            return Outcome("duplicate", None, current["status"], None), []
         late = change_events.build(update, None, new_doc, late=True)
-        tx.set(resource_ref.collection(HISTORY).document(update.dedup_id), {**history, "outcome": "stale"})
-        tx.set(ledger_ref, {**ledger_doc, "outcome": "stale", "change": late.to_record(), "changePending": True})
-        return Outcome("stale", current["status"], update.status, late)
+        return Outcome("stale", current["status"], update.status, late), [
+            _Write("create", ledger_ref, {**ledger_doc, "outcome": "stale", "change": late.to_record(),
+                                          "changeAnnounced": False}),
+            _Write("set", resource_ref.collection(HISTORY).document(update.dedup_id), {**history, "outcome": "stale"}),
+        ]
 
     same_status = current is not None and current.get("status") == update.status
     if same_status and not update.transition_reported:
@@ -155,8 +196,12 @@ def _apply_in(tx: firestore.Transaction, store: StateStore, update: StatusUpdate
         change = change_events.build(update, current, new_doc, late=False)
     new_doc["createdAt"] = current.get("createdAt", now) if current else now
     new_doc["updates"] = (current.get("updates", 0) if current else 0) + 1
-    tx.set(resource_ref, new_doc)
-    tx.set(resource_ref.collection(HISTORY).document(update.dedup_id), {**history, "outcome": "applied"})
-    tx.set(ledger_ref, {**ledger_doc, "outcome": "applied",
-                        "change": change.to_record() if change else None, "changePending": change is not None})
-    return Outcome("applied", current.get("status") if current else None, update.status, change)
+    resource_write = (_Write("update", resource_ref, new_doc, current_snap.update_time) if current
+                      else _Write("create", resource_ref, new_doc))
+    return Outcome("applied", current.get("status") if current else None, update.status, change), [
+        _Write("create", ledger_ref, {**ledger_doc, "outcome": "applied",
+                                      "change": change.to_record() if change else None,
+                                      "changeAnnounced": change is None}),
+        resource_write,
+        _Write("set", resource_ref.collection(HISTORY).document(update.dedup_id), {**history, "outcome": "applied"}),
+    ]

@@ -2,12 +2,15 @@
 
 The change event is stored with the state (transactional outbox) and
 published after the commit. If the function dies in between, the message is
-not acked, Pub/Sub redelivers it, the ledger says "duplicate" and the pending
-change event is published then. Change events keep their id across these
-re-publications, so consumers deduplicate them.
+not acked, Pub/Sub redelivers it, the ledger says "duplicate" and the stored
+change event is published then (once: it is then marked announced). Change
+events keep their id across these re-publications, so consumers deduplicate
+them.
 """
 
 from __future__ import annotations
+
+import time
 
 import orjson
 
@@ -32,12 +35,17 @@ def handle(message: PubSubMessage) -> Outcome:
 
 def apply(update: StatusUpdate, state: StateStore) -> Outcome:
     s = settings()
+    started = time.perf_counter()
     outcome = state.apply(update)
+    committed = time.perf_counter()
     if outcome.change is not None:
         publish(clients.publisher_client(), s.topic_path(s.topic_changed), outcome.change.body,
                 outcome.change.attributes, ordering_key="")
-        state.mark_change_sent(update)
+        if outcome.kind == "duplicate":
+            state.mark_change_announced(update)
     log.info("update %s", outcome.kind, extra={
+        "transactionMs": round((committed - started) * 1000, 1),
+        "announceMs": round((time.perf_counter() - committed) * 1000, 1),
         "labels": {"outcome": outcome.kind, "provider": update.key.provider,
                    "resourceType": update.key.resource_type},
         "key": str(update.key), "eventId": update.event_id, "status": update.status,

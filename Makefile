@@ -11,7 +11,7 @@ PY     := $(VENV)/bin/python
 CLI    := $(VENV)/bin/dcm-status
 STAMP  := $(VENV)/.installed
 
-.PHONY: install emulators demo test unit bench lint down clean
+.PHONY: install emulators demo test unit bench lint package down clean
 
 install: $(STAMP) emulators
 
@@ -38,6 +38,14 @@ unit: $(STAMP)
 bench: install
 	$(PY) benchmarks/validation.py
 	$(PY) benchmarks/pipeline.py
+
+lint:
+	terraform fmt -check -recursive terraform
+	@[ -x .venv-checkov/bin/checkov ] || { $(PYTHON) -m venv .venv-checkov && .venv-checkov/bin/pip install -q checkov; }
+	.venv-checkov/bin/checkov -d terraform --framework terraform --skip-download --quiet --compact
+
+package: $(STAMP)
+	$(PY) -m infra.package --out build/
 
 down:
 	@[ ! -x $(CLI) ] || $(CLI) down

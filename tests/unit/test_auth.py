@@ -44,11 +44,53 @@ def test_valid_token_passes_with_configured_audience_and_account(production, mon
     assert seen == {"token": "tok", "audience": "https://ingest.example", "sa": "invoker@p.iam.gserviceaccount.com"}
 
 
-def test_wrong_service_account_is_rejected(monkeypatch):
-    monkeypatch.setattr("google.oauth2.id_token.verify_oauth2_token",
-                        lambda *a, **k: {"iss": "https://accounts.google.com", "email": "evil@x", "email_verified": True})
+@pytest.mark.parametrize("claims", [
+    {"iss": "https://accounts.google.com", "email": "evil@x", "email_verified": True},
+    {"iss": "https://evil.example", "email": "invoker@p.iam.gserviceaccount.com", "email_verified": True},
+    {"iss": "https://accounts.google.com", "email": "invoker@p.iam.gserviceaccount.com", "email_verified": False},
+])
+def test_wrong_issuer_or_account_is_rejected(monkeypatch, claims):
+    monkeypatch.setattr(auth._CERTS, "get", lambda: {"k": "cert"})
+    monkeypatch.setattr("google.auth.jwt.decode", lambda *a, **k: claims)
     with pytest.raises(TokenRejected):
         auth.verify_token("t", "aud", "invoker@p.iam.gserviceaccount.com")
+
+
+def test_bad_signature_is_rejected(monkeypatch):
+    monkeypatch.setattr(auth._CERTS, "get", lambda: {"k": "cert"})
+
+    def bad(*a, **k):
+        raise ValueError("Could not verify token signature.")
+    monkeypatch.setattr("google.auth.jwt.decode", bad)
+    with pytest.raises(TokenRejected):
+        auth.verify_token("t", "aud", None)
+
+
+def test_certificates_are_fetched_once_and_cached(monkeypatch):
+    calls = []
+
+    class Resp:
+        headers = {"Cache-Control": "public, max-age=600"}
+
+        def raise_for_status(self):
+            pass
+
+        def json(self):
+            return {"k": "cert"}
+    monkeypatch.setattr(auth.requests, "get", lambda *a, **k: calls.append(1) or Resp())
+    cache = auth._CertCache()
+    assert cache.get() == cache.get() == {"k": "cert"}
+    assert len(calls) == 1
+
+
+def test_unreachable_certificates_mean_503_so_pubsub_retries(production, monkeypatch):
+    from werkzeug.exceptions import ServiceUnavailable
+
+    def down(*a, **k):
+        raise auth.requests.ConnectionError("no route")
+    monkeypatch.setattr(auth._CERTS, "get", down)
+    with pytest.raises(ServiceUnavailable):
+        call({"Authorization": "Bearer x"})
 
 
 def test_local_mode_skips_verification():

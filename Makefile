@@ -30,7 +30,7 @@ demo: install
 	@if [ -n "$(KEEP)" ]; then echo "stack left running: $(CLI) --help, then 'make down'"; else $(CLI) down; fi
 
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/e2e tests/deploy
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/functional

@@ -22,6 +22,7 @@ class Settings:
     topic_deadletter: str
     ingress_topic_template: str
     ledger_ttl_days: int
+    deadletter_ttl_days: int
     max_event_bytes: int
     local_mode: bool
     push_audience: str | None
@@ -60,6 +61,7 @@ def settings() -> Settings:
         topic_deadletter=os.environ.get("DCM_TOPIC_DEADLETTER", "dcm-status-deadletter"),
         ingress_topic_template=template,
         ledger_ttl_days=int(os.environ.get("DCM_LEDGER_TTL_DAYS", "7")),
+        deadletter_ttl_days=int(os.environ.get("DCM_DEADLETTER_TTL_DAYS", "30")),
         max_event_bytes=int(os.environ.get("DCM_MAX_EVENT_BYTES", str(64 * 1024))),
         local_mode=_flag("DCM_LOCAL_MODE"),
         push_audience=os.environ.get("DCM_PUSH_AUDIENCE") or None,

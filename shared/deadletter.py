@@ -6,9 +6,8 @@ has no dead-letter policy of its own: it can never loop into itself.
 
 from __future__ import annotations
 
-import os
-
 from shared import clients
+from shared.config import settings
 from shared.deadletter_store import DeadLetterStore
 from shared.logs import get_logger
 from shared.model import PubSubMessage
@@ -18,7 +17,7 @@ log = get_logger("deadletter")
 
 
 def store() -> DeadLetterStore:
-    return DeadLetterStore(clients.firestore_client(), int(os.environ.get("DCM_DEADLETTER_TTL_DAYS", "30")))
+    return DeadLetterStore(clients.firestore_client(), settings().deadletter_ttl_days)
 
 
 def handle(message: PubSubMessage) -> str:

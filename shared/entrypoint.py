@@ -13,6 +13,7 @@ the structured-mode message it would have been, with no topic.
 
 from __future__ import annotations
 
+import base64
 import functools
 from typing import Any, Callable
 
@@ -32,7 +33,10 @@ def to_message(event: Any) -> PubSubMessage:
     if is_pubsub_event(attributes):
         return message_from_event(attributes, event.data)
     doc = dict(attributes)
-    doc["data"] = event.data
+    if isinstance(event.data, (bytes, bytearray)):
+        doc["data_base64"] = base64.b64encode(event.data).decode()
+    else:
+        doc["data"] = event.data
     return PubSubMessage(data=orjson.dumps(doc), attributes={}, message_id=str(attributes.get("id", "")),
                          publish_time=attributes.get("time"), topic=None)
 

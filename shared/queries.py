@@ -7,10 +7,9 @@ from typing import Any, Iterator
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from shared.deadletter_store import DEADLETTERS
 from shared.model import ResourceKey
 from shared.state_store import DUPLICATES, HISTORY, LEDGER, RESOURCES
-
-DEADLETTERS = "deadletters"
 
 
 def get_resource(db: firestore.Client, key: ResourceKey) -> dict[str, Any] | None:

@@ -10,7 +10,8 @@ Collections:
   first delivery does not spend a write on saying so: only a redelivery (the
   function may have died before publishing) publishes it again, same id, and
   then marks it ``changeAnnounced`` so later copies do not.
-- ``duplicates/{ingressMessageId}``: distinct duplicate deliveries, for stats.
+- ``duplicates/{ingressTopic~ingressMessageId}``: distinct duplicate
+  publications (not redeliveries of one message), for stats.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
     if ledger.exists:
         seen = ledger.to_dict()
         if seen.get("ingressMessageId") != update.ingress_message_id:
-            writes.append(_Write("set", db.collection(DUPLICATES).document(update.ingress_message_id or update.dedup_id), {
+            duplicate_id = f"{update.ingress_topic}~{update.ingress_message_id}"  # message ids are per topic
+            writes.append(_Write("set", db.collection(DUPLICATES).document(duplicate_id), {
                 "dedupId": update.dedup_id, "key": str(update.key), "eventId": update.event_id,
                 "at": now, "expireAt": expire_at}))
         pending = seen.get("change") if not seen.get("changeAnnounced", True) else None

@@ -16,7 +16,7 @@ import pytest
 from functions_framework import create_app
 
 from infra import emulators
-from shared import clients
+from shared import clients, config
 from tests.fakes import FakePublisher
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -28,6 +28,7 @@ def firestore_emulator(tmp_path_factory):
     proc = emulators.start("firestore", tmp_path_factory.mktemp("fs-logs"))
     saved = os.environ.get("FIRESTORE_EMULATOR_HOST")
     os.environ["FIRESTORE_EMULATOR_HOST"] = proc.host
+    config.settings.cache_clear()  # settings and clients are per process: start from this tier's env
     clients.firestore_client.cache_clear()
     yield proc
     proc.stop()
@@ -36,6 +37,23 @@ def firestore_emulator(tmp_path_factory):
         os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
     else:
         os.environ["FIRESTORE_EMULATOR_HOST"] = saved
+
+
+@pytest.fixture(autouse=True)
+def functional_env(monkeypatch, request):
+    """Each functional test sees this tier's settings, whatever else ran in the session."""
+    monkeypatch.setenv("DCM_PROJECT", PROJECT)
+    monkeypatch.setenv("DCM_LOCAL_MODE", "1")
+    for name in ("GOOGLE_CLOUD_PROJECT", "DCM_TOPIC_NORMALIZED", "DCM_TOPIC_CHANGED", "DCM_TOPIC_DEADLETTER",
+                 "DCM_INGRESS_TOPIC_TEMPLATE"):
+        monkeypatch.delenv(name, raising=False)
+    if "firestore_emulator" in request.fixturenames:
+        monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", request.getfixturevalue("firestore_emulator").host)
+    config.settings.cache_clear()
+    clients.firestore_client.cache_clear()
+    yield
+    config.settings.cache_clear()
+    clients.firestore_client.cache_clear()
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from shared.clients import firestore_client
 from shared.errors import Rejected, Transient
 from shared.logs import get_logger
 from shared.model import PubSubMessage
-from shared.state_store import READ_TIMEOUT, TRANSIENT_ERRORS
+from shared.state_store import FIRESTORE_TIMEOUT, TRANSIENT_ERRORS
 
 COLLECTION = "audit_stopped"
 STATUS = "STOPPED"
@@ -73,7 +73,7 @@ def handle(message: PubSubMessage) -> str:
 def record(db, change: Change) -> str:
     ref = db.collection(COLLECTION).document(change.event_id)
     try:
-        ref.create(record_of(change, timeutil.now_str()), timeout=READ_TIMEOUT)
+        ref.create(record_of(change, timeutil.now_str()), timeout=FIRESTORE_TIMEOUT)
     except gexc.AlreadyExists:
         return "duplicate"
     except TRANSIENT_ERRORS as exc:

@@ -28,7 +28,7 @@ from shared import timeutil
 from shared.billing_events import Change
 from shared.billing_intervals import Transition, microseconds
 from shared.errors import Transient
-from shared.state_store import READ_RETRY, READ_TIMEOUT, TRANSIENT_ERRORS
+from shared.state_store import FIRESTORE_RETRY, FIRESTORE_TIMEOUT, TRANSIENT_ERRORS
 
 RESOURCES = "billing_resources"
 TRANSITIONS = "transitions"
@@ -126,7 +126,7 @@ class BillingStore:
             batch.set(ref.collection(TRANSITIONS).document(implied[0]), implied[1])
         batch.set(ref, resource_update(change, now), merge=True)
         try:
-            batch.commit(timeout=READ_TIMEOUT)
+            batch.commit(timeout=FIRESTORE_TIMEOUT)
         except TRANSIENT_ERRORS as exc:
             raise Transient(f"Firestore batch failed: {exc!r}") from exc
 
@@ -141,13 +141,13 @@ class BillingStore:
             query = query.where(filter=FieldFilter("resourceType", "==", resource_type))
         if tenant:
             query = query.where(filter=FieldFilter("tenants", "array_contains", tenant))
-        for snap in query.stream(retry=READ_RETRY, timeout=30):
+        for snap in query.stream(retry=FIRESTORE_RETRY, timeout=30):
             yield {"id": snap.id, **snap.to_dict()}
 
     def transition_documents(self, doc_id: str) -> list[dict[str, Any]]:
         """The stored transitions of one resource, each with its document ``id``."""
         ref = self.resource_ref(doc_id).collection(TRANSITIONS)
-        return [{"id": s.id, **s.to_dict()} for s in ref.stream(retry=READ_RETRY, timeout=30)]
+        return [{"id": s.id, **s.to_dict()} for s in ref.stream(retry=FIRESTORE_RETRY, timeout=30)]
 
     def transitions(self, doc_id: str) -> list[Transition]:
         return [to_transition(d) for d in self.transition_documents(doc_id)]

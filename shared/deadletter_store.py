@@ -22,7 +22,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from shared import timeutil
 from shared.errors import Transient
 from shared.model import PubSubMessage
-from shared.state_store import READ_RETRY, READ_TIMEOUT, TRANSIENT_ERRORS
+from shared.state_store import FIRESTORE_RETRY, FIRESTORE_TIMEOUT, TRANSIENT_ERRORS
 from shared.triage import Classification
 
 DEADLETTERS = "deadletters"
@@ -102,7 +102,7 @@ def groups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @firestore.transactional
 def _record(tx: firestore.Transaction, store: DeadLetterStore, message: PubSubMessage, c: Classification) -> str:
     ref = store.ref(entry_id_for(c))
-    snap = ref.get(transaction=tx, retry=READ_RETRY, timeout=READ_TIMEOUT)
+    snap = ref.get(transaction=tx, retry=FIRESTORE_RETRY, timeout=FIRESTORE_TIMEOUT)
     now_dt = timeutil.now()
     now = timeutil.format(now_dt)
     if snap.exists:

@@ -34,15 +34,12 @@ HISTORY = "history"
 LEDGER = "events"
 DUPLICATES = "duplicates"
 
-# Fail fast on an unreachable Firestore: the function raises and Pub/Sub redelivers.
-READ_RETRY = gretry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=8.0)
-READ_TIMEOUT = 5.0
+# Fail fast on an unreachable Firestore (reads and commits): the function raises and Pub/Sub redelivers.
+FIRESTORE_RETRY = gretry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=8.0)
+FIRESTORE_TIMEOUT = 5.0
 TRANSIENT_ERRORS = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError,
                     gexc.Aborted, gexc.TooManyRequests, gexc.RetryError, gexc.Unknown,
                     gexc.ResourceExhausted, gexc.GatewayTimeout, TimeoutError, ConnectionError)
-
-
-
 MAX_ATTEMPTS = 5
 CONFLICTS = (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Conflict)
 
@@ -112,7 +109,7 @@ class StateStore:
         for _ in range(MAX_ATTEMPTS):
             try:
                 snaps = {snap.reference.path: snap for snap in self.db.get_all(
-                    [ledger_ref, resource_ref], retry=READ_RETRY, timeout=READ_TIMEOUT)}
+                    [ledger_ref, resource_ref], retry=FIRESTORE_RETRY, timeout=FIRESTORE_TIMEOUT)}
                 outcome, writes = _decide(self, update, snaps[ledger_ref.path], snaps[resource_ref.path])
                 if writes:
                     self._commit(writes)
@@ -132,12 +129,12 @@ class StateStore:
                 batch.update(w.ref, w.data, option=self.db.write_option(last_update_time=w.update_time))
             else:
                 batch.set(w.ref, w.data)
-        batch.commit(retry=READ_RETRY, timeout=READ_TIMEOUT)
+        batch.commit(retry=FIRESTORE_RETRY, timeout=FIRESTORE_TIMEOUT)
 
     def mark_change_announced(self, update: StatusUpdate) -> None:
         try:
             self.db.collection(LEDGER).document(update.dedup_id).update(
-                {"changeAnnounced": True, "changeAnnouncedAt": timeutil.now_str()}, timeout=READ_TIMEOUT)
+                {"changeAnnounced": True, "changeAnnouncedAt": timeutil.now_str()}, timeout=FIRESTORE_TIMEOUT)
         except TRANSIENT_ERRORS as exc:
             raise Transient(f"Firestore update failed: {exc!r}") from exc
 

@@ -74,11 +74,16 @@ def run(conn: Any, resources: int, seed: int, timeout: float) -> bool:
     console.print(f"final states: {len(fleet.expected) - len(wrong)}/{len(fleet.expected)} as expected"
                   + (f"  [red]wrong: {wrong[:5]}[/]" if wrong else ""))
 
-    dlq = Table(title="Dead letters by reason", box=None)
-    for col in ("reason", "provider", "entries", "message"):
+    dlq = Table(title="Dead letters by reason (dcm-status dlq list: groups by provider and detail)", box=None)
+    for col in ("reason", "entries", "providers", "groups"):
         dlq.add_column(col)
-    for g in sorted(groups(list(DeadLetterStore(db).query())), key=lambda g: (g["reason"], g["provider"] or "")):
-        dlq.add_row(g["reason"], g["provider"] or "-", str(g["entries"]), g["message"][:60])
+    dlq.add_column("example", no_wrap=True, overflow="ellipsis", max_width=60)
+    by_reason: dict[str, list[dict]] = {}
+    for g in groups(list(DeadLetterStore(db).query())):
+        by_reason.setdefault(g["reason"], []).append(g)
+    for reason, gs in sorted(by_reason.items()):
+        dlq.add_row(reason, str(sum(g["entries"] for g in gs)),
+                    ", ".join(sorted({g["provider"] or "-" for g in gs})), str(len(gs)), gs[0]["message"])
     console.print(dlq)
 
     now = timeutil.now()

@@ -18,7 +18,7 @@ install: $(STAMP) emulators
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,aws]'
 	touch $(STAMP)
 
 emulators:

@@ -98,6 +98,33 @@ def provider_add(name: str) -> None:
     click.echo(f"provider {name} added; providers: {', '.join(state.providers)}", err=True)
 
 
+@provider.command("run-aws")
+@click.option("--region", default="us-east-1", show_default=True)
+@click.option("--endpoint-url", default=None, help="An EC2-compatible endpoint (e.g. a moto server).")
+@click.option("--name", "provider_name", default="aws", show_default=True, help="The DCM provider name.")
+@click.option("--interval", default=15.0, show_default=True, help="Seconds between polls.")
+@click.option("--once", is_flag=True, help="Poll once and exit.")
+def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, interval: float, once: bool) -> None:
+    """The AWS reference provider: report EC2 instance states as DCM vm status events."""
+    import time
+
+    import boto3
+
+    from infra.providers.aws_ec2 import Ec2Bridge
+    from shared.provider_client import StatusReporter
+
+    conn = connect()
+    bridge = Ec2Bridge(boto3.client("ec2", region_name=region, endpoint_url=endpoint_url),
+                       StatusReporter(conn.publisher(), conn.project, provider_name, conn.topology.ingress_template),
+                       region)
+    while True:
+        for o in bridge.poll_once():
+            click.echo(f"{o.instance_id} {o.state} -> {o.status} at {o.transition_time}", err=True)
+        if once:
+            return
+        time.sleep(interval)
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True)
 def env(as_json: bool) -> None:

@@ -96,3 +96,9 @@ def test_garbage_request_is_refused_not_acked(ingest, publisher):
     resp = ingest.post("/", data=b"hello", headers={"content-type": "text/plain"})
     assert resp.status_code >= 400  # not acked: a real subscription would redeliver, then dead-letter
     assert not publisher.messages
+
+
+def test_pubsub_outage_while_dead_lettering_raises_for_redelivery(ingest, publisher):
+    sample = next(s for s in INVALID if s.name == "schema-invalid-status-type")
+    publisher.fail = True
+    assert SHAPES["push"](ingest, "dcm-status-ingress-aws", sample.data).status_code == 500

@@ -23,9 +23,9 @@ from typing import Any
 from google.api_core import exceptions as gexc
 
 from shared import timeutil
-from shared.billing_events import Change, decode, reject
-from shared.clients import firestore_client
-from shared.errors import Rejected, Transient
+from shared import clients
+from shared.billing_events import Change, decode
+from shared.errors import Transient
 from shared.logs import get_logger
 from shared.model import PubSubMessage
 from shared.state_store import FIRESTORE_TIMEOUT, TRANSIENT_ERRORS
@@ -52,18 +52,14 @@ def record_of(change: Change, now: str) -> dict[str, Any]:
 
 
 def handle(message: PubSubMessage) -> str:
-    """'recorded' | 'duplicate' | 'ignored' | 'rejected'."""
-    try:
-        change = decode(message)
-    except Rejected as exc:
-        reject(message, exc, "audit")
-        return "rejected"
+    """'recorded' | 'duplicate' | 'ignored'; Rejected (dead-lettered by the entry point) if not a change event."""
+    change = decode(message)
     if change.new_status != STATUS:  # the emulator ignores the subscription filter
         log.info("change ignored: not %s", STATUS, extra={
             "labels": {"outcome": "ignored"}, "eventId": change.event_id, "key": change.key,
             "status": change.new_status})
         return "ignored"
-    outcome = record(firestore_client(), change)
+    outcome = record(clients.firestore_client(), change)
     log.info("stop %s", outcome, extra={
         "labels": {"outcome": outcome, "provider": change.provider, "resourceType": change.resource_type},
         "eventId": change.event_id, "key": change.key, "at": change.at, "late": change.late})

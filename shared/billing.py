@@ -15,16 +15,15 @@ makes billing correct under at-least-once delivery and out-of-order arrival:
 
 Ack/retry: Firestore failures raise ``Transient`` (Pub/Sub redelivers, then
 dead-letters after max attempts); a message that can never be a valid change
-event is logged at ERROR, dead-lettered with its reason and acked
-(``shared.billing_events.reject``).
+event raises ``Rejected``: the entry point dead-letters it with its reason and
+acks (``shared.entrypoint``).
 """
 
 from __future__ import annotations
 
-from shared.billing_events import Change, decode, reject
+from shared import clients
+from shared.billing_events import Change, decode
 from shared.billing_store import BillingStore
-from shared.clients import firestore_client
-from shared.errors import Rejected
 from shared.logs import get_logger
 from shared.model import PubSubMessage
 
@@ -32,16 +31,11 @@ log = get_logger("billing")
 
 
 def store() -> BillingStore:
-    return BillingStore(firestore_client())
+    return BillingStore(clients.firestore_client())
 
 
-def handle(message: PubSubMessage) -> Change | None:
-    try:
-        change = decode(message)
-    except Rejected as exc:
-        reject(message, exc, "billing")
-        return None
-    return apply(change, store())
+def handle(message: PubSubMessage) -> Change:
+    return apply(decode(message), store())
 
 
 def apply(change: Change, billing: BillingStore) -> Change:

@@ -6,13 +6,13 @@ unknown MAJOR version, or data that does not validate against
 ``status-changed-v1.json``. Any MINOR version of v1 is accepted (minor bumps
 only add fields).
 
-``reject`` is what a consumer does with such a message: log it at ERROR and
-publish it, intact, to the dead-letter topic with the reason (the same
-``dcm-*`` attributes ingest uses), then ack. It lands in ``dcm-status dlq``
-at once, grouped and replayable (replay re-publishes to the changed topic;
-every consumer is idempotent by event id), instead of being retried
-pointlessly five times first. Only Firestore and Pub/Sub failures raise
-(``Transient``) so that Pub/Sub redelivers.
+A consumer lets ``Rejected`` reach its entry point (``shared.entrypoint``),
+which publishes the message, intact, to the dead-letter topic with the reason
+(the same ``dcm-*`` attributes ingest uses), then acks. It lands in
+``dcm-status dlq`` at once, grouped and replayable (replay re-publishes to the
+changed topic; every consumer is idempotent by event id), instead of being
+retried pointlessly five times first. Only Firestore and Pub/Sub failures
+raise ``Transient`` so that Pub/Sub redelivers.
 """
 
 from __future__ import annotations
@@ -22,13 +22,10 @@ from typing import Any, Mapping
 
 import orjson
 
-from shared import change_events, dead_letters, timeutil
-from shared.clients import publisher_client
-from shared.config import settings
+from shared import change_events, timeutil
 from shared.errors import Reason, Rejected
 from shared.logs import get_logger
 from shared.model import PubSubMessage, ResourceKey
-from shared.publishing import publish
 from shared.schemas import registry
 
 SUPPORTED_MAJOR = 1
@@ -142,13 +139,3 @@ def decode(message: PubSubMessage) -> Change:
         version=data["version"],
         old_labels=old_labels_of(labels_of(data["resource"]), data["changes"]) if data["oldStatus"] else None,
     )
-
-
-def reject(message: PubSubMessage, exc: Rejected, consumer: str) -> None:
-    """Log at ERROR and dead-letter a change event this consumer can never process."""
-    log.error("change event rejected by %s: %s", consumer, exc, extra={
-        "labels": {"function": consumer, "reason": exc.reason.value},
-        "messageId": message.message_id, "key": exc.key, "detail": exc.detail})
-    s = settings()
-    attributes = dead_letters.rejection_attributes(message, exc, consumer, message.attributes.get("provider"))
-    publish(publisher_client(), s.topic_path(s.topic_deadletter), message.data, attributes)

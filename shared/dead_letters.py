@@ -70,7 +70,9 @@ def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str
 def publish_rejection(message: PubSubMessage, exc: Rejected, rejected_by: str) -> str:
     """Send the original message, annotated with why, to the dead-letter topic."""
     s = settings()
-    provider = s.provider_of_topic(message.topic) if message.topic else None
+    # On an ingress topic the topic says who the provider is (the provider's own claims do not count);
+    # internal messages (normalised updates, change events) carry it as an attribute.
+    provider = (s.provider_of_topic(message.topic) if message.topic else None) or message.attributes.get("provider")
     attributes = rejection_attributes(message, exc, rejected_by, provider)
     message_id = publish(clients.publisher_client(), s.topic_path(s.topic_deadletter), message.data, attributes)
     log.warning("message rejected: %s", exc.message, extra={

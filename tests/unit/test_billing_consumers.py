@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import orjson
 import pytest
+from cloudevents.http import CloudEvent
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared import audit, billing, billing_events
+from shared import audit, billing, clients
+from shared.entrypoint import pubsub_function
 from shared.billing_events import Change, decode
 from shared.billing_store import EPOCH, epoch_us, resource_update, transition_document
 from shared.errors import Reason, Rejected, Transient
 from shared.model import PubSubMessage
+from tests.fakes import FakePublisher
 from tests.unit.test_change_event_contract import as_message, build
 
 
@@ -34,11 +38,19 @@ def project(monkeypatch):
 
 @pytest.fixture
 def dead_letters(monkeypatch):
-    sent: list[tuple[str, bytes, dict[str, str]]] = []
-    monkeypatch.setattr(billing_events, "publisher_client", lambda: None)
-    monkeypatch.setattr(billing_events, "publish",
-                        lambda client, topic, data, attrs, ordering_key="": sent.append((topic, data, dict(attrs))))
-    return sent
+    """What the entry point publishes to the dead-letter topic."""
+    fake = FakePublisher()
+    monkeypatch.setattr(clients, "publisher_client", lambda: fake)
+    return fake
+
+
+def through_entry_point(name, handler, message: PubSubMessage) -> None:
+    """Call a consumer as functions-framework would: a messagePublished CloudEvent, via shared.entrypoint."""
+    event = CloudEvent({"type": "google.cloud.pubsub.topic.v1.messagePublished", "id": message.message_id,
+                        "source": f"//pubsub.googleapis.com/projects/unit/topics/{message.topic}"},
+                       {"message": {"data": base64.b64encode(message.data).decode(),
+                                    "attributes": dict(message.attributes), "messageId": message.message_id}})
+    pubsub_function(name)(handler)(event)
 
 
 # ---- decode ---------------------------------------------------------------------------
@@ -125,9 +137,12 @@ def test_billing_raises_transient_so_pubsub_redelivers(monkeypatch):
 def test_billing_dead_letters_and_acks_a_bad_message(monkeypatch, dead_letters):
     monkeypatch.setattr(billing, "store", lambda: pytest.fail("must not write"))
     bad = PubSubMessage(b"{oops", {"provider": "aws", "key": "aws/vm/x"}, "m-9", topic="dcm-status-changed")
-    assert billing.handle(bad) is None  # returned: acked
-    [(topic, data, attrs)] = dead_letters
-    assert topic == "projects/unit/topics/dcm-status-deadletter" and data == b"{oops"
+    with pytest.raises(Rejected):
+        billing.handle(bad)
+    through_entry_point("billing", billing.handle, bad)  # returns: acked
+    [sent] = dead_letters.messages
+    assert sent.topic == "projects/unit/topics/dcm-status-deadletter" and sent.data == b"{oops"
+    attrs = sent.attributes
     assert attrs["dcm-reason"] == "malformed_json" and attrs["dcm-rejected-by"] == "billing"
     assert attrs["dcm-source-topic"] == "dcm-status-changed" and attrs["dcm-provider"] == "aws"
 
@@ -177,7 +192,7 @@ def stopped_message() -> PubSubMessage:
 
 def test_audit_records_a_stop_once(monkeypatch):
     db = FakeDocs()
-    monkeypatch.setattr(audit, "firestore_client", lambda: db)
+    monkeypatch.setattr(clients, "firestore_client", lambda: db)
     msg = stopped_message()
     assert audit.handle(msg) == "recorded"
     assert audit.handle(msg) == "duplicate"
@@ -189,12 +204,12 @@ def test_audit_records_a_stop_once(monkeypatch):
 
 
 def test_audit_rechecks_the_filter_in_code(monkeypatch):
-    monkeypatch.setattr(audit, "firestore_client", lambda: pytest.fail("must not write"))
+    monkeypatch.setattr(clients, "firestore_client", lambda: pytest.fail("must not write"))
     assert audit.handle(message_of("changed")) == "ignored"  # RUNNING: the emulator delivers it anyway
 
 
 def test_audit_trusts_the_data_not_the_attributes(monkeypatch):
-    monkeypatch.setattr(audit, "firestore_client", lambda: pytest.fail("must not write"))
+    monkeypatch.setattr(clients, "firestore_client", lambda: pytest.fail("must not write"))
     msg = message_of("changed")
     lying = PubSubMessage(msg.data, {**msg.attributes, "newStatus": "STOPPED"}, "m-3")
     assert audit.handle(lying) == "ignored"
@@ -202,21 +217,22 @@ def test_audit_trusts_the_data_not_the_attributes(monkeypatch):
 
 def test_audit_records_a_late_stop(monkeypatch):
     db = FakeDocs()
-    monkeypatch.setattr(audit, "firestore_client", lambda: db)
+    monkeypatch.setattr(clients, "firestore_client", lambda: db)
     assert audit.handle(message_of("late")) == "recorded"
     assert next(iter(db.docs.values()))["late"] is True
 
 
 def test_audit_transient_on_firestore_failure(monkeypatch):
-    monkeypatch.setattr(audit, "firestore_client", lambda: FakeDocs(fail=gexc.ServiceUnavailable("down")))
+    monkeypatch.setattr(clients, "firestore_client", lambda: FakeDocs(fail=gexc.ServiceUnavailable("down")))
     with pytest.raises(Transient):
         audit.handle(stopped_message())
 
 
 def test_audit_dead_letters_a_bad_message(dead_letters):
-    assert audit.handle(message_of("changed", version="9.0")) == "rejected"
-    assert dead_letters[0][2]["dcm-reason"] == "unknown_schema"
-    assert dead_letters[0][2]["dcm-rejected-by"] == "audit"
+    through_entry_point("audit", audit.handle, message_of("changed", version="9.0"))
+    [sent] = dead_letters.messages
+    assert sent.attributes["dcm-reason"] == "unknown_schema"
+    assert sent.attributes["dcm-rejected-by"] == "audit"
 
 
 # ---- the old side of a change ------------------------------------------------------------

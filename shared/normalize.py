@@ -21,6 +21,7 @@ from shared.statuses import normalize as normalize_status
 
 REPLAY_ATTRIBUTE = "dcm-replay-of"
 log = get_logger("normalize")
+registry()  # compile every schema now, at import (the cold start), not on the first event
 
 
 def _check_provider(key: ResourceKey, message: PubSubMessage, settings: Settings) -> None:

@@ -30,6 +30,18 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROJECT = "dcm-local"
 
 
+_OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framework", b"infra.faultproxy")
+
+
+def _is_ours(pid: int) -> bool:
+    """Whether pid is one of the processes a stack starts (checked on its command line)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return any(marker in cmdline for marker in _OUR_COMMANDS)
+
+
 def default_state_dir() -> Path:
     return Path(os.environ.get("DCM_STATE_DIR") or REPO_ROOT / ".dcm")
 
@@ -196,7 +208,8 @@ class LocalStack:
         if state is None:
             return False
         for p in reversed(state.processes()):
-            p.stop()
+            if _is_ours(p.pid):  # a stale state file may name pids the system has reused since
+                p.stop()
         self.state_file.unlink(missing_ok=True)
         self.outage_flag.unlink(missing_ok=True)
         return True

@@ -27,3 +27,20 @@ def test_missing_emulator_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(emulators, "sdk_root", lambda: tmp_path)
     with pytest.raises(emulators.EmulatorError, match="make install"):
         emulators.launch_command("pubsub", 1234)
+
+
+def test_down_never_kills_a_process_it_did_not_start(tmp_path):
+    """A stale state file (after a reboot, say) may name pids now used by something else."""
+    import json
+
+    from infra.stack import LocalStack
+
+    stranger = emulators.spawn([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "s.log")
+    try:
+        stack = LocalStack(tmp_path)
+        (tmp_path / "state.json").write_text(json.dumps({
+            "project": "p", "pubsub": {"pid": stranger, "port": 1}, "firestore": {"pid": stranger, "port": 2}}))
+        assert stack.down()
+        assert emulators.Process(stranger, 0).alive()
+    finally:
+        emulators.Process(stranger, 0).stop(timeout=1)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from datetime import datetime, timedelta
 
 import orjson
 from cloudevents.http import CloudEvent
@@ -133,7 +132,3 @@ def build_fleet(resources: int = 300, seed: int = 7, start: datetime | None = No
     fleet.rounds = [[msgs[r] for msgs in per_resource if r < len(msgs)] for r in range(depth)]
     fleet.messages = [m for r in fleet.rounds for m in r]
     return fleet
-
-
-def iter_messages(fleet: Fleet) -> Iterator[Message]:
-    yield from fleet.messages

@@ -162,9 +162,6 @@ class SchemaRegistry:
     def status_schema(self, uri: str) -> StatusSchema | None:
         return self.status.get(uri)
 
-    def status_uri(self, resource_type: str, version: int) -> str:
-        return f"{SCHEMA_URI_PREFIX}{resource_type}/status-v{version}.json"
-
 
 _REGISTRY: SchemaRegistry | None = None
 

@@ -1,6 +1,6 @@
 """Ingest validation cost, µs per event: our hot path against the naive one, in the same run.
 
-- ours:  shared.normalize.normalize_message (orjson + compiled fastjsonschema
+- ours:  shared.ingest.normalize.normalize_message (orjson + compiled fastjsonschema
          envelope and data schemas, identity, provider isolation, status enum);
 - naive: cloudevents.http.from_http + jsonschema.validate(data, schema), which
          rebuilds the validator on every call.
@@ -23,12 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import jsonschema  # noqa: E402
 from cloudevents.http import from_http  # noqa: E402
 
-from shared.config import settings  # noqa: E402
-from shared.errors import Rejected  # noqa: E402
-from shared.model import PubSubMessage  # noqa: E402
-from shared.normalize import normalize_message  # noqa: E402
-from shared.provider_client import build_event, to_message  # noqa: E402
-from shared.schemas import registry  # noqa: E402
+from shared.contracts.errors import Rejected  # noqa: E402
+from shared.contracts.model import PubSubMessage  # noqa: E402
+from shared.contracts.schemas import registry  # noqa: E402
+from shared.contracts.status_report import build_event, to_message  # noqa: E402
+from shared.ingest.normalize import normalize_message  # noqa: E402
+from shared.runtime import settings  # noqa: E402
 
 ROUNDS, N = 5, 2000
 
@@ -46,7 +46,7 @@ def events(valid: bool) -> list[tuple[bytes, dict]]:
 
 
 def ours(msgs):
-    s = settings()
+    s = settings.from_env()
     for data, attrs in msgs:
         try:
             normalize_message(PubSubMessage(data, attrs, "1", None, "dcm-status-ingress-aws"), s)

@@ -5,7 +5,9 @@ Cloud Functions (gen2) Python buildpack expects it::
 
     main.py            <- functions/<name>/main.py (and any other *.py there)
     requirements.txt   <- [project.dependencies] of pyproject.toml
-    shared/...         <- the common library
+    shared/__init__.py, shared/runtime/, shared/contracts/
+                       <- what every function needs
+    shared/<name>/     <- the function's own use-case package, and no other
     schemas/...        <- the JSON Schemas (samples/ directories left out, as
                           shared/schemas.py skips them)
 
@@ -38,6 +40,7 @@ FILE_MODE = 0o644
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
 MANIFEST = "manifest.json"
+SHARED_FOR_ALL = ("runtime", "contracts")  # every function's zip also holds shared/<its name>/
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,9 @@ def entries(name: str, root: Path = REPO_ROOT) -> dict[str, bytes]:
     if not (fn_dir / "main.py").is_file():
         raise SystemExit(f"function {name!r} is declared in infra/topology.yaml but {fn_dir}/main.py is missing")
     files: dict[str, Path] = {p.name: p for p in sorted(fn_dir.glob("*.py")) if _included(p, fn_dir)}
-    files.update(_tree(root / "shared", "shared"))
+    files["shared/__init__.py"] = root / "shared" / "__init__.py"
+    for package in SHARED_FOR_ALL + (name,):
+        files.update(_tree(root / "shared" / package, f"shared/{package}"))
     files.update(_tree(root / "schemas", "schemas", exclude=("samples",)))
     content = {arc: path.read_bytes() for arc, path in files.items()}
     content["requirements.txt"] = requirements(root).encode()

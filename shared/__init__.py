@@ -1,7 +1,12 @@
 """dcm-status common library: everything the stateless functions share.
 
-The functions under ``functions/`` are thin entry points; all behaviour lives
-here, in small modules named for what they do.
+Layout: ``runtime/`` is how a function runs on Google Cloud, ``contracts/`` is
+what crosses a topic, and each function under ``functions/`` has the package of
+the same name here (``ingest``, ``upsert``, ``deadletter``, ``billing``, ``audit``).
+
+The rule: use-case packages import ``runtime/`` and ``contracts/``, never each
+other; code that needs two use cases (the CLI, the demo, operator reads such
+as the pipeline's accounting) lives in ``infra/``.
 """
 
 __version__ = "0.1.0"

@@ -3,13 +3,13 @@
 # them). Like topology.tf, this file uses only variables and functions, so
 # tests/deploy/test_terraform.py can evaluate it without providers.
 #
-# Collections (shared/state_store.py, shared/queries.py, shared/deadletter_store.py):
+# Collections (shared/upsert/store.py, shared/upsert/queries.py, shared/deadletter/store.py):
 #   resources/{key}            current state; queried by equality filters only
 #                              (provider, resourceType, status), which the
 #                              automatic single-field indexes serve (merged).
 #   resources/{key}/history    order_by observedAt desc: single-field index, automatic.
 #   events/{dedupId}           dedup ledger + outbox; counted by outcome ==,
-#                              changePending ==: automatic. TTL on expireAt.
+#                              change != null: automatic. TTL on expireAt.
 #   duplicates/{messageId}     TTL on expireAt.
 #   deadletters/{entryId}      filtered by reason / provider / fingerprint ==,
 #                              ranged and ordered on lastSeen: composite
@@ -20,7 +20,7 @@
 #   audit_stopped/{eventId}    written once, never queried.
 
 locals {
-  # shared/clients.py opens firestore.Client(project=...): the (default) database.
+  # shared/runtime/clients.py opens firestore.Client(project=...): the (default) database.
   firestore_database = "(default)"
 
   # collection => TTL field. Firestore deletes a document (within about a day)

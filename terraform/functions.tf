@@ -1,7 +1,7 @@
 # One Cloud Functions (gen2) function per function of infra/topology.yaml.
 #
 # Source: the deterministic zips `python -m infra.package --out build/` writes
-# (main.py + shared/ + schemas/ + requirements.txt). Each is uploaded under a
+# (main.py + shared/{runtime,contracts,<name>}/ + schemas/ + requirements.txt). Each is uploaded under a
 # name carrying its sha256, so a code change is a new object and redeploys the
 # function, and an unchanged tree plans nothing.
 #
@@ -95,7 +95,7 @@ resource "google_cloudfunctions2_function" "function" {
     max_instance_request_concurrency = each.value.settings.max_instance_request_concurrency
     timeout_seconds                  = each.value.settings.timeout_seconds
 
-    # shared/config.py. The push token is verified (audience, issuer, invoker
+    # shared/runtime/settings.py. The push token is verified (audience, issuer, invoker
     # email): DCM_LOCAL_MODE, which turns that off for the emulator stack, is
     # never set here.
     environment_variables = merge(local.topology_env, {

@@ -71,7 +71,7 @@ resource "google_pubsub_subscription" "subscription" {
       push_endpoint = "${local.function_urls[push_config.value]}/projects/${var.project_id}/topics/${each.value.topic_name}"
 
       # Signed by Google for the push invoker; verified by Cloud Run IAM and
-      # again by the function (shared/auth.py: audience, issuer, email).
+      # again by the function (shared/runtime/auth.py: audience, issuer, email).
       oidc_token {
         service_account_email = google_service_account.push_invoker.email
         audience              = local.function_urls[push_config.value]

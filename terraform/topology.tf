@@ -86,7 +86,7 @@ locals {
   # publishes: topic keys of the declaration (a per-provider key would mean
   # every provider's topic). firestore: read/write documents
   # (roles/datastore.user). Every function but deadletter dead-letters the
-  # messages it rejects (shared/entrypoint.py), so it publishes to deadletter;
+  # messages it rejects (shared/runtime/entrypoint.py), so it publishes to deadletter;
   # the deadletter function never publishes (replay runs with the operator's
   # identity, from the CLI). A function missing here fails the plan
   # (precondition in functions.tf).
@@ -106,7 +106,7 @@ locals {
     }
   ]...)
 
-  # The settings every function reads (shared/config.py), as infra/stack.py
+  # The settings every function reads (shared/runtime/settings.py), as infra/stack.py
   # sets them for the local stack (Topology.env()). Never DCM_LOCAL_MODE.
   topology_env = {
     DCM_TOPIC_NORMALIZED       = local.topology.topics.normalized.name

@@ -8,6 +8,9 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
+from shared.runtime import settings
+from shared.runtime.clients import Runtime
+
 
 @dataclass
 class Published:
@@ -42,3 +45,8 @@ class FakePublisher:
 
     def on(self, topic_suffix: str) -> list[Published]:
         return [m for m in self.messages if m.topic.endswith("/" + topic_suffix)]
+
+
+def runtime_of(publisher: Any = None, firestore: Any = None, **env: str) -> Runtime:
+    """A function's Runtime for tests: settings from ``env`` (project 'unit', local mode) and the given clients."""
+    return Runtime.of(settings.from_env({"DCM_PROJECT": "unit", "DCM_LOCAL_MODE": "1", **env}), firestore, publisher)

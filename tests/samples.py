@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from shared.model import PubSubMessage
+from shared.contracts.model import PubSubMessage
 
 SAMPLES = Path(__file__).resolve().parent.parent / "schemas" / "samples"
 

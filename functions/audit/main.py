@@ -1,12 +1,8 @@
-"""Cloud Function `audit`: thin entry point, all behaviour lives in shared.audit."""
+"""Cloud Function `audit`: a thin entry point; the behaviour lives in `shared/audit/`."""
 
 import functions_framework
 
-from shared import audit as use_case
-from shared.entrypoint import pubsub_function
+from shared.audit.handler import Audit
+from shared.runtime.entrypoint import pubsub_function
 
-
-@functions_framework.cloud_event
-@pubsub_function("audit")
-def audit(message):
-    use_case.handle(message)
+audit = functions_framework.cloud_event(pubsub_function("audit", Audit.build))

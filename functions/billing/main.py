@@ -1,12 +1,8 @@
-"""Cloud Function `billing`: thin entry point, all behaviour lives in shared.billing."""
+"""Cloud Function `billing`: a thin entry point; the behaviour lives in `shared/billing/`."""
 
 import functions_framework
 
-from shared import billing as use_case
-from shared.entrypoint import pubsub_function
+from shared.billing.handler import Billing
+from shared.runtime.entrypoint import pubsub_function
 
-
-@functions_framework.cloud_event
-@pubsub_function("billing")
-def billing(message):
-    use_case.handle(message)
+billing = functions_framework.cloud_event(pubsub_function("billing", Billing.build))

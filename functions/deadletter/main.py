@@ -1,12 +1,10 @@
-"""Cloud Function `deadletter`: thin entry point, all behaviour lives in shared.deadletter."""
+"""Cloud Function `deadletter`: a thin entry point; the behaviour lives in `shared/deadletter/`."""
 
 import functions_framework
 
-from shared import deadletter as use_case
-from shared.entrypoint import pubsub_function
+from shared.deadletter.handler import DeadLetter
+from shared.runtime.entrypoint import pubsub_function
 
-
-@functions_framework.cloud_event
-@pubsub_function("deadletter", dead_letter_rejections=False)
-def deadletter(message):
-    use_case.handle(message)
+# Never publishes into its own topic: a rejection is logged and acked (the archive subscription keeps it).
+deadletter = functions_framework.cloud_event(
+    pubsub_function("deadletter", DeadLetter.build, dead_letter_rejections=False))

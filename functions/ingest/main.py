@@ -1,12 +1,8 @@
-"""Cloud Function `ingest`: thin entry point, all behaviour lives in shared.ingest."""
+"""Cloud Function `ingest`: a thin entry point; the behaviour lives in `shared/ingest/`."""
 
 import functions_framework
 
-from shared import ingest as use_case
-from shared.entrypoint import pubsub_function
+from shared.ingest.handler import Ingest
+from shared.runtime.entrypoint import pubsub_function
 
-
-@functions_framework.cloud_event
-@pubsub_function("ingest")
-def ingest(message):
-    use_case.handle(message)
+ingest = functions_framework.cloud_event(pubsub_function("ingest", Ingest.build))

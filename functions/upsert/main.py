@@ -1,12 +1,8 @@
-"""Cloud Function `upsert`: thin entry point, all behaviour lives in shared.upsert."""
+"""Cloud Function `upsert`: a thin entry point; the behaviour lives in `shared/upsert/`."""
 
 import functions_framework
 
-from shared import upsert as use_case
-from shared.entrypoint import pubsub_function
+from shared.runtime.entrypoint import pubsub_function
+from shared.upsert.handler import Upsert
 
-
-@functions_framework.cloud_event
-@pubsub_function("upsert")
-def upsert(message):
-    use_case.handle(message)
+upsert = functions_framework.cloud_event(pubsub_function("upsert", Upsert.build))

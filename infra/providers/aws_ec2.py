@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from shared import timeutil
-from shared.provider_client import StatusReporter
+from infra.providers.reporter import StatusReporter
+from shared.contracts import timeutil
 
 EC2_STATES = {
     "pending": "PROVISIONING",

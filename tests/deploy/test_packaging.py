@@ -59,8 +59,11 @@ def test_zip_layout(built, name):
     entries = names(zip_path)
     assert entries == sorted(entries), "entries are sorted"
     assert read(zip_path, "main.py") == (REPO_ROOT / "functions" / name / "main.py").read_bytes()
-    for path in (REPO_ROOT / "shared").glob("*.py"):
-        assert f"shared/{path.name}" in entries
+    own = {"runtime", "contracts", name}  # a function's zip holds only what it runs
+    for path in (REPO_ROOT / "shared").rglob("*.py"):
+        rel = path.relative_to(REPO_ROOT)
+        package_name = rel.parts[1] if len(rel.parts) > 2 else None
+        assert (rel.as_posix() in entries) == (package_name is None or package_name in own), rel
     for path in (REPO_ROOT / "schemas").rglob("*.json"):
         rel = path.relative_to(REPO_ROOT).as_posix()
         assert (rel in entries) == ("samples" not in path.relative_to(REPO_ROOT).parts), rel

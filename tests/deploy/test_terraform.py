@@ -136,7 +136,7 @@ def test_function_entry_points_and_env_match_the_local_stack(terraform):
     for name, f in got["functions"].items():
         assert f["entry_point"] == name
         main = (REPO_ROOT / "functions" / name / "main.py").read_text()
-        assert re.search(rf"^def {name}\(", main, re.M), f"functions/{name}/main.py defines no {name}()"
+        assert re.search(rf"^(def {name}\(|{name} = )", main, re.M), f"functions/{name}/main.py defines no {name}"
         s = f["settings"]
         assert s["max_instance_count"] >= 1 and s["max_instance_request_concurrency"] >= 1
     assert got["env"] == topo.load().env()
@@ -213,8 +213,9 @@ def test_functions_verify_the_push_token_in_production(config: tf.Config):
     assert assigned["DCM_PUSH_SERVICE_ACCOUNT"] == "google_service_account.push_invoker.email"
     # every setting the code reads is set, except the local-mode switch and a test override
     read_by_code = set()
-    for path in (REPO_ROOT / "shared").glob("*.py"):
-        read_by_code |= set(re.findall(r'(?:environ\.get|_flag)\(\s*"(DCM_[A-Z0-9_]+)"', path.read_text()))
+    for path in (REPO_ROOT / "shared").rglob("*.py"):
+        read_by_code |= set(re.findall(r'(?:environ\.get|env\.get|_flag)\(\s*(?:env,\s*)?"(DCM_[A-Z0-9_]+)"',
+                                       path.read_text()))
     not_in_production = {"DCM_LOCAL_MODE", "DCM_SCHEMAS_DIR"}
     set_here = set(assigned) | set(topo.load().env())
     assert read_by_code - not_in_production <= set_here, sorted(read_by_code - not_in_production - set_here)
@@ -295,13 +296,13 @@ def test_pubsub_service_agent_can_dead_letter(config: tf.Config):
 
 
 def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
-    from shared.deadletter_store import DEADLETTERS
-    from shared.state_store import DUPLICATES, LEDGER
+    from shared.deadletter.store import DEADLETTERS
+    from shared.upsert.store import DUPLICATES, LEDGER
 
     got = tf.evaluate({"ttl": "local.firestore_ttl_fields", "indexes": "local.firestore_indexes",
                        "database": "local.firestore_database"}, terraform=terraform)
     assert got["ttl"] == {LEDGER: "expireAt", DUPLICATES: "expireAt", DEADLETTERS: "expireAt"}
-    for module in ("state_store.py", "deadletter_store.py"):
+    for module in ("upsert/store.py", "deadletter/store.py"):
         assert '"expireAt"' in (REPO_ROOT / "shared" / module).read_text(), f"shared/{module} writes expireAt"
     field = config.resource("google_firestore_field", "ttl")
     assert field["for_each"] == "${local.firestore_ttl_fields}"

@@ -21,11 +21,10 @@ from typing import Any, Callable, Iterator
 import pytest
 from google.cloud import firestore, pubsub_v1
 
+from infra.providers.reporter import StatusReporter
 from infra.stack import REPO_ROOT, LocalStack, StackState
-from shared import clients, config
-from shared.deadletter_store import DeadLetterStore
-from shared.model import ResourceKey
-from shared.provider_client import StatusReporter
+from shared.contracts.model import ResourceKey
+from shared.deadletter.store import DeadLetterStore
 
 PROVIDERS = ["aws", "azure", "vmware"]
 
@@ -117,9 +116,6 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
         stack.down()
         os.environ.clear()
         os.environ.update(saved)
-        config.settings.cache_clear()  # nothing cached against this stack outlives it
-        clients.firestore_client.cache_clear()
-        clients.publisher_client.cache_clear()
 
 
 @pytest.fixture

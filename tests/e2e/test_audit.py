@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared import change_events, timeutil
-from shared.model import ResourceKey
-from shared.state_store import resource_document
+from shared.contracts import status_changed as change_events
+from shared.contracts import timeutil
+from shared.contracts.model import ResourceKey
+from shared.upsert.store import resource_document
 from tests.e2e.conftest import wait_until
 from tests.e2e.test_billing import CHANGED, status_update
 

@@ -18,10 +18,13 @@ from typing import Any
 import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared import billing_report, change_events, timeutil
-from shared.billing_store import BillingStore
-from shared.model import ResourceKey, StatusUpdate
-from shared.state_store import resource_document
+from shared.billing import report as billing_report
+from shared.billing.store import BillingStore
+from shared.contracts import status_changed as change_events
+from shared.contracts import timeutil
+from shared.contracts.model import ResourceKey
+from shared.contracts.status_update import StatusUpdate
+from shared.upsert.store import resource_document
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -140,19 +143,18 @@ def expected_by(resources: list[Resource], label: str) -> dict[tuple[str, Any], 
 def billing_cli(e2e, *args: str) -> Any:
     """`dcm-status billing ARGS` against the e2e stack, in process; JSON output parsed."""
     import json
+    from unittest import mock
 
-    import click
     from click.testing import CliRunner
 
-    from infra import cli as cli_module
-    from infra import cli_billing
+    from infra.cli import cli
+    from infra.cli.common import Connection
     from infra.stack import REPO_ROOT
 
-    group = click.Group()
-    conn = cli_module.Connection(e2e.project, e2e.stack.topology(e2e.state), True)
-    cli_billing.register(group, lambda: conn, cli_module.emit_json)
+    conn = Connection(e2e.project, e2e.stack.topology(e2e.state), True)
     args = tuple(str(REPO_ROOT / a) if a.endswith(".yaml") else a for a in args)
-    result = CliRunner().invoke(group, ["billing", *args], catch_exceptions=False)
+    with mock.patch("infra.cli.billing.connect", lambda: conn):
+        result = CliRunner().invoke(cli, ["billing", *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout) if "--json" in args else result.stdout
 
@@ -189,7 +191,7 @@ def test_shuffled_duplicated_fleet_gives_exact_resource_hours(e2e, uid):
         assert computed == expected, label
 
     # the rate card prices every row; cost = hours x rate, exactly
-    from shared.billing_rates import RateCard
+    from shared.billing.rates import RateCard
     prices = {"vm": 0.5, "container": 0.25, "cluster": 1, "volume": 0.01, "network": 3600}
     rates = RateCard.from_dict({"currency": "EUR", "resourceTypes": prices})
     rows = billing_report.report(e2e.db, START, END, ["resourceType"], daily=False, rates=rates, tenant=tenant)

@@ -13,8 +13,8 @@ from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 from google.protobuf import duration_pb2
 
-from shared.model import event_identity
-from shared.provider_client import build_event, to_message
+from shared.contracts.model import event_identity
+from shared.contracts.status_report import build_event, to_message
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,8 @@ import pytest
 from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.model import ResourceKey, event_identity
-from shared.provider_client import build_event, to_message
+from shared.contracts.model import ResourceKey, event_identity
+from shared.contracts.status_report import build_event, to_message
 from tests import samples
 from tests.e2e.conftest import wait_until
 

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from functions_framework import create_app
+from google.cloud import firestore as gfirestore
 
 from infra import emulators
-from shared import clients, config
-from tests.fakes import FakePublisher
+from tests.fakes import FakePublisher, runtime_of
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PROJECT = "dcm-test"
+
+
+_ENTRIES: list[Any] = []  # the entry functions client_for loaded, re-bound for every test
 
 
 @pytest.fixture(scope="session")
@@ -28,49 +32,39 @@ def firestore_emulator(tmp_path_factory):
     proc = emulators.start("firestore", tmp_path_factory.mktemp("fs-logs"))
     saved = os.environ.get("FIRESTORE_EMULATOR_HOST")
     os.environ["FIRESTORE_EMULATOR_HOST"] = proc.host
-    config.settings.cache_clear()  # settings and clients are per process: start from this tier's env
-    clients.firestore_client.cache_clear()
     yield proc
     proc.stop()
-    clients.firestore_client.cache_clear()
     if saved is None:
         os.environ.pop("FIRESTORE_EMULATOR_HOST", None)
     else:
         os.environ["FIRESTORE_EMULATOR_HOST"] = saved
 
 
-@pytest.fixture(autouse=True)
-def functional_env(monkeypatch, request):
-    """Each functional test sees this tier's settings, whatever else ran in the session."""
-    monkeypatch.setenv("DCM_PROJECT", PROJECT)
-    monkeypatch.setenv("DCM_LOCAL_MODE", "1")
-    for name in ("GOOGLE_CLOUD_PROJECT", "DCM_TOPIC_NORMALIZED", "DCM_TOPIC_CHANGED", "DCM_TOPIC_DEADLETTER",
-                 "DCM_INGRESS_TOPIC_TEMPLATE"):
-        monkeypatch.delenv(name, raising=False)
-    if "firestore_emulator" in request.fixturenames:
-        monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", request.getfixturevalue("firestore_emulator").host)
-    config.settings.cache_clear()
-    clients.firestore_client.cache_clear()
-    yield
-    config.settings.cache_clear()
-    clients.firestore_client.cache_clear()
-
-
 @pytest.fixture
 def firestore(firestore_emulator):
     emulators.reset_firestore(firestore_emulator.host, PROJECT)
-    return clients.firestore_client()
+    return gfirestore.Client(project=PROJECT)
 
 
 @pytest.fixture
-def publisher(monkeypatch) -> FakePublisher:
-    fake = FakePublisher()
-    monkeypatch.setattr(clients, "publisher_client", lambda: fake)
-    return fake
+def publisher() -> FakePublisher:
+    return FakePublisher()
+
+
+@pytest.fixture(autouse=True)
+def bind_runtime(request):
+    """Every function under test gets this test's clients: its fake publisher, the emulator's Firestore."""
+    fake = request.getfixturevalue("publisher") if "publisher" in request.fixturenames else FakePublisher()
+    db = request.getfixturevalue("firestore") if "firestore" in request.fixturenames else None
+    runtime = runtime_of(publisher=fake, firestore=db, DCM_PROJECT=PROJECT)
+    for entry in _ENTRIES:
+        entry.bind(runtime)
 
 
 def client_for(name: str):
-    app = create_app(target=name, source=str(REPO / "functions" / name / "main.py"), signature_type="cloudevent")
+    source = REPO / "functions" / name / "main.py"
+    app = create_app(target=name, source=str(source), signature_type="cloudevent")
+    _ENTRIES.append(getattr(sys.modules[source.stem], name))  # create_app loaded main.py as module "main"
     return app.test_client()
 
 

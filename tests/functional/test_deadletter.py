@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from shared import dead_letters as dl
-from shared.deadletter_store import DeadLetterStore, groups
+from shared.contracts import dead_letter as dl
+from shared.deadletter.store import DeadLetterStore, groups
 from tests.functional.conftest import SHAPES, client_for
 
 BAD = b'{"specversion": "1.0", "id": "x", "source": "s", "type": "dcm.providers.aws.vm.a.status", "data": {"status": 1}}'
@@ -64,9 +64,9 @@ def test_pubsub_delivery_exhausted_is_classified_with_subscription_and_count(dea
     assert "5 times" in entry["message"]
 
 
-def test_message_without_reason_is_unknown(deadletter, firestore):
+def test_message_without_reason_is_unclassified(deadletter, firestore):
     assert post(deadletter, {}, "d-u", data=b"???").status_code == 200
-    [entry] = DeadLetterStore(firestore).query(reason="unknown")
+    [entry] = DeadLetterStore(firestore).query(reason="unclassified")
     assert entry["data"] == b"???"
 
 
@@ -77,3 +77,12 @@ def test_replay_that_fails_again_comes_back_to_its_entry(deadletter, firestore):
     [again] = DeadLetterStore(firestore).query()
     assert again["id"] == entry["id"] and again["state"] == "replay_failed"
     assert again["lastFailure"]["reason"] == "schema_invalid"
+
+
+def test_malformed_push_to_the_deadletter_function_is_acked_never_republished(deadletter, firestore, publisher):
+    """It never publishes into its own topic, and retrying cannot help: logged, acked (the archive keeps it)."""
+    body = {"message": {"data": "not base64!!", "messageId": "m-b"}, "subscription": "s"}
+    resp = deadletter.post("/projects/dcm-test/topics/dcm-status-deadletter", json=body)
+    assert resp.status_code == 200
+    assert not publisher.messages
+    assert list(DeadLetterStore(firestore).query()) == []

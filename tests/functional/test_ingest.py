@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from shared import dead_letters as dl
+from shared.contracts import dead_letter as dl
 from tests import samples
 from tests.functional.conftest import SHAPES, client_for
 
@@ -102,3 +102,45 @@ def test_pubsub_outage_while_dead_lettering_raises_for_redelivery(ingest, publis
     sample = next(s for s in INVALID if s.name == "schema-invalid-status-type")
     publisher.fail = True
     assert SHAPES["push"](ingest, "dcm-status-ingress-aws", sample.data).status_code == 500
+
+
+def malformed_eventarc(client, topic: str):
+    """A messagePublished CloudEvent whose data holds no Pub/Sub message."""
+    event = {"specversion": "1.0", "id": "m-x", "type": "google.cloud.pubsub.topic.v1.messagePublished",
+             "source": f"//pubsub.googleapis.com/projects/dcm-test/topics/{topic}",
+             "datacontenttype": "application/json", "data": {"subscription": "s"}}
+    return client.post("/", data=orjson.dumps(event), headers={"content-type": "application/cloudevents+json"})
+
+
+def malformed_push(client, topic: str):
+    """A raw push whose message data is not base64."""
+    body = {"message": {"data": "not base64!!", "messageId": "m-b"}, "subscription": "s"}
+    return client.post(f"/projects/dcm-test/topics/{topic}", json=body)
+
+
+@pytest.mark.parametrize("deliver, why", [(malformed_eventarc, "without a 'message'"),
+                                          (malformed_push, "not base64")])
+def test_malformed_push_delivery_is_dead_lettered_and_acked_not_retried(ingest, publisher, deliver, why):
+    """A delivery that is not a Pub/Sub message can never succeed: dead-letter it as it came, ack (200)."""
+    assert deliver(ingest, "dcm-status-ingress-aws").status_code == 200  # a retry would only exhaust
+    [out] = publisher.on("dcm-status-deadletter")
+    assert out.attributes[dl.REASON] == "malformed_push" and why in out.attributes[dl.MESSAGE]
+    assert out.attributes[dl.SOURCE_TOPIC] == "dcm-status-ingress-aws"
+    assert out.attributes[dl.PROVIDER] == "aws"
+    delivered = orjson.loads(out.data)
+    assert delivered == {"subscription": "s"} or delivered["message"]["data"] == "not base64!!"
+    assert not publisher.on("dcm-status-normalized")
+
+
+def test_long_multibyte_resource_id_is_clipped_by_bytes_in_attributes_and_ordering_key(ingest, publisher):
+    """Pub/Sub limits attribute values and ordering keys to 1,024 bytes, not characters."""
+    from shared.contracts.status_report import build_event, to_message
+
+    resource_id = "€" * 512  # 512 characters, 1,536 bytes
+    data, attrs = to_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="mb-1"))
+    assert SHAPES["push"](ingest, "dcm-status-ingress-aws", data, attrs).status_code == 200
+    [out] = publisher.on("dcm-status-normalized")
+    assert orjson.loads(out.data)["resource_id"] == resource_id  # the message itself is whole
+    assert len(out.ordering_key.encode()) <= 1024 and out.ordering_key.startswith("aws/vm/€")
+    assert all(len(v.encode()) <= 1024 for v in out.attributes.values())
+    assert out.attributes["key"].endswith("...")

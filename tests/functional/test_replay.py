@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared import dead_letters as dl
-from shared.deadletter_store import MAX_STORED_BYTES, DeadLetterStore
-from shared.model import PubSubMessage
-from shared.replay import MAX_REPLAYS, REPLAY_ATTEMPT, Replayer
-from shared.triage import classify
+from shared.contracts import dead_letter as dl
+from shared.contracts.model import PubSubMessage
+from shared.deadletter.replay import MAX_REPLAYS, REPLAY_ATTEMPT, Replayer
+from shared.deadletter.store import MAX_STORED_BYTES, DeadLetterStore
+from shared.deadletter.triage import classify
 
 TOPIC = "dcm-status-ingress-aws"
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from shared import change_events, dead_letters as dl
-from shared.config import settings
-from shared.normalize import normalize_message
-from shared.schemas import registry
-from shared.provider_client import build_event, to_message
-from shared.model import PubSubMessage
+from shared.contracts import dead_letter as dl
+from shared.contracts import status_changed as change_events
+from shared.contracts import status_update
+from shared.contracts.model import PubSubMessage
+from shared.contracts.schemas import registry
+from shared.contracts.status_report import build_event, to_message
+from shared.ingest.normalize import normalize_message
+from shared.runtime import settings
 from tests.functional.conftest import SHAPES, client_for
 
 KEY = "aws/vm/i-1"
@@ -27,7 +29,7 @@ def normalized(status: str, time: str, event_id: str, ingress_id: str | None = N
                                          last_transition_time=time if transition else None,
                                          metadata={"tenant": "acme"}))
     msg = PubSubMessage(data, attrs, ingress_id or f"in-{event_id}", time, "dcm-status-ingress-aws")
-    return orjson.dumps(normalize_message(msg, settings()).to_dict())
+    return status_update.encode(normalize_message(msg, settings.from_env()))
 
 
 def post(client, body: bytes, message_id: str = "n-1"):
@@ -129,7 +131,7 @@ def test_malformed_internal_message_is_dead_lettered(upsert, firestore, publishe
     resp = post(upsert, b'{"not": "a status update"}')
     assert resp.status_code == 200
     [out] = publisher.on("dcm-status-deadletter")
-    assert out.attributes[dl.REASON] == "unknown"
+    assert out.attributes[dl.REASON] == "malformed_internal"
     assert out.attributes[dl.REJECTED_BY] == "upsert"
 
 
@@ -137,15 +139,14 @@ def test_concurrent_updates_of_one_resource_lose_nothing(firestore, publisher):
     """Optimistic concurrency: racing writers re-read and re-decide; none overwrites another blindly."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from shared.model import StatusUpdate
-    from shared.state_store import StateStore
+    from shared.upsert.store import StateStore
 
     store = StateStore(firestore)
-    updates = [StatusUpdate.from_dict(orjson.loads(normalized(status, f"2026-01-01T10:{i:02d}:00Z", f"c{i}")))
+    updates = [status_update.decode(normalized(status, f"2026-01-01T10:{i:02d}:00Z", f"c{i}"))
                for i, status in enumerate(["RUNNING", "STOPPED"] * 6)]
     with ThreadPoolExecutor(6) as pool:
         outcomes = list(pool.map(store.apply, updates + updates))  # every event twice, all at once
-    kinds = [o.kind for o in outcomes]
+    kinds = [o.outcome for o in outcomes]
     assert kinds.count("duplicate") == len(updates)
     assert kinds.count("applied") + kinds.count("stale") == len(updates)
     doc = resource(firestore)

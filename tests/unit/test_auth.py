@@ -4,24 +4,23 @@ import flask
 import pytest
 from werkzeug.exceptions import Forbidden, Unauthorized
 
-from shared import auth, config
-from shared.errors import Unauthorized as TokenRejected
+from shared.contracts.errors import Unauthorized as TokenRejected
+from shared.runtime import auth
+from shared.runtime import settings as settings_module
+
+PRODUCTION = settings_module.from_env({"DCM_PROJECT": "p", "DCM_PUSH_AUDIENCE": "https://ingest.example",
+                                       "DCM_PUSH_SERVICE_ACCOUNT": "invoker@p.iam.gserviceaccount.com"})
 
 
 @pytest.fixture
-def production(monkeypatch):
-    monkeypatch.delenv("DCM_LOCAL_MODE", raising=False)
-    monkeypatch.setenv("DCM_PUSH_AUDIENCE", "https://ingest.example")
-    monkeypatch.setenv("DCM_PUSH_SERVICE_ACCOUNT", "invoker@p.iam.gserviceaccount.com")
-    config.settings.cache_clear()
-    yield
-    config.settings.cache_clear()
+def production():
+    return PRODUCTION
 
 
-def call(headers):
+def call(headers, settings=PRODUCTION):
     app = flask.Flask("t")
     with app.test_request_context("/projects/p/topics/t", headers=headers):
-        auth.verify_push_request()
+        auth.verify_push_request(settings)
 
 
 def test_missing_token_is_401(production):
@@ -94,5 +93,4 @@ def test_unreachable_certificates_mean_503_so_pubsub_retries(production, monkeyp
 
 
 def test_local_mode_skips_verification():
-    config.settings.cache_clear()
-    call({})  # DCM_LOCAL_MODE=1 from tests/conftest.py
+    call({}, settings_module.from_env({"DCM_PROJECT": "p", "DCM_LOCAL_MODE": "1"}))

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-
 import boto3
 import orjson
 import pytest
 from moto import mock_aws
 
 from infra.providers.aws_ec2 import EC2_STATES, Ec2Bridge, transition_time
-from shared import timeutil
-from shared.config import settings
-from shared.model import PubSubMessage
-from shared.normalize import normalize_message
-from shared.provider_client import StatusReporter
+from infra.providers.reporter import StatusReporter
+from shared.contracts import timeutil
+from shared.contracts.model import PubSubMessage
+from shared.ingest.normalize import normalize_message
+from shared.runtime import settings
 from tests.fakes import FakePublisher
 
 
@@ -84,7 +83,7 @@ def test_what_the_bridge_publishes_passes_ingest(bridge, ec2):
     iid = launch(ec2, tenant="acme")
     b.poll_once()
     [m] = publisher.messages
-    update = normalize_message(PubSubMessage(m.data, m.attributes, "1", None, "dcm-status-ingress-aws"), settings())
+    update = normalize_message(PubSubMessage(m.data, m.attributes, "1", None, "dcm-status-ingress-aws"), settings.from_env())
     assert str(update.key) == f"aws/vm/{iid}" and update.status == "RUNNING" and update.status_recognized
 
 

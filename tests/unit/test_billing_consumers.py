@@ -11,13 +11,15 @@ from cloudevents.http import CloudEvent
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared import audit, billing, clients
-from shared.entrypoint import pubsub_function
-from shared.billing_events import Change, decode
-from shared.billing_store import EPOCH, epoch_us, resource_update, transition_document
-from shared.errors import Reason, Rejected, Transient
-from shared.model import PubSubMessage
-from tests.fakes import FakePublisher
+from shared.audit import handler as audit
+from shared.audit.handler import Audit, Audited
+from shared.billing.handler import Billing
+from shared.billing.store import EPOCH, epoch_us, resource_update, transition_document
+from shared.contracts.errors import Reason, Rejected, Transient
+from shared.contracts.model import PubSubMessage
+from shared.contracts.status_changed import Change, decode
+from shared.runtime.entrypoint import pubsub_function
+from tests.fakes import FakePublisher, runtime_of
 from tests.unit.test_change_event_contract import as_message, build
 
 
@@ -27,30 +29,26 @@ def message_of(kind: str, **data_overrides: Any) -> PubSubMessage:
     return PubSubMessage(orjson.dumps(msg["event"]), msg["attributes"], "m-1", topic="dcm-status-changed")
 
 
-@pytest.fixture(autouse=True)
-def project(monkeypatch):
-    from shared.config import settings
-    monkeypatch.setenv("DCM_PROJECT", "unit")
-    settings.cache_clear()
-    yield
-    settings.cache_clear()
-
-
 @pytest.fixture
-def dead_letters(monkeypatch):
+def dead_letters() -> FakePublisher:
     """What the entry point publishes to the dead-letter topic."""
-    fake = FakePublisher()
-    monkeypatch.setattr(clients, "publisher_client", lambda: fake)
-    return fake
+    return FakePublisher()
 
 
-def through_entry_point(name, handler, message: PubSubMessage) -> None:
-    """Call a consumer as functions-framework would: a messagePublished CloudEvent, via shared.entrypoint."""
+class Forbidden:
+    """A store or database the test says must not be touched."""
+
+    def __getattr__(self, name):
+        pytest.fail(f"must not write ({name})")
+
+
+def through_entry_point(name, handler, message: PubSubMessage, publisher: FakePublisher) -> None:
+    """Call a consumer as functions-framework would: a messagePublished CloudEvent, via the entry point."""
     event = CloudEvent({"type": "google.cloud.pubsub.topic.v1.messagePublished", "id": message.message_id,
                         "source": f"//pubsub.googleapis.com/projects/unit/topics/{message.topic}"},
                        {"message": {"data": base64.b64encode(message.data).decode(),
                                     "attributes": dict(message.attributes), "messageId": message.message_id}})
-    pubsub_function(name)(handler)(event)
+    pubsub_function(name, lambda runtime: handler, make_runtime=lambda: runtime_of(publisher=publisher))(event)
 
 
 # ---- decode ---------------------------------------------------------------------------
@@ -119,27 +117,26 @@ class FakeBillingStore:
         self.recorded.append(change)
 
 
-def test_billing_records_the_transition(monkeypatch):
+def test_billing_records_the_transition():
     fake = FakeBillingStore()
-    monkeypatch.setattr(billing, "store", lambda: fake)
-    billing.handle(message_of("changed"))
-    billing.handle(message_of("late"))
+    billing = Billing(fake)
+    billing(message_of("changed"))
+    billing(message_of("late"))
     assert [(c.new_status, c.at, c.late) for c in fake.recorded] == [
         ("RUNNING", "2026-03-01T09:00:00.000000Z", False), ("STOPPED", "2026-03-01T08:59:30.000000Z", True)]
 
 
-def test_billing_raises_transient_so_pubsub_redelivers(monkeypatch):
-    monkeypatch.setattr(billing, "store", lambda: FakeBillingStore(fail=True))
+def test_billing_raises_transient_so_pubsub_redelivers():
     with pytest.raises(Transient):
-        billing.handle(message_of("changed"))
+        Billing(FakeBillingStore(fail=True))(message_of("changed"))
 
 
-def test_billing_dead_letters_and_acks_a_bad_message(monkeypatch, dead_letters):
-    monkeypatch.setattr(billing, "store", lambda: pytest.fail("must not write"))
+def test_billing_dead_letters_and_acks_a_bad_message(dead_letters):
+    billing = Billing(Forbidden())
     bad = PubSubMessage(b"{oops", {"provider": "aws", "key": "aws/vm/x"}, "m-9", topic="dcm-status-changed")
     with pytest.raises(Rejected):
-        billing.handle(bad)
-    through_entry_point("billing", billing.handle, bad)  # returns: acked
+        billing(bad)
+    through_entry_point("billing", billing, bad, dead_letters)  # returns: acked
     [sent] = dead_letters.messages
     assert sent.topic == "projects/unit/topics/dcm-status-deadletter" and sent.data == b"{oops"
     attrs = sent.attributes
@@ -190,12 +187,11 @@ def stopped_message() -> PubSubMessage:
     return PubSubMessage(orjson.dumps(msg["event"]), {**msg["attributes"], "newStatus": "STOPPED"}, "m-2")
 
 
-def test_audit_records_a_stop_once(monkeypatch):
+def test_audit_records_a_stop_once():
     db = FakeDocs()
-    monkeypatch.setattr(clients, "firestore_client", lambda: db)
     msg = stopped_message()
-    assert audit.handle(msg) == "recorded"
-    assert audit.handle(msg) == "duplicate"
+    assert Audit(db)(msg) is Audited.RECORDED
+    assert Audit(db)(msg) is Audited.DUPLICATE
     [(doc_id, doc)] = db.docs.items()
     assert doc_id == decode(msg).event_id
     assert {k: doc[k] for k in ("key", "at", "oldStatus", "provider", "tenant", "late")} == {
@@ -203,33 +199,29 @@ def test_audit_records_a_stop_once(monkeypatch):
         "provider": "aws", "tenant": "acme", "late": False}
 
 
-def test_audit_rechecks_the_filter_in_code(monkeypatch):
-    monkeypatch.setattr(clients, "firestore_client", lambda: pytest.fail("must not write"))
-    assert audit.handle(message_of("changed")) == "ignored"  # RUNNING: the emulator delivers it anyway
+def test_audit_rechecks_the_filter_in_code():
+    assert Audit(Forbidden())(message_of("changed")) is Audited.IGNORED  # RUNNING: the emulator delivers it
 
 
-def test_audit_trusts_the_data_not_the_attributes(monkeypatch):
-    monkeypatch.setattr(clients, "firestore_client", lambda: pytest.fail("must not write"))
+def test_audit_trusts_the_data_not_the_attributes():
     msg = message_of("changed")
     lying = PubSubMessage(msg.data, {**msg.attributes, "newStatus": "STOPPED"}, "m-3")
-    assert audit.handle(lying) == "ignored"
+    assert Audit(Forbidden())(lying) is Audited.IGNORED
 
 
-def test_audit_records_a_late_stop(monkeypatch):
+def test_audit_records_a_late_stop():
     db = FakeDocs()
-    monkeypatch.setattr(clients, "firestore_client", lambda: db)
-    assert audit.handle(message_of("late")) == "recorded"
+    assert Audit(db)(message_of("late")) is Audited.RECORDED
     assert next(iter(db.docs.values()))["late"] is True
 
 
-def test_audit_transient_on_firestore_failure(monkeypatch):
-    monkeypatch.setattr(clients, "firestore_client", lambda: FakeDocs(fail=gexc.ServiceUnavailable("down")))
+def test_audit_transient_on_firestore_failure():
     with pytest.raises(Transient):
-        audit.handle(stopped_message())
+        Audit(FakeDocs(fail=gexc.ServiceUnavailable("down")))(stopped_message())
 
 
 def test_audit_dead_letters_a_bad_message(dead_letters):
-    through_entry_point("audit", audit.handle, message_of("changed", version="9.0"))
+    through_entry_point("audit", Audit(Forbidden()), message_of("changed", version="9.0"), dead_letters)
     [sent] = dead_letters.messages
     assert sent.attributes["dcm-reason"] == "unknown_schema"
     assert sent.attributes["dcm-rejected-by"] == "audit"
@@ -242,15 +234,15 @@ def _update(status: str, at: str, event_id: str, tenant: str = "acme"):
 
 
 def _emitted(upd, old_upd, late=False) -> Change:
-    from shared import change_events
-    from shared.state_store import resource_document
+    from shared.contracts import status_changed as change_events
+    from shared.upsert.store import resource_document
     old = resource_document(old_upd, "now") if old_upd else None
     ev = change_events.build(upd, old, resource_document(upd, "now"), late=late)
     return decode(PubSubMessage(ev.body, dict(ev.attributes), "m"))
 
 
 def _stored(changes: list[Change]) -> list[dict]:
-    from shared.billing_store import implied_document
+    from shared.billing.store import implied_document
     docs = []
     for c in changes:
         docs.append({"id": c.event_id, **transition_document(c, "now")})
@@ -261,8 +253,8 @@ def _stored(changes: list[Change]) -> list[dict]:
 
 
 def test_old_side_recovers_a_same_status_report_that_upsert_did_not_announce():
-    from shared.billing_intervals import per_day, usage
-    from shared.billing_store import to_transition
+    from shared.billing.intervals import per_day, usage
+    from shared.billing.store import to_transition
 
     run10 = _update("RUNNING", "2026-03-01T10:00:00Z", "r10")
     run13 = _update("RUNNING", "2026-03-01T13:00:00Z", "r13")  # arrives 2nd: RUNNING -> RUNNING, no event
@@ -285,12 +277,12 @@ def test_old_side_labels_undo_metadata_changes():
     moved = _emitted(_update("STOPPED", "2026-03-01T11:00:00Z", "s", tenant="new"),
                      _update("RUNNING", "2026-03-01T10:00:00Z", "r", tenant="old"))
     assert moved.labels["tenant"] == "new" and moved.old_labels["tenant"] == "old"
-    from shared.billing_store import implied_document
+    from shared.billing.store import implied_document
     assert implied_document(moved, "now")[1]["labels"]["tenant"] == "old"
 
 
 def test_no_old_side_for_created_and_late_events():
-    from shared.billing_store import implied_document
+    from shared.billing.store import implied_document
     created = _emitted(_update("RUNNING", "2026-03-01T10:00:00Z", "r"), None)
     late = _emitted(_update("RUNNING", "2026-03-01T10:00:00Z", "r"), None, late=True)
     assert implied_document(created, "now") is None and implied_document(late, "now") is None

@@ -1,4 +1,4 @@
-"""Interval arithmetic: a pure function of the transition set (shared.billing_intervals)."""
+"""Interval arithmetic: a pure function of the transition set (shared.billing.intervals)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,17 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from shared.billing_intervals import (BILLABLE, Interval, Transition, billable_intervals, billable_states, clip,
-                                      per_day, split_days, usage)
+from shared.billing.intervals import (
+    BILLABLE,
+    Interval,
+    Transition,
+    billable_intervals,
+    billable_states,
+    clip,
+    per_day,
+    split_days,
+    usage,
+)
 
 D1, D2, D3, D4 = "2026-03-01", "2026-03-02", "2026-03-03", "2026-03-04"
 START, END = f"{D1}T00:00:00Z", f"{D4}T00:00:00Z"
@@ -35,7 +44,7 @@ def test_billable_states_per_type():
 
 
 def test_every_billable_state_exists_in_its_status_schema():
-    from shared.schemas import registry
+    from shared.contracts.schemas import registry
 
     reg = registry()
     for resource_type, states in BILLABLE.items():

@@ -10,10 +10,11 @@ from pathlib import Path
 import click
 import pytest
 
-from infra.cli_billing import parse_time, split_by
-from shared.billing_intervals import Transition, usage
-from shared.billing_rates import RateCard, RateCardError
-from shared.billing_report import ResourceUsage, aggregate, dimension, render_text, to_csv, totals
+from infra.cli.billing import billing_table, split_by
+from infra.cli.common import parse_time
+from shared.billing.intervals import Transition, usage
+from shared.billing.rates import RateCard, RateCardError
+from shared.billing.report import ResourceUsage, aggregate, dimension, to_csv, totals
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -84,7 +85,7 @@ def test_unpriced_resource_type_has_no_cost_rather_than_zero():
 
 
 def test_example_rate_card_loads_and_prices_every_resource_type():
-    from shared.billing_intervals import BILLABLE
+    from shared.billing.intervals import BILLABLE
 
     rates = RateCard.load(REPO / "examples" / "rates.yaml")
     assert rates.currency == "EUR"
@@ -104,13 +105,33 @@ def test_bad_rate_cards_say_what_is_wrong(doc, message):
         RateCard.from_dict(doc)
 
 
-def test_render_text_has_a_total_line():
-    text = render_text(aggregate(FLEET, ["resourceType"], daily=False), title="billing")
-    lines = text.splitlines()
-    assert lines[0] == "billing"
+def render(table) -> list[str]:
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(table)
+    return [line for line in console.export_text().splitlines() if line.strip()]
+
+
+def test_billing_table_has_a_total_line():
+    table, ok = billing_table(aggregate(FLEET, ["resourceType"], daily=False), title="billing")
+    lines = render(table)
+    assert ok and lines[0].strip() == "billing"
     assert lines[1].split() == ["resourceType", "resources", "seconds", "hours"]
     assert lines[-1].split() == ["total", "61,200", "17.000"]
-    assert render_text([]) == "no billable usage in the window"
+
+
+def test_billing_table_marks_what_differs_from_the_expected():
+    rows = aggregate(FLEET, ["resourceType"], daily=False)
+    expected = {(r["resourceType"],): r["seconds"] for r in rows}
+    assert billing_table(rows, dims=["resourceType"], expected=expected)[1]
+    expected[("vm",)] += 1
+    expected[("network",)] = 60
+    table, ok = billing_table(rows, dims=["resourceType"], expected=expected)
+    lines = render(table)
+    assert not ok
+    assert lines[0].split()[-1] == "expected" or "expected h" in lines[0]
+    assert any(line.split()[0] == "network" and "≠" in line for line in lines)  # only expected: a row of its own
 
 
 def test_csv():
@@ -141,7 +162,7 @@ def test_cli_time_forms():
 
 
 def test_expected_usage_from_known_lifecycles():
-    from shared.billing_report import usage_from_lifecycles
+    from infra.demo.billing import usage_from_lifecycles
 
     lifecycles = {"aws/vm/1": [("2026-03-01T22:00:00Z", "RUNNING"), ("2026-03-02T02:00:00Z", "STOPPED")],
                   "aws/network/2": [("2026-03-03T12:00:00Z", "CREATING")]}

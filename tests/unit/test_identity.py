@@ -2,8 +2,8 @@
 
 import pytest
 
-from shared.errors import Reason, Rejected
-from shared.identity import resolve
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.identity import resolve
 
 CASES = [
     # (attributes, data, expected key)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config import settings
-from shared.errors import Rejected
-from shared.normalize import normalize_message
+from shared.contracts.errors import Rejected
+from shared.ingest.normalize import normalize_message
+from shared.runtime import settings
 from tests import samples
 
 VALID = samples.load("valid")
@@ -22,7 +22,7 @@ def test_there_are_samples_of_every_kind():
 
 @pytest.mark.parametrize("sample", VALID, ids=lambda s: s.name)
 def test_valid_sample_normalises(sample):
-    update = normalize_message(sample.message(), settings())
+    update = normalize_message(sample.message(), settings.from_env())
     expect = sample.expect
     assert str(update.key) == expect["key"]
     assert update.status == expect["status"]
@@ -36,7 +36,7 @@ def test_valid_sample_normalises(sample):
 @pytest.mark.parametrize("sample", INVALID, ids=lambda s: s.name)
 def test_invalid_sample_is_rejected_with_its_reason(sample):
     with pytest.raises(Rejected) as info:
-        normalize_message(sample.message(), settings())
+        normalize_message(sample.message(), settings.from_env())
     exc = info.value
     assert exc.reason.value == sample.expect["reason"], exc.message
     assert exc.message  # a human-readable reason

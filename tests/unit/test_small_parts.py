@@ -5,12 +5,12 @@ import logging
 
 import pytest
 
-from shared import timeutil
-from shared.config import settings
-from shared.diff import changes
-from shared.logs import CloudLoggingFormatter
-from shared.model import ResourceKey, event_identity
 from infra.topology import load
+from shared.contracts import timeutil
+from shared.contracts.diff import changes
+from shared.contracts.model import ResourceKey, event_identity
+from shared.runtime import settings
+from shared.runtime.logs import CloudLoggingFormatter
 
 
 @pytest.mark.parametrize("text,canonical", [
@@ -53,7 +53,7 @@ def test_log_lines_are_cloud_logging_json():
 
 def test_function_defaults_agree_with_the_topology_declaration():
     topo = load()
-    s = settings()
+    s = settings.from_env()
     assert s.topic_normalized == topo.topic("normalized")
     assert s.topic_changed == topo.topic("changed")
     assert s.topic_deadletter == topo.deadletter_topic
@@ -61,7 +61,7 @@ def test_function_defaults_agree_with_the_topology_declaration():
 
 
 def test_provider_of_topic():
-    s = settings()
+    s = settings.from_env()
     assert s.provider_of_topic("dcm-status-ingress-aws") == "aws"
     assert s.provider_of_topic("dcm-status-ingress-") is None
     assert s.provider_of_topic("dcm-status-normalized") is None

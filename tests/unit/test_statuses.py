@@ -2,8 +2,8 @@
 
 import pytest
 
-from shared.schemas import registry
-from shared.statuses import normalize
+from shared.contracts.schemas import registry
+from shared.ingest.statuses import normalize
 
 ENUMS = {
     "vm": {"PROVISIONING", "RUNNING", "STOPPING", "STOPPED", "PAUSED", "DELETING", "DELETED", "FAILED"},

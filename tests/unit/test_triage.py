@@ -2,12 +2,11 @@
 
 import orjson
 
-from shared import dead_letters as dl
-from shared.errors import Reason, Rejected
-from shared.model import PubSubMessage
-from shared.replay import event_identity_of
-from shared.model import event_identity
-from shared.triage import classify
+from shared.contracts import dead_letter as dl
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.model import PubSubMessage, event_identity
+from shared.deadletter.replay import event_identity_of
+from shared.deadletter.triage import classify
 
 
 def msg(attrs, data=b"{}"):
@@ -17,7 +16,7 @@ def msg(attrs, data=b"{}"):
 def rejected(reason=Reason.SCHEMA_INVALID, detail=None, provider="aws"):
     original = PubSubMessage(b"{}", {"x": "1"}, "orig-1", "2026-01-01T00:00:00Z", f"dcm-status-ingress-{provider}")
     exc = Rejected(reason, "broken", detail or {"path": "/data/status", "rule": "type"}, key="aws/vm/1")
-    return dl.rejection_attributes(original, exc, "ingest", provider)
+    return dl.rejection_attributes(original, exc, "ingest", provider, "2026-01-01T00:00:00.000000Z")
 
 
 def test_rejections_keep_their_reason_and_detail():
@@ -43,9 +42,9 @@ def test_pubsub_dead_letters_are_delivery_exhausted():
     assert c.source_subscription == "projects/p/subscriptions/dcm-ingest-aws"
 
 
-def test_unexplained_messages_are_unknown_and_unknown_codes_too():
-    assert classify(msg({})).reason == "unknown"
-    assert classify(msg({dl.REASON: "made_up"})).reason == "unknown"
+def test_unexplained_messages_and_unknown_codes_are_unclassified():
+    assert classify(msg({})).reason == "unclassified"
+    assert classify(msg({dl.REASON: "made_up"})).reason == "unclassified"
 
 
 def test_clipped_detail_is_kept_as_text():

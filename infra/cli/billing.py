@@ -1,0 +1,154 @@
+"""``dcm-status billing``: resource-hours and cost from status changes."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from infra.cli.common import connect, emit_json, parse_time
+from shared.billing.intervals import usage
+from shared.billing.rates import RateCard, RateCardError
+from shared.billing.report import cell, columns, dimension, report, to_csv, totals
+from shared.billing.store import BillingStore, to_transition
+from shared.contracts import timeutil
+from shared.contracts.model import ResourceKey
+
+NUMERIC = ("resources", "seconds", "hours", "cost")
+TOTALLED = ("seconds", "hours", "cost")
+
+
+def billing_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = None, dims: Sequence[str] = (),
+                  expected: Mapping[tuple, int | float] | None = None) -> tuple[Table, bool]:
+    """The one billing table: report rows with a total footer.
+
+    With ``expected`` ({values of ``dims``: seconds}), an "expected h" column is added, groups
+    only expected get a row of their own, and each mismatch is marked; the flag says all matched.
+    """
+    rows = [dict(r) for r in rows]
+    if expected is not None:
+        have = {tuple(r[d] for d in dims) for r in rows}
+        rows += [{**dict(zip(dims, g)), "resources": 0, "seconds": 0, "hours": 0.0} for g in expected if g not in have]
+        rows.sort(key=lambda r: tuple(str(r[d]) for d in dims))
+    cols = [c for c in columns(rows) if c != "currency"]
+    currency = rows[0].get("currency") if rows else None
+    total = totals(rows)
+    table = Table(title=title, box=None, show_footer=True)
+    for i, c in enumerate(cols):
+        table.add_column(f"cost ({currency})" if c == "cost" else c, justify="right" if c in NUMERIC else "left",
+                         footer="total" if i == 0 else cell(c, total.get(c)) if c in TOTALLED else "")
+    ok = True
+    if expected is not None:
+        table.add_column("expected h", justify="right", footer=cell("hours", sum(expected.values()) / 3600))
+    for r in rows:
+        cells = [cell(c, r.get(c)) for c in cols]
+        if expected is not None:
+            want = expected.get(tuple(r[d] for d in dims), 0)
+            ok &= want == r["seconds"]
+            cells.append(cell("hours", want / 3600) + ("" if want == r["seconds"] else " [red]≠[/]"))
+        table.add_row(*cells)
+    return table, ok
+
+
+def split_by(values: tuple[str, ...]) -> list[str]:
+    out = []
+    for v in values:
+        for part in v.split(","):
+            if part.strip():
+                try:
+                    out.append(dimension(part.strip()))
+                except ValueError as exc:
+                    raise click.BadParameter(str(exc), param_hint="--by") from exc
+    return out or ["resourceType"]
+
+
+@click.group()
+def billing() -> None:
+    """Usage from status changes: resource-hours in billable states, and cost."""
+
+@billing.command("report")
+@click.option("--from", "start", required=True,
+              help="Window start: YYYY-MM-DD (UTC midnight), RFC 3339, or a duration ago (7d).")
+@click.option("--to", "end", default="now", show_default=True,
+              help="Window end, exclusive (same forms). Clipped at now.")
+@click.option("--by", "by", multiple=True,
+              help="Group by provider|resourceType|tenant|region|environment|resource|status "
+                   "(repeat or comma-separate; default resourceType).")
+@click.option("--rates", "rates_path", type=click.Path(exists=True, dir_okay=False),
+              help="Rate card (YAML, see examples/rates.yaml): adds cost.")
+@click.option("--total", "whole", is_flag=True, help="One row per group for the whole window, not per UTC day.")
+@click.option("--provider", default=None, help="Only this provider.")
+@click.option("--type", "resource_type", default=None, help="Only this resource type.")
+@click.option("--tenant", default=None, help="Only usage labelled with this tenant.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--csv", "as_csv", is_flag=True)
+def report_cmd(start, end, by, rates_path, whole, provider, resource_type, tenant, as_json, as_csv):
+    """Resource-hours (and cost, with --rates) per UTC day and group, for [--from, --to)."""
+    if as_json and as_csv:
+        raise click.UsageError("--json and --csv are exclusive")
+    now = timeutil.now()
+    start_dt, end_dt = parse_time(start, now, "--from"), parse_time(end, now, "--to")
+    if end_dt <= start_dt:
+        raise click.BadParameter("--to must be after --from", param_hint="--to")
+    dims = split_by(by)
+    try:
+        rates = RateCard.load(rates_path) if rates_path else None
+    except RateCardError as exc:
+        raise click.BadParameter(str(exc), param_hint="--rates") from exc
+    conn = connect()
+    rows = report(conn.firestore(), start_dt, end_dt, dims, daily=not whole, rates=rates,
+                 now=now, provider=provider, resource_type=resource_type, tenant=tenant)
+    horizon = min(end_dt, now)
+    if as_json:
+        emit_json({"from": timeutil.format(start_dt), "to": timeutil.format(end_dt),
+                   "countedUntil": timeutil.format(horizon), "by": dims, "daily": not whole,
+                   "rows": rows, "total": totals(rows)})
+        return
+    if as_csv:
+        click.echo(to_csv(rows), nl=False)
+        return
+    click.echo(f"usage {timeutil.format(start_dt)[:19]}Z .. {timeutil.format(horizon)[:19]}Z "
+               f"(billable states only)", err=True)
+    if not rows:
+        click.echo("no billable usage in the window", err=True)
+        return
+    table, _ = billing_table(rows)
+    Console(width=max(Console().width, 120)).print(table)
+
+
+@billing.command("show")
+@click.argument("key")
+@click.option("--from", "start", default=None, help="Window start (default: the first transition).")
+@click.option("--to", "end", default="now", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def show(key, start, end, as_json):
+    """One resource: its stored transitions and billable intervals (per UTC day)."""
+    try:
+        rkey = ResourceKey.parse(key)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="KEY") from exc
+    store = BillingStore(connect().firestore())
+    docs = sorted(store.transition_documents(rkey.doc_id), key=lambda d: (d["at"], d.get("observedAt", "")))
+    if not docs:
+        raise click.ClickException(f"billing has no transitions for {key}")
+    now = timeutil.now()
+    start_dt = parse_time(start, now, "--from") if start else timeutil.parse(docs[0]["at"])
+    end_dt = parse_time(end, now, "--to")
+    intervals = usage([to_transition(d) for d in docs], rkey.resource_type, start_dt, end_dt, now=now)
+    if as_json:
+        emit_json({"key": key, "transitions": docs,
+                   "intervals": [{"day": iv.day, "start": timeutil.format(iv.start), "end": timeutil.format(iv.end),
+                                  "status": iv.status, "seconds": iv.seconds, "labels": dict(iv.labels)}
+                                 for iv in intervals]})
+        return
+    click.echo(f"{key}: {len(docs)} transitions")
+    for d in docs:
+        note = " (old side of a change)" if d.get("implied") else " (late)" if d.get("late") else ""
+        click.echo(f"  {d['at']}  {d['status']:<13} {d['eventId'][:12]}{note}")
+    click.echo("billable intervals:")
+    for iv in intervals:
+        click.echo(f"  {iv.day}  {timeutil.format(iv.start)} .. {timeutil.format(iv.end)}  "
+                   f"{iv.status:<10} {iv.seconds:>10.0f} s")
+    click.echo(f"  total {sum(iv.seconds for iv in intervals) / 3600:.3f} h")

@@ -1,0 +1,73 @@
+"""What every ``dcm-status`` command shares: the connection, JSON output, time arguments."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import click
+import orjson
+
+from infra.stack import LocalStack
+from infra.topology import Topology, load
+from shared.billing.intervals import day_start
+from shared.contracts import timeutil
+
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+TIME_FORMS = "use YYYY-MM-DD, an RFC 3339 time, 'now', or a duration ago (30m, 2h, 7d)"
+
+
+def emit_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=str).decode())
+
+
+@dataclass
+class Connection:
+    project: str
+    topology: Topology
+    local: bool
+
+    def firestore(self):
+        from google.cloud import firestore
+        return firestore.Client(project=self.project)
+
+    def publisher(self, ordering: bool = False):
+        from google.cloud import pubsub_v1
+        opts = pubsub_v1.types.PublisherOptions(enable_message_ordering=ordering)
+        return pubsub_v1.PublisherClient(publisher_options=opts)
+
+
+def connect() -> Connection:
+    """Point the client libraries at the running local stack, or at DCM_PROJECT."""
+    stack = LocalStack()
+    state = stack.running()
+    if state is not None:
+        os.environ.update(stack.client_env(state))
+        return Connection(state.project, stack.topology(state), True)
+    project = os.environ.get("DCM_PROJECT")
+    if not project:
+        raise click.ClickException("the local stack is not running (dcm-status up) and DCM_PROJECT is not set")
+    return Connection(project, load(), False)
+
+
+def parse_time(value: str, now: datetime, param: str) -> datetime:
+    """'now', a UTC date (its midnight), an RFC 3339 time, or a duration ago (90m, 2h, 7d)."""
+    if value == "now":
+        return now
+    if _DATE.match(value):
+        try:
+            return day_start(date.fromisoformat(value))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=param) from exc
+    m = _DURATION.match(value)
+    if m:
+        return now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+    try:
+        return timeutil.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(TIME_FORMS, param_hint=param) from exc

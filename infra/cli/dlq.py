@@ -1,0 +1,176 @@
+"""``dcm-status dlq``: triage, inspect, replay and purge dead letters."""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from infra.cli.common import connect, emit_json, parse_time
+from infra.reports import pipeline_outcome
+from shared.contracts import timeutil
+from shared.deadletter.replay import Replayer, ReplayOutcome
+from shared.deadletter.store import DeadLetterStore, groups
+
+
+def parse_since(value: str | None) -> datetime | None:
+    return parse_time(value, timeutil.now(), "--since") if value else None
+
+ENTRY_COLUMNS = ("id", "reason", "provider", "key", "seen", "attempts", "state", "last seen")
+GROUP_COLUMNS = ("group", "reason", "provider", "entries", "seen", "open", "last seen", "message")
+
+
+def _entry_cells(e: dict[str, Any]) -> tuple[str, ...]:
+    return (e["id"][:12], e["reason"], e.get("provider") or "-", e.get("key") or "-", str(e["occurrences"]),
+            str(e["attempts"]), e["state"], e["lastSeen"][:19])
+
+
+def _group_cells(g: dict[str, Any]) -> tuple[str, ...]:
+    return (g["fingerprint"], g["reason"], g["provider"] or "-", str(g["entries"]), str(g["occurrences"]),
+            str(g["open"]), g["lastSeen"][:19], g["message"][:70])
+
+
+def _store(conn) -> DeadLetterStore:
+    return DeadLetterStore(conn.firestore())
+
+
+def _public(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry as shown to an operator: the original bytes as text when they are text."""
+    out = {k: v for k, v in entry.items() if k not in ("data", "deliveries", "expireAt")}
+    data = entry.get("data", b"")
+    try:
+        out["data"] = data.decode("utf-8")
+    except UnicodeDecodeError:
+        out["dataBase64"] = base64.b64encode(data).decode()
+    return out
+
+
+def filters(f):
+    f = click.option("--reason", default=None, help="Only this reason code.")(f)
+    f = click.option("--provider", default=None, help="Only this provider.")(f)
+    f = click.option("--since", default=None, help="Last seen within a duration (2h, 7d) or since a time.")(f)
+    f = click.option("--group", "fingerprint", default=None, help="Only this group (fingerprint).")(f)
+    return f
+
+
+@click.group()
+def dlq() -> None:
+    """Dead letters: what failed, why, and replay."""
+
+def select(conn, reason, provider, since, fingerprint):
+    return list(_store(conn).query(reason, provider, parse_since(since), fingerprint))
+
+@dlq.command("list")
+@filters
+@click.option("--flat", is_flag=True, help="One line per entry instead of per group.")
+@click.option("--json", "as_json", is_flag=True)
+def list_cmd(reason, provider, since, fingerprint, flat, as_json):
+    """Grouped (default) or flat view of dead letters."""
+    entries = select(connect(), reason, provider, since, fingerprint)
+    if flat:
+        rows = sorted((_public(e) for e in entries), key=lambda e: e["lastSeen"], reverse=True)
+        columns, cells = ENTRY_COLUMNS, _entry_cells
+    else:
+        rows = groups(entries)
+        columns, cells = GROUP_COLUMNS, _group_cells
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table(*columns, box=None)
+    for row in rows:
+        table.add_row(*cells(row))
+    Console(width=max(Console().width, 160)).print(table)
+
+@dlq.command("show")
+@click.argument("entry_id")
+@click.option("--json", "as_json", is_flag=True)
+def show(entry_id, as_json):
+    """One dead letter: reason, details, original message, replays and their outcome."""
+    conn = connect()
+    entry = _store(conn).get(entry_id)
+    if entry is None:
+        raise click.ClickException(f"no dead-letter entry {entry_id}")
+    out = _public(entry)
+    out["pipelineOutcome"] = pipeline_outcome(conn.firestore(), entry)
+    if as_json:
+        emit_json(out)
+        return
+    for k in ("id", "reason", "message", "provider", "key", "fingerprint", "sourceTopic", "sourceSubscription",
+              "deliveryCount", "firstSeen", "lastSeen", "occurrences", "attempts", "state", "pipelineOutcome"):
+        click.echo(f"{k:<20}{out.get(k)}")
+    click.echo(f"{'detail':<20}{out.get('detail')}")
+    click.echo(f"{'attributes':<20}{out.get('attributes')}")
+    for r in out.get("replays", []):
+        click.echo(f"{'replay':<20}attempt {r['attempt']} at {r['at']} -> {r['topic']} ({r['messageId']})")
+    click.echo(f"{'data':<20}{out.get('data', out.get('dataBase64'))}")
+
+@dlq.command("replay")
+@click.argument("entry_ids", nargs=-1)
+@filters
+@click.option("--force", is_flag=True, help="Replay even if in flight or past the poison limit.")
+@click.option("--json", "as_json", is_flag=True)
+def replay(entry_ids, reason, provider, since, fingerprint, force, as_json):
+    """Republish originals to the topic they came from (by id, --group, or --reason/--provider)."""
+    conn = connect()
+    if not entry_ids and not (reason or provider or since or fingerprint):
+        raise click.UsageError("name entries, or select them with --group / --reason / --provider / --since")
+    ids = list(entry_ids) or [e["id"] for e in select(conn, reason, provider, since, fingerprint)]
+    from google.cloud import pubsub_v1
+
+    subscriber = pubsub_v1.SubscriberClient()
+
+    def topic_of(subscription: str) -> str:
+        return subscriber.get_subscription(subscription=subscription).topic
+
+    replayer = Replayer(_store(conn), conn.publisher(), conn.project, topic_of)
+    results = []
+    with Progress(disable=as_json or len(ids) < 2, transient=True) as progress:
+        task = progress.add_task("replaying", total=len(ids))
+        for entry_id in ids:
+            results.append(replayer.replay(entry_id, force=force))
+            progress.advance(task)
+    if as_json:
+        emit_json([r.__dict__ for r in results])
+        return
+    for r in results:
+        click.echo(f"{r.entry_id}  {r.outcome:<9} {r.detail}")
+    published = sum(r.outcome is ReplayOutcome.PUBLISHED for r in results)
+    click.echo(f"{published} replayed, {len(results) - published} skipped", err=True)
+
+@dlq.command("purge")
+@filters
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def purge(reason, provider, since, fingerprint, yes):
+    """Delete dead letters matching the filters."""
+    conn = connect()
+    entries = select(conn, reason, provider, since, fingerprint)
+    if not entries:
+        click.echo("nothing to purge", err=True)
+        return
+    if not yes:
+        click.confirm(f"delete {len(entries)} dead-letter entries?", abort=True)
+    n = _store(conn).delete([e["id"] for e in entries])
+    click.echo(f"purged {n} entries", err=True)
+
+@dlq.command("stats")
+@click.option("--json", "as_json", is_flag=True)
+def stats(as_json):
+    """Counts by reason, provider and state."""
+    entries = select(connect(), None, None, None, None)
+    value: dict[str, Any] = {"entries": len(entries), "occurrences": sum(e.get("occurrences", 1) for e in entries),
+                             "byReason": {}, "byProvider": {}, "byState": {}}
+    for e in entries:
+        for field, bucket in (("reason", "byReason"), ("provider", "byProvider"), ("state", "byState")):
+            k = e.get(field) or "unknown"
+            value[bucket][k] = value[bucket].get(k, 0) + 1
+    if as_json:
+        emit_json(value)
+        return
+    click.echo(f"{value['entries']} entries, {value['occurrences']} occurrences")
+    for bucket in ("byReason", "byProvider", "byState"):
+        click.echo(f"{bucket[2:].lower()}: " + ", ".join(f"{k}={v}" for k, v in sorted(value[bucket].items())))

@@ -1,0 +1,2 @@
+"""The fleet demo behind `make demo` (`dcm-status demo`): `run` drives it, `fleet` builds it,
+`billing` checks what billing computed against the fleet's known lifecycles."""

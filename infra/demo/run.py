@@ -1,0 +1,106 @@
+"""``dcm-status demo``: run the fleet simulation against the running stack and
+prove that nothing was lost."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from infra import emulators, reports
+from infra.demo.billing import console_summary, usage_from_lifecycles
+from infra.demo.fleet import build_fleet
+from infra.stack import REPO_ROOT
+from shared.billing.rates import RateCard
+from shared.billing.report import aggregate
+from shared.contracts import timeutil
+from shared.contracts.model import ResourceKey
+from shared.deadletter.store import DeadLetterStore, groups
+from shared.upsert import queries
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=False)
+
+
+def run(conn: Any, resources: int, seed: int, timeout: float) -> bool:
+    console = Console(width=max(Console().width, 110))
+    fleet = build_fleet(resources, seed)
+    db = conn.firestore()
+    if conn.local:
+        import os
+        emulators.reset_firestore(os.environ["FIRESTORE_EMULATOR_HOST"], conn.project)
+    publisher = conn.publisher()
+    topic = {p: publisher.topic_path(conn.project, conn.topology.ingress_template.replace("{provider}", p))
+             for p in {m.provider for m in fleet.messages}}
+    missing = sorted(set(topic) - set(conn.topology.providers))
+    if missing:
+        raise click.ClickException(f"providers {missing} are not in the stack: dcm-status up --providers ...")
+    console.print(f"[bold]Fleet:[/] {len(fleet.expected)} resources, {fleet.published} messages "
+                  f"(duplicates, out-of-order deliveries and invalid events included)")
+    started = time.monotonic()
+    with _progress(console) as progress:
+        task = progress.add_task("publishing", total=fleet.published)
+        for round_ in fleet.rounds:
+            futures = [publisher.publish(topic[m.provider], m.data, **m.attributes) for m in round_]
+            for f in futures:
+                f.result(timeout=60)
+                progress.advance(task)
+        task = progress.add_task("processed (accounted for)", total=fleet.published)
+        deadline = time.monotonic() + timeout
+        while True:
+            s = reports.stats(db)
+            progress.update(task, completed=min(s["received"], fleet.published))
+            if s["received"] >= fleet.published or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    elapsed = time.monotonic() - started
+
+    table = Table(title="Observed state per resource type", box=None)
+    counts = queries.status_counts(db)
+    statuses = sorted({st for per in counts.values() for st in per})
+    table.add_column("type")
+    for st in statuses:
+        table.add_column(st, justify="right")
+    table.add_column("total", justify="right")
+    for rtype in sorted(counts):
+        table.add_row(rtype, *[str(counts[rtype].get(st, "")) for st in statuses], str(sum(counts[rtype].values())))
+    console.print(table)
+
+    wrong = [k for k, status in fleet.expected.items()
+             if (queries.get_resource(db, ResourceKey.parse(k)) or {}).get("status") != status]
+    console.print(f"final states: {len(fleet.expected) - len(wrong)}/{len(fleet.expected)} as expected"
+                  + (f"  [red]wrong: {wrong[:5]}[/]" if wrong else ""))
+
+    dlq = Table(title="Dead letters by reason (dcm-status dlq list: groups by provider and detail)", box=None)
+    for col in ("reason", "entries", "providers", "groups"):
+        dlq.add_column(col)
+    dlq.add_column("example", no_wrap=True, overflow="ellipsis", max_width=60)
+    by_reason: dict[str, list[dict]] = {}
+    for g in groups(list(DeadLetterStore(db).query())):
+        by_reason.setdefault(g["reason"], []).append(g)
+    for reason, gs in sorted(by_reason.items()):
+        dlq.add_row(reason, str(sum(g["entries"] for g in gs)),
+                    ", ".join(sorted({g["provider"] or "-" for g in gs})), str(len(gs)), gs[0]["message"])
+    console.print(dlq)
+
+    now = timeutil.now()
+    expected = aggregate(usage_from_lifecycles(fleet.lifecycles, fleet.labels, fleet.start, now, now=now),
+                         ["resourceType"], daily=False)
+    billing_ok = console_summary(
+        console, db, start=fleet.start, end=now, rates=RateCard.load(REPO_ROOT / "examples" / "rates.yaml"),
+        expected=expected)
+
+    lost = fleet.published - s["received"]
+    ok = lost == 0 and not wrong and billing_ok
+    console.print(
+        f"[bold]accounting:[/] published {fleet.published} = applied {s['applied']} + duplicate {s['duplicate']} "
+        f"+ stale {s['stale']} + dead-lettered {s['deadlettered']}; lost {lost} "
+        f"({fleet.published / elapsed:.0f} msg/s end to end)  "
+        + ("[green]OK[/]" if ok else "[red]MISMATCH[/]"))
+    return ok

@@ -1,0 +1,89 @@
+"""The audit consumer: a log of every "instance stopped" change.
+
+Proof of the extensibility claim: this consumer needed one entry in
+``infra/topology.yaml`` (a function and a subscription on the changed topic
+with ``filter: 'attributes.newStatus = "STOPPED"'``) and no change to any
+provider or core function.
+
+The filter is an optimisation, not a guarantee: the Pub/Sub emulator ignores
+subscription filters, and a message could reach the function another way
+(replay, manual push). So the condition is checked again here, on the event
+data (authoritative), not on the attributes.
+
+``audit_stopped/{changeEventId}`` is written with ``create``: a redelivery
+finds the document and is a no-op, so the first record (and its
+``recordedAt``) is kept. A late STOPPED (``late=true``) is recorded too: the
+resource did stop at that time, upsert only refused it as the *current* state.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from google.api_core import exceptions as gexc
+
+from shared.contracts import timeutil
+from shared.contracts.model import PubSubMessage
+from shared.contracts.status_changed import Change, decode
+from shared.runtime import firestore as fs
+from shared.runtime.clients import Runtime
+from shared.runtime.logs import get_logger
+
+COLLECTION = "audit_stopped"
+STATUS = "STOPPED"
+
+log = get_logger("audit")
+
+
+class Audited(enum.StrEnum):
+    RECORDED = "recorded"
+    DUPLICATE = "duplicate"  # a redelivery: the first record is kept
+    IGNORED = "ignored"  # not a stop (the subscription filter is not enforced everywhere)
+
+
+def record_of(change: Change, now: str) -> dict[str, Any]:
+    return {
+        "key": change.key,
+        "at": change.at,
+        "oldStatus": change.old_status,
+        "provider": change.provider,
+        "resourceType": change.resource_type,
+        "resourceId": change.resource_id,
+        "tenant": change.labels.get("tenant"),
+        "late": change.late,
+        "eventId": change.event_id,
+        "recordedAt": now,
+    }
+
+
+class Audit:
+    def __init__(self, db):
+        self.db = db
+
+    @classmethod
+    def build(cls, runtime: Runtime) -> "Audit":
+        return cls(runtime.firestore)
+
+    def __call__(self, message: PubSubMessage) -> Audited:
+        """Rejected (dead-lettered by the entry point) if the message is not a change event."""
+        change = decode(message)
+        if change.new_status != STATUS:  # the emulator ignores the subscription filter
+            log.info("change ignored: not %s", STATUS, extra={
+                "labels": {"outcome": Audited.IGNORED.value}, "eventId": change.event_id, "key": change.key,
+                "status": change.new_status})
+            return Audited.IGNORED
+        outcome = self.record(change)
+        log.info("stop %s", outcome.value, extra={
+            "labels": {"outcome": outcome.value, "provider": change.provider, "resourceType": change.resource_type},
+            "eventId": change.event_id, "key": change.key, "at": change.at, "late": change.late})
+        return outcome
+
+    def record(self, change: Change) -> Audited:
+        ref = self.db.collection(COLLECTION).document(change.event_id)
+        try:
+            with fs.transient("Firestore create"):
+                ref.create(record_of(change, timeutil.now_str()), timeout=fs.TIMEOUT)
+        except gexc.AlreadyExists:
+            return Audited.DUPLICATE
+        return Audited.RECORDED

@@ -1,0 +1,2 @@
+"""billing: store every status change as a transition; usage intervals, rate cards and
+reports are computed from that set."""

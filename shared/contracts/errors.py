@@ -1,0 +1,59 @@
+"""One exception hierarchy, and the ack/retry contract it encodes.
+
+- ``Rejected``: the message can never succeed as it is. The function acks it
+  and the message is dead-lettered with the reason (code + human message +
+  machine-readable detail).
+- ``Transient``: a dependency (Firestore, Pub/Sub) failed; the function raises
+  so that Pub/Sub redelivers. After ``max_delivery_attempts`` Pub/Sub itself
+  moves the message to the dead-letter topic (``delivery_exhausted``).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Mapping
+
+
+class Reason(str, enum.Enum):
+    """Machine codes for everything that can end on the dead-letter topic."""
+
+    MALFORMED_JSON = "malformed_json"
+    NOT_A_CLOUDEVENT = "not_a_cloudevent"
+    INVALID_IDENTITY = "invalid_identity"
+    SCHEMA_INVALID = "schema_invalid"
+    UNKNOWN_SCHEMA = "unknown_schema"
+    UNKNOWN_RESOURCE_TYPE = "unknown_resource_type"
+    PROVIDER_MISMATCH = "provider_mismatch"
+    OVERSIZE = "oversize"
+    DELIVERY_EXHAUSTED = "delivery_exhausted"
+    MALFORMED_PUSH = "malformed_push"  # the push request is not a Pub/Sub delivery (no message, bad base64)
+    MALFORMED_INTERNAL = "malformed_internal"  # a message between our own functions breaks its contract
+    UNCLASSIFIED = "unclassified"  # a dead letter that says nothing of why it failed
+
+
+class DcmError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class Rejected(DcmError):
+    """A message that can never be processed: dead-letter it and ack."""
+
+    def __init__(self, reason: Reason, message: str, detail: Mapping[str, Any] | None = None,
+                 key: str | None = None):
+        super().__init__(f"{reason.value}: {message}")
+        self.reason = reason
+        self.message = message
+        self.detail: dict[str, Any] = dict(detail or {})
+        self.key = key  # the resource key, when it was known before the rejection
+
+
+class Transient(DcmError):
+    """A dependency failed; raise so that Pub/Sub redelivers the message."""
+
+
+class ConfigError(DcmError):
+    """The deployment is misconfigured (missing setting, unknown topic)."""
+
+
+class Unauthorized(DcmError):
+    """A push request without a valid OIDC token (production mode only)."""

@@ -1,0 +1,170 @@
+"""The schema registry: every JSON Schema under ``schemas/``, compiled once at import.
+
+Hot path: fastjsonschema (draft-07) validates. When it says no, jsonschema
+explains: every error with its JSON pointer path, the rule that failed and the
+offending value, so the dead letter says exactly what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import fastjsonschema
+import jsonschema
+import orjson
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT7
+
+SCHEMA_URI_PREFIX = "https://schemas.dcm.org/"
+ENVELOPE_URI = SCHEMA_URI_PREFIX + "envelope/cloudevent-v1.json"
+
+
+def schemas_dir() -> Path:
+    override = os.environ.get("DCM_SCHEMAS_DIR")
+    return Path(override) if override else Path(__file__).resolve().parents[2] / "schemas"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One reason a document does not match its schema."""
+
+    path: str  # JSON pointer into the validated document
+    rule: str  # the keyword that failed (required, enum, type, format...)
+    message: str
+    value: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "rule": self.rule, "message": self.message, "value": self.value}
+
+
+@dataclass(frozen=True)
+class CompiledSchema:
+    uri: str
+    schema: Mapping[str, Any]
+    check: Callable[[Any], Any]  # fastjsonschema: raises JsonSchemaException
+    explainer: jsonschema.protocols.Validator
+
+    def is_valid(self, document: Any) -> bool:
+        try:
+            self.check(document)
+            return True
+        except fastjsonschema.JsonSchemaException:
+            return False
+
+    def violations(self, document: Any, prefix: str = "") -> list[Violation]:
+        """Every violation, most specific first (empty when valid)."""
+        found = []
+        for err in sorted(self.explainer.iter_errors(document), key=jsonschema.exceptions.relevance):
+            for leaf in _leaves(err):
+                parts = [_escape(p) for p in leaf.absolute_path]
+                value = _short(leaf.instance)
+                if leaf.validator == "required":  # point at the missing member itself
+                    parts.append(next((_escape(p) for p in leaf.validator_value
+                                       if p not in leaf.instance and repr(p) in leaf.message), ""))
+                    value = None
+                pointer = prefix + "".join(f"/{p}" for p in parts)
+                found.append(Violation(pointer or "/", str(leaf.validator), leaf.message, value))
+        return found
+
+
+@dataclass(frozen=True)
+class StatusSchema:
+    """A resource type's status schema at one version, with its status enum."""
+
+    compiled: CompiledSchema
+    resource_type: str
+    version: int
+    statuses: tuple[str, ...]
+    aliases: Mapping[str, str]
+
+    @property
+    def uri(self) -> str:
+        return self.compiled.uri
+
+
+def _leaves(err: jsonschema.ValidationError):
+    """allOf/anyOf errors hide the real causes in their context: surface them."""
+    if err.context:
+        for sub in sorted(err.context, key=jsonschema.exceptions.relevance):
+            yield from _leaves(sub)
+    else:
+        yield err
+
+
+def _escape(part: Any) -> str:
+    return str(part).replace("~", "~0").replace("/", "~1")
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        text = orjson.dumps(value).decode()
+        return text if len(text) <= 200 else text[:197] + "..."
+    if isinstance(value, str) and len(value) > 200:
+        return value[:197] + "..."
+    return value
+
+
+class SchemaRegistry:
+    """Loads and compiles every schema once; looks status schemas up by URI or type."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        raw: dict[str, dict[str, Any]] = {}
+        for path in sorted(root.rglob("*.json")):
+            if "samples" in path.relative_to(root).parts:
+                continue
+            doc = orjson.loads(path.read_bytes())
+            uri = doc.get("$id")
+            if not uri:
+                raise ValueError(f"schema {path} has no $id")
+            raw[uri] = doc
+        self._raw = raw
+        registry = Registry().with_resources(
+            (uri, Resource.from_contents(doc, default_specification=DRAFT7)) for uri, doc in raw.items()
+        )
+        handlers = {"https": lambda uri: raw[uri]}
+        self.compiled: dict[str, CompiledSchema] = {}
+        for uri, doc in raw.items():
+            check = fastjsonschema.compile(doc, handlers=handlers, use_formats=True)
+            explainer = jsonschema.Draft7Validator(
+                doc, registry=registry, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+            self.compiled[uri] = CompiledSchema(uri, doc, check, explainer)
+        self.status: dict[str, StatusSchema] = {}
+        for uri, doc in raw.items():
+            meta = doc.get("x-dcm")
+            if meta:
+                self.status[uri] = StatusSchema(
+                    compiled=self.compiled[uri],
+                    resource_type=meta["resourceType"],
+                    version=int(meta["version"]),
+                    statuses=tuple(meta["statuses"]),
+                    aliases=dict(meta.get("aliases", {})),
+                )
+        self.current: dict[str, StatusSchema] = {}
+        for s in self.status.values():
+            if s.resource_type not in self.current or s.version > self.current[s.resource_type].version:
+                self.current[s.resource_type] = s
+
+    @property
+    def resource_types(self) -> tuple[str, ...]:
+        return tuple(sorted(self.current))
+
+    def get(self, uri: str) -> CompiledSchema:
+        return self.compiled[uri]
+
+    def status_schema(self, uri: str) -> StatusSchema | None:
+        return self.status.get(uri)
+
+
+_REGISTRY: SchemaRegistry | None = None
+
+
+def registry() -> SchemaRegistry:
+    """The process-wide registry (compiled on first use, then kept)."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = SchemaRegistry(schemas_dir())
+    return _REGISTRY

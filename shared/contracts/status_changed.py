@@ -1,0 +1,217 @@
+"""The status-changed event: the fan-out contract, versioned, both directions.
+
+``build`` is upsert's side; ``decode`` (-> ``Change``) is every consumer's.
+
+A structured CloudEvent (``type = dcm.status.changed``, ``dataschema =
+https://schemas.dcm.org/events/status-changed-v{MAJOR}.json``) whose data says
+which resource changed, old -> new status with their transition times, every
+attribute that changed as a JSON pointer, and a snapshot of the resource.
+Message attributes repeat provider, resourceType, oldStatus and newStatus for
+Pub/Sub subscription filters.
+
+Versioning (as Nova's versioned notifications): ``data.version`` is
+"MAJOR.MINOR". Adding fields bumps MINOR; removing or changing the meaning of a
+field bumps MAJOR and gets a new schema file. Consumers accept any MINOR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import orjson
+from cloudevents.conversion import to_json
+from cloudevents.http import CloudEvent
+
+from shared.contracts import timeutil
+from shared.contracts.diff import changes
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.model import PubSubMessage, ResourceKey, clip
+from shared.contracts.schemas import registry
+from shared.contracts.status_update import StatusUpdate
+
+EVENT_TYPE = "dcm.status.changed"
+EVENT_SOURCE = "dcm/status/upsert"
+VERSION = "1.0"
+SUPPORTED_MAJOR = 1
+LABEL_KEYS = ("tenant", "region", "environment")
+SCHEMA_URI = "https://schemas.dcm.org/events/status-changed-v1.json"
+CONTENT_TYPE = "application/cloudevents+json"
+# The fields whose change a consumer cares about; bookkeeping fields are left out of diffs.
+OBSERVED_FIELDS = ("status", "rawStatus", "statusRecognized", "message", "reason",
+                   "lastTransitionTime", "metadata", "resourceSpecific")
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """A ready-to-publish change event: the JSON CloudEvent and its message attributes."""
+
+    event_id: str
+    body: bytes
+    attributes: Mapping[str, str]
+
+    def to_record(self) -> dict[str, Any]:
+        return {"id": self.event_id, "body": self.body.decode(), "attributes": dict(self.attributes)}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "ChangeEvent":
+        return cls(record["id"], record["body"].encode(), dict(record["attributes"]))
+
+
+def observed(doc: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return {k: doc.get(k) for k in OBSERVED_FIELDS} if doc else None
+
+
+def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str, Any], late: bool) -> ChangeEvent:
+    """The change event for one applied (or late) update; id derives from the causing event.
+
+    ``old`` and ``new`` are resource documents (``new`` is announced as the snapshot).
+    """
+    old_status = old.get("status") if old else None
+    data = {
+        "version": VERSION,
+        "key": str(update.key),
+        "provider": update.key.provider,
+        "resourceType": update.key.resource_type,
+        "resourceId": update.key.resource_id,
+        "oldStatus": old_status,
+        "newStatus": new["status"],
+        "oldTransitionTime": old.get("lastTransitionTime") if old else None,
+        "newTransitionTime": new["lastTransitionTime"],
+        "late": late,
+        "changes": changes(observed(old), observed(new)),
+        "resource": dict(new),
+        "cause": {"eventId": update.event_id, "source": update.event_source,
+                  "observedAt": update.observed_at},
+    }
+    event = CloudEvent({
+        "id": update.dedup_id,
+        "source": EVENT_SOURCE,
+        "type": EVENT_TYPE,
+        "subject": str(update.key),
+        "time": update.observed_at,
+        "datacontenttype": "application/json",
+        "dataschema": SCHEMA_URI,
+    }, data)
+    attributes = {
+        "content-type": CONTENT_TYPE,
+        "provider": update.key.provider,
+        "resourceType": update.key.resource_type,
+        "oldStatus": old_status or "",
+        "newStatus": new["status"],
+        "late": "true" if late else "false",
+        "key": clip(str(update.key)),
+    }
+    return ChangeEvent(update.dedup_id, to_json(event), attributes)
+
+
+# ---- the consumer's side ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Change:
+    """One status change as a consumer sees it."""
+
+    event_id: str  # the CloudEvent id: dedup id of the causing provider event
+    key: str
+    provider: str
+    resource_type: str
+    resource_id: str
+    old_status: str | None
+    new_status: str
+    at: str  # newTransitionTime, canonical
+    old_at: str | None
+    observed_at: str  # cause.observedAt, canonical
+    late: bool
+    labels: Mapping[str, str]
+    version: str
+    old_labels: Mapping[str, str] | None = None  # the labels of the old state (from ``changes``)
+
+    @property
+    def doc_id(self) -> str:
+        return ResourceKey(self.provider, self.resource_type, self.resource_id).doc_id
+
+
+def labels_of(resource: Mapping[str, Any]) -> dict[str, str]:
+    """tenant / region / environment from the snapshot's metadata, when present."""
+    metadata = resource.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        return {}
+    return {k: str(metadata[k]) for k in LABEL_KEYS if metadata.get(k) not in (None, "")}
+
+
+def old_labels_of(labels: Mapping[str, str], changes: Any) -> dict[str, str]:
+    """The labels before this change: the snapshot's, with /metadata/{label} changes undone."""
+    out = dict(labels)
+    for c in changes if isinstance(changes, list) else []:
+        attribute = c.get("attribute") if isinstance(c, Mapping) else None
+        for k in LABEL_KEYS:
+            if attribute == f"/metadata/{k}":
+                if c.get("old") in (None, ""):
+                    out.pop(k, None)
+                else:
+                    out[k] = str(c["old"])
+    return out
+
+
+def _major(version: Any) -> int | None:
+    try:
+        return int(str(version).split(".", 1)[0])
+    except ValueError:
+        return None
+
+
+def decode(message: PubSubMessage) -> Change:
+    """The change a message of the changed topic carries, or Rejected saying why it can never be read.
+
+    Any MINOR version of the supported MAJOR is accepted (minor bumps only add fields).
+    """
+    try:
+        event = orjson.loads(message.data)
+    except orjson.JSONDecodeError as exc:
+        raise Rejected(Reason.MALFORMED_JSON, f"change event is not JSON: {exc}") from exc
+    if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not event["id"]:
+        raise Rejected(Reason.NOT_A_CLOUDEVENT, "change event is not a structured CloudEvent with an id")
+    if event.get("type") != EVENT_TYPE:
+        raise Rejected(Reason.NOT_A_CLOUDEVENT, f"expected type {EVENT_TYPE}, got {event.get('type')!r}",
+                       {"attribute": "type", "invalid": event.get("type")})
+    data = event.get("data")
+    if not isinstance(data, dict):
+        raise Rejected(Reason.SCHEMA_INVALID, "change event has no data object", {"path": "/data"})
+    major = _major(data.get("version"))
+    if major != SUPPORTED_MAJOR:
+        raise Rejected(Reason.UNKNOWN_SCHEMA,
+                       f"change event version {data.get('version')!r}: this consumer reads {SUPPORTED_MAJOR}.x",
+                       {"schema": event.get("dataschema"), "version": data.get("version")},
+                       key=data.get("key") if isinstance(data.get("key"), str) else None)
+    schema = registry().get(SCHEMA_URI)
+    if not schema.is_valid(data):
+        found = schema.violations(data, prefix="/data")
+        first = found[0] if found else None
+        raise Rejected(Reason.SCHEMA_INVALID,
+                       f"{first.path}: {first.message}" if first else "change event data is invalid",
+                       {"schema": SCHEMA_URI,
+                        **({"path": first.path, "rule": first.rule} if first else {}),
+                        "violations": [v.to_dict() for v in found[:10]]},
+                       key=data.get("key") if isinstance(data.get("key"), str) else None)
+    try:
+        at = timeutil.canonical(data["newTransitionTime"])
+        old_at = timeutil.canonical(data["oldTransitionTime"]) if data["oldTransitionTime"] else None
+        observed_at = timeutil.canonical(data["cause"]["observedAt"])
+    except ValueError as exc:
+        raise Rejected(Reason.SCHEMA_INVALID, f"change event time: {exc}", {"schema": SCHEMA_URI},
+                       key=data["key"]) from exc
+    return Change(
+        event_id=event["id"],
+        key=data["key"],
+        provider=data["provider"],
+        resource_type=data["resourceType"],
+        resource_id=data["resourceId"],
+        old_status=data["oldStatus"],
+        new_status=data["newStatus"],
+        at=at,
+        old_at=old_at,
+        observed_at=observed_at,
+        late=data["late"],
+        labels=labels_of(data["resource"]),
+        version=data["version"],
+        old_labels=old_labels_of(labels_of(data["resource"]), data["changes"]) if data["oldStatus"] else None,
+    )

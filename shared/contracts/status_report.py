@@ -1,0 +1,183 @@
+"""The status report: a provider's CloudEvent on its ingress topic, both directions.
+
+``build_event`` + ``to_message`` are the provider's side (what a reporter
+publishes); ``decode`` is ingest's side. Both CloudEvents Pub/Sub binding
+modes are accepted:
+
+- structured: message data is the JSON CloudEvent (``data`` or ``data_base64``);
+- binary: context attributes are ``ce-*`` message attributes, ``content-type``
+  is the datacontenttype, message data is the JSON payload.
+
+The envelope is checked against ``schemas/envelope/cloudevent-v1.json``; every
+missing or invalid attribute is reported at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import uuid
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import orjson
+from cloudevents.conversion import to_binary, to_json
+from cloudevents.http import CloudEvent
+
+from shared.contracts import timeutil
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.model import PubSubMessage
+from shared.contracts.schemas import ENVELOPE_URI, registry
+
+BINARY_PREFIX = "ce-"
+LEGACY_DATASCHEMA = "dataSchema"
+_JSON_TYPES = ("application/json", "text/json")
+
+
+class BindingMode(enum.StrEnum):
+    """The CloudEvents Pub/Sub binding modes."""
+
+    STRUCTURED = "structured"  # message data is the JSON CloudEvent
+    BINARY = "binary"  # ce-* attributes, message data is the event data
+
+
+@dataclass(frozen=True)
+class ProviderEvent:
+    attributes: Mapping[str, Any]  # context attributes and extensions, 'dataschema' normalised
+    data: Any
+    mode: BindingMode
+    legacy_dataschema: bool = False
+
+
+def _parse_json(raw: bytes, where: str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise Rejected(Reason.MALFORMED_JSON, f"{where} is not valid JSON: {exc}",
+                       {"where": where, "error": str(exc)}) from exc
+
+
+def _is_json_content_type(value: str | None) -> bool:
+    if not value:
+        return True
+    media = value.split(";", 1)[0].strip().lower()
+    return media in _JSON_TYPES or media.endswith("+json")
+
+
+def is_binary(attributes: Mapping[str, str]) -> bool:
+    return any(k.startswith(BINARY_PREFIX) for k in attributes)
+
+
+def decode(message: PubSubMessage, max_bytes: int) -> ProviderEvent:
+    if message.size > max_bytes:
+        raise Rejected(Reason.OVERSIZE, f"event is {message.size} bytes, the limit is {max_bytes} bytes",
+                       {"size": message.size, "limit": max_bytes})
+    if is_binary(message.attributes):
+        mode = BindingMode.BINARY
+        attrs: dict[str, Any] = {k[len(BINARY_PREFIX):]: v for k, v in message.attributes.items()
+                                 if k.startswith(BINARY_PREFIX)}
+        if "content-type" in message.attributes:
+            attrs["datacontenttype"] = message.attributes["content-type"]
+        raw_data: bytes | None = message.data
+    else:
+        mode = BindingMode.STRUCTURED
+        doc = _parse_json(message.data, "message data")
+        if not isinstance(doc, dict):
+            raise Rejected(Reason.NOT_A_CLOUDEVENT, "message data is JSON but not a CloudEvent object",
+                           {"missing": ["specversion", "id", "source", "type"], "invalid": []})
+        attrs = {k: v for k, v in doc.items() if k not in ("data", "data_base64")}
+        raw_data = None
+        if "data_base64" in doc:
+            try:
+                raw_data = base64.b64decode(doc["data_base64"], validate=True)
+            except (binascii.Error, ValueError, TypeError) as exc:
+                raise Rejected(Reason.MALFORMED_JSON, f"data_base64 is not base64: {exc}",
+                               {"where": "data_base64"}) from exc
+        data = doc.get("data")
+
+    _check_envelope(attrs)
+    legacy = LEGACY_DATASCHEMA in attrs
+    if legacy:
+        value = attrs.pop(LEGACY_DATASCHEMA)
+        attrs.setdefault("dataschema", value)
+    if "time" in attrs:
+        try:
+            attrs["time"] = timeutil.canonical(attrs["time"])
+        except ValueError as exc:
+            raise Rejected(Reason.NOT_A_CLOUDEVENT, f"time: {exc}",
+                           {"missing": [], "invalid": ["time"]}) from exc
+    if raw_data is not None:
+        if not _is_json_content_type(attrs.get("datacontenttype")):
+            raise Rejected(Reason.MALFORMED_JSON,
+                           f"datacontenttype {attrs['datacontenttype']!r} is not JSON; status data must be JSON",
+                           {"where": "datacontenttype"})
+        data = _parse_json(raw_data, "event data") if raw_data else None
+    return ProviderEvent(attrs, data, mode, legacy)
+
+
+def _check_envelope(attrs: Mapping[str, Any]) -> None:
+    envelope = registry().get(ENVELOPE_URI)
+    if envelope.is_valid(attrs):
+        return
+    violations = envelope.violations(attrs)
+    missing = sorted({v.path.lstrip("/") for v in violations if v.rule == "required"})
+    invalid = sorted({(v.path.lstrip("/") or str(v.value)) for v in violations if v.rule != "required"})
+    parts = []
+    if missing:
+        parts.append("missing " + ", ".join(missing))
+    if invalid:
+        parts.append("invalid " + ", ".join(invalid))
+    raise Rejected(Reason.NOT_A_CLOUDEVENT, "not a CloudEvents 1.0 event: " + "; ".join(parts),
+                   {"missing": missing, "invalid": invalid,
+                    "violations": [v.to_dict() for v in violations[:10]]})
+
+
+# ---- the provider's side ----------------------------------------------------------------
+def status_type(provider: str, resource_type: str, resource_id: str) -> str:
+    """The proposal's CloudEvent type for one resource's status."""
+    infix = "instances." if resource_type in ("vm", "container") else ""
+    return f"dcm.providers.{provider}.{resource_type}.{infix}{resource_id}.status"
+
+
+def build_event(provider: str, resource_type: str, resource_id: str, status: str, message: str = "",
+                *, event_id: str | None = None, time: str | None = None, reason: str | None = None,
+                last_transition_time: str | None = None, metadata: Mapping[str, Any] | None = None,
+                resource_specific: Mapping[str, Any] | None = None, source: str | None = None,
+                dataschema: str | None = "current") -> CloudEvent:
+    """A status report as a CloudEvent (``dataschema="current"``: the type's newest schema)."""
+    data: dict[str, Any] = {"status": status, "message": message}
+    if reason:
+        data["reason"] = reason
+    if last_transition_time:
+        data["lastTransitionTime"] = last_transition_time
+    if metadata:
+        data["metadata"] = dict(metadata)
+    if resource_specific:
+        data["resourceSpecific"] = dict(resource_specific)
+    attributes = {
+        "id": event_id or str(uuid.uuid4()),
+        "source": source or f"{provider}-provider",
+        "type": status_type(provider, resource_type, resource_id),
+        "time": time or timeutil.now_str(),
+        "datacontenttype": "application/json",
+    }
+    if dataschema == "current":
+        current = registry().current.get(resource_type)
+        if current:
+            attributes["dataschema"] = current.uri
+    elif dataschema:
+        attributes["dataschema"] = dataschema
+    return CloudEvent(attributes, data)
+
+
+def to_message(event: CloudEvent, mode: BindingMode | str = BindingMode.STRUCTURED) -> tuple[bytes, dict[str, str]]:
+    """The Pub/Sub message (data, attributes) for an event in the given binding mode."""
+    if mode == BindingMode.STRUCTURED:
+        return to_json(event), {"content-type": "application/cloudevents+json"}
+    if mode == BindingMode.BINARY:
+        headers, body = to_binary(event)
+        attrs = {k.lower(): v for k, v in headers.items()}
+        attrs["content-type"] = attrs.pop("content-type", "application/json")
+        return body, attrs
+    raise ValueError(f"mode must be structured or binary, not {mode!r}")

@@ -1,0 +1,94 @@
+"""The normalised status update: ingest -> upsert on ``dcm-status-normalized``.
+
+An internal contract, versioned and schema-checked like the public ones
+(``schemas/internal/status-update-v1.json``): ``encode`` is ingest's side,
+``decode`` upsert's. A message that breaks the contract is ``malformed_internal``;
+one of another major version is ``unknown_schema`` (ingest and upsert deployed
+at different versions: replay it once upsert reads that version).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+import orjson
+
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.model import ResourceKey, event_identity
+from shared.contracts.schemas import SCHEMA_URI_PREFIX, registry
+
+VERSION = 1
+SCHEMA_URI = SCHEMA_URI_PREFIX + "internal/status-update-v1.json"
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    """A validated, normalised status report: what ingest hands to upsert."""
+
+    key: ResourceKey
+    status: str
+    raw_status: str
+    status_recognized: bool
+    message: str
+    reason: str | None
+    last_transition_time: str
+    observed_at: str
+    metadata: Mapping[str, Any]
+    resource_specific: Mapping[str, Any]
+    event_id: str
+    event_source: str
+    event_type: str
+    event_subject: str | None
+    dataschema: str
+    schema_defaulted: bool
+    ingress_message_id: str
+    ingress_topic: str | None
+    received_at: str
+    replay_of: str | None = None
+    transition_reported: bool = False  # the provider sent lastTransitionTime (else it is the event time)
+
+    @property
+    def dedup_id(self) -> str:
+        return event_identity(self.event_source, self.event_id)
+
+    @property
+    def order(self) -> tuple[str, str, str]:
+        """Total order of updates to one resource: event time, then identity as tie-break."""
+        return (self.observed_at, self.event_source, self.event_id)
+
+
+def to_document(update: StatusUpdate) -> dict[str, Any]:
+    doc = asdict(update)
+    doc.update(version=VERSION, key=str(update.key), provider=update.key.provider,
+               resource_type=update.key.resource_type, resource_id=update.key.resource_id)
+    return doc
+
+
+def encode(update: StatusUpdate) -> bytes:
+    return orjson.dumps(to_document(update))
+
+
+def decode(data: bytes) -> StatusUpdate:
+    """The update a normalised message carries, or Rejected (malformed_internal / unknown_schema)."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise Rejected(Reason.MALFORMED_INTERNAL, f"normalised status message is not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise Rejected(Reason.MALFORMED_INTERNAL, "normalised status message is not a JSON object")
+    key = doc.get("key") if isinstance(doc.get("key"), str) else None
+    version = doc.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version != VERSION:
+        raise Rejected(Reason.UNKNOWN_SCHEMA,
+                       f"normalised status message version {version!r}: this upsert reads {VERSION}",
+                       {"schema": SCHEMA_URI, "version": version}, key=key)
+    schema = registry().get(SCHEMA_URI)
+    if not schema.is_valid(doc):
+        found = schema.violations(doc)
+        first = found[0]
+        raise Rejected(Reason.MALFORMED_INTERNAL, f"normalised status message: {first.path}: {first.message}",
+                       {"schema": SCHEMA_URI, "path": first.path, "rule": first.rule,
+                        "violations": [v.to_dict() for v in found[:10]]}, key=key)
+    fields = {k: doc[k] for k in StatusUpdate.__dataclass_fields__ if k != "key" and k in doc}
+    return StatusUpdate(key=ResourceKey(doc["provider"], doc["resource_type"], doc["resource_id"]), **fields)

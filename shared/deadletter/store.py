@@ -1,0 +1,163 @@
+"""Dead-letter entries in Firestore: ``deadletters/{entryId}``.
+
+One entry per original message (the provider's publication, or the message
+Pub/Sub gave up on), holding its bytes and attributes intact for replay, the
+classification, first/last seen, occurrences and the replay record. A
+redelivery of the same dead letter changes nothing; a replayed message that
+fails again comes back to its own entry (``dcm-replay-of``) and is counted.
+Groups (by fingerprint) are computed at read time, so there is no hot
+counter document however many copies of one failure arrive.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any, Iterator
+
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.contracts import timeutil
+from shared.contracts.model import PubSubMessage
+from shared.deadletter.triage import Classification
+from shared.runtime import firestore as fs
+
+DEADLETTERS = "deadletters"
+MAX_STORED_BYTES = 900_000  # a Firestore document holds at most 1 MiB
+MAX_REMEMBERED_DELIVERIES = 50
+
+
+
+class EntryState(enum.StrEnum):
+    """Where a dead-letter entry stands (stored as ``state``)."""
+
+    OPEN = "open"  # waiting for an operator
+    REPLAYED = "replayed"  # sent back; its outcome is the pipeline's (dcm-status dlq show)
+    REPLAY_FAILED = "replay_failed"  # a replay failed again and came back here
+
+
+class Recorded(enum.StrEnum):
+    """What storing one dead-letter delivery did."""
+
+    CREATED = "created"
+    UPDATED = "updated"  # another copy of a known failure (or a failed replay) counted on its entry
+    SEEN = "seen"  # a redelivery of a message already counted
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def entry_id_for(c: Classification) -> str:
+    if c.replay_of:
+        return c.replay_of
+    origin = c.source_topic or c.source_subscription or "-"
+    return hashlib.sha256(f"{origin}\x00{c.original_message_id}".encode()).hexdigest()[:32]
+
+
+class DeadLetterStore:
+    def __init__(self, db: firestore.Client, ttl_days: int = 30):
+        self.db = db
+        self.ttl = timedelta(days=ttl_days)
+
+    def ref(self, entry_id: str):
+        return self.db.collection(DEADLETTERS).document(entry_id)
+
+    def record(self, message: PubSubMessage, c: Classification) -> Recorded:
+        """Store or update the entry (Transient when Firestore fails)."""
+        with fs.transient("Firestore write of dead letter"):
+            return _record(self.db.transaction(max_attempts=5), self, message, c)
+
+    def get(self, entry_id: str) -> dict[str, Any] | None:
+        snap = self.ref(entry_id).get()
+        return snap.to_dict() if snap.exists else None
+
+    def query(self, reason: str | None = None, provider: str | None = None, since: datetime | None = None,
+              fingerprint: str | None = None) -> Iterator[dict[str, Any]]:
+        q: Any = self.db.collection(DEADLETTERS)
+        for field, value in (("reason", reason), ("provider", provider), ("fingerprint", fingerprint)):
+            if value:
+                q = q.where(filter=FieldFilter(field, "==", value))
+        if since:
+            q = q.where(filter=FieldFilter("lastSeen", ">=", timeutil.format(since)))
+        for snap in q.stream():
+            yield snap.to_dict()
+
+    def count(self) -> int:
+        """Entries held (an aggregation query: no documents are read)."""
+        return int(self.db.collection(DEADLETTERS).count().get()[0][0].value)
+
+    def delete(self, entry_ids: list[str]) -> int:
+        for start in range(0, len(entry_ids), 400):
+            batch = self.db.batch()
+            for entry_id in entry_ids[start:start + 400]:
+                batch.delete(self.ref(entry_id))
+            batch.commit()
+        return len(entry_ids)
+
+
+def groups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries grouped by fingerprint, biggest first."""
+    table: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        g = table.setdefault(e["fingerprint"], {
+            "fingerprint": e["fingerprint"], "reason": e["reason"], "provider": e.get("provider"),
+            "message": e["message"], "entries": 0, "occurrences": 0, "open": 0,
+            "firstSeen": e["firstSeen"], "lastSeen": e["lastSeen"]})
+        g["entries"] += 1
+        g["occurrences"] += e.get("occurrences", 1)
+        g["open"] += e.get("state") != EntryState.REPLAYED
+        g["firstSeen"] = min(g["firstSeen"], e["firstSeen"])
+        g["lastSeen"] = max(g["lastSeen"], e["lastSeen"])
+    return sorted(table.values(), key=lambda g: (-g["occurrences"], g["fingerprint"]))
+
+
+@firestore.transactional
+def _record(tx: firestore.Transaction, store: DeadLetterStore, message: PubSubMessage,
+            c: Classification) -> Recorded:
+    ref = store.ref(entry_id_for(c))
+    snap = ref.get(transaction=tx, retry=fs.RETRY, timeout=fs.TIMEOUT)
+    now_dt = timeutil.now()
+    now = timeutil.format(now_dt)
+    if snap.exists:
+        doc = snap.to_dict()
+        deliveries = doc.get("deliveries", [])
+        if message.message_id in deliveries:
+            return Recorded.SEEN
+        update: dict[str, Any] = {
+            "lastSeen": now,
+            "occurrences": doc.get("occurrences", 1) + 1,
+            "deliveries": (deliveries + [message.message_id])[-MAX_REMEMBERED_DELIVERIES:],
+            "expireAt": now_dt + store.ttl,
+        }
+        if c.replay_of:
+            update["state"] = EntryState.REPLAY_FAILED.value
+            update["lastFailure"] = {"reason": c.reason, "message": c.message, "detail": dict(c.detail),
+                                     "at": now}
+        tx.update(ref, update)
+        return Recorded.UPDATED
+    stored = message.data[:MAX_STORED_BYTES]
+    entry = {
+        "id": ref.id,
+        **{_camel(k): v for k, v in asdict(c).items() if k != "detail"},
+        "detail": dict(c.detail),
+        "data": stored,
+        "dataTruncated": len(stored) < len(message.data),
+        "size": len(message.data),
+        "attributes": dict(message.attributes),
+        "deadLetterMessageId": message.message_id,
+        "deliveries": [message.message_id],
+        "firstSeen": now,
+        "lastSeen": now,
+        "occurrences": 1,
+        "attempts": 0,
+        "replays": [],
+        "state": (EntryState.REPLAY_FAILED if c.replay_of else EntryState.OPEN).value,
+        "expireAt": now_dt + store.ttl,
+    }
+    tx.set(ref, entry)
+    return Recorded.CREATED

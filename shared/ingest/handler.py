@@ -1,0 +1,39 @@
+"""The ingest use case: validate and normalise, then forward to upsert.
+
+A Rejected raised here reaches the entry point, which dead-letters the
+original message with the reason and acks it (``shared.runtime.entrypoint``).
+"""
+
+from __future__ import annotations
+
+from shared.contracts import status_update
+from shared.contracts.model import PubSubMessage
+from shared.ingest.normalize import normalize_message
+from shared.runtime.clients import Runtime
+from shared.runtime.logs import get_logger
+from shared.runtime.publishing import publish
+from shared.runtime.settings import Settings
+
+log = get_logger("ingest")
+
+
+class Ingest:
+    def __init__(self, settings: Settings, publisher):
+        self.settings = settings
+        self.publisher = publisher
+        self.topic = settings.topic_path(settings.topic_normalized)
+
+    @classmethod
+    def build(cls, runtime: Runtime) -> "Ingest":
+        return cls(runtime.settings, runtime.publisher)
+
+    def __call__(self, message: PubSubMessage) -> None:
+        update = normalize_message(message, self.settings)
+        key = str(update.key)
+        publish(self.publisher, self.topic, status_update.encode(update),
+                {"key": key, "provider": update.key.provider, "resourceType": update.key.resource_type,
+                 "status": update.status},
+                ordering_key=key)
+        log.info("event accepted", extra={
+            "labels": {"provider": update.key.provider, "resourceType": update.key.resource_type},
+            "key": key, "status": update.status, "eventId": update.event_id})

@@ -1,0 +1,133 @@
+"""Validate a provider's message and normalise it into a StatusUpdate.
+
+The order of checks is the order of trust: size, envelope, identity, provider
+isolation (before we look further at anything a provider claims), resource
+type, schema, data. The first failure raises Rejected with its reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.contracts import dead_letter as dl
+from shared.contracts import timeutil
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.identity import resolve
+from shared.contracts.model import PubSubMessage, ResourceKey
+from shared.contracts.schemas import StatusSchema, registry
+from shared.contracts.status_report import ProviderEvent, decode
+from shared.contracts.status_update import StatusUpdate
+from shared.ingest.statuses import normalize as normalize_status
+from shared.runtime.logs import get_logger
+from shared.runtime.settings import Settings
+
+log = get_logger("normalize")
+registry()  # compile every schema now, at import (the cold start), not on the first event
+
+
+def _check_provider(key: ResourceKey, message: PubSubMessage, settings: Settings) -> None:
+    topic_provider = settings.provider_of_topic(message.topic) if message.topic else None
+    if topic_provider is None:
+        raise Rejected(Reason.PROVIDER_MISMATCH,
+                       f"event for provider {key.provider!r} did not arrive on a provider ingress topic",
+                       {"eventProvider": key.provider, "topic": message.topic})
+    if topic_provider != key.provider:
+        raise Rejected(Reason.PROVIDER_MISMATCH,
+                       f"event claims provider {key.provider!r} but arrived on {topic_provider!r}'s topic",
+                       {"eventProvider": key.provider, "topicProvider": topic_provider, "topic": message.topic})
+
+
+def _schema_for(key: ResourceKey, event: ProviderEvent) -> tuple[StatusSchema, bool]:
+    reg = registry()
+    if key.resource_type not in reg.current:
+        raise Rejected(Reason.UNKNOWN_RESOURCE_TYPE,
+                       f"unknown resource type {key.resource_type!r}; known: {', '.join(reg.resource_types)}",
+                       {"resourceType": key.resource_type, "known": list(reg.resource_types)})
+    uri = event.attributes.get("dataschema")
+    if not uri:
+        schema = reg.current[key.resource_type]
+        log.info("event has no dataschema; using the current schema", extra={
+            "labels": {"provider": key.provider, "resourceType": key.resource_type},
+            "schema": schema.uri, "eventId": event.attributes["id"]})
+        return schema, True
+    schema = reg.status_schema(uri)
+    if schema is None:
+        raise Rejected(Reason.UNKNOWN_SCHEMA, f"dataschema {uri!r} is not a registered schema",
+                       {"schema": uri, "resourceType": key.resource_type})
+    if schema.resource_type != key.resource_type:
+        raise Rejected(Reason.UNKNOWN_SCHEMA,
+                       f"dataschema {uri!r} is for {schema.resource_type!r}, the event is a {key.resource_type!r}",
+                       {"schema": uri, "resourceType": key.resource_type})
+    return schema, False
+
+
+def _validate(schema: StatusSchema, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise Rejected(Reason.SCHEMA_INVALID, "/data: status data must be a JSON object",
+                       {"schema": schema.uri, "path": "/data", "rule": "type",
+                        "value": type(data).__name__ if data is not None else None})
+    if not schema.compiled.is_valid(data):
+        violations = schema.compiled.violations(data, prefix="/data")
+        first = violations[0]
+        raise Rejected(Reason.SCHEMA_INVALID, f"{first.path}: {first.message}",
+                       {"schema": schema.uri, "path": first.path, "rule": first.rule, "value": first.value,
+                        "violations": [v.to_dict() for v in violations[:10]]})
+    return data
+
+
+def _transition_time(data: dict[str, Any], schema: StatusSchema) -> str | None:
+    value = data.get("lastTransitionTime")
+    if value is None:
+        return None
+    try:
+        return timeutil.canonical(value)
+    except ValueError as exc:
+        raise Rejected(Reason.SCHEMA_INVALID, f"/data/lastTransitionTime: {exc}",
+                       {"schema": schema.uri, "path": "/data/lastTransitionTime", "rule": "format",
+                        "value": value}) from exc
+
+
+def normalize_message(message: PubSubMessage, settings: Settings) -> StatusUpdate:
+    """The StatusUpdate this message reports, or Rejected saying why not."""
+    event = decode(message, settings.max_event_bytes)
+    attrs = event.attributes
+    key = resolve(attrs, event.data if isinstance(event.data, dict) else {})
+    try:
+        _check_provider(key, message, settings)
+        schema, defaulted = _schema_for(key, event)
+        data = _validate(schema, event.data)
+        transition = _transition_time(data, schema)
+    except Rejected as exc:
+        exc.key = str(key)
+        raise
+    status = normalize_status(schema, data["status"])
+    if not status.recognized:
+        log.warning("status outside the enum, stored as UNKNOWN", extra={
+            "labels": {"provider": key.provider, "resourceType": key.resource_type},
+            "rawStatus": status.raw, "key": str(key)})
+    received_at = timeutil.now_str()
+    publish_time = timeutil.canonical(message.publish_time) if message.publish_time else None
+    observed_at = attrs.get("time") or transition or publish_time or received_at
+    return StatusUpdate(
+        key=key,
+        status=status.status,
+        raw_status=status.raw,
+        status_recognized=status.recognized,
+        message=data.get("message", ""),
+        reason=data.get("reason"),
+        last_transition_time=transition or observed_at,
+        observed_at=observed_at,
+        metadata=data.get("metadata") or {},
+        resource_specific=data.get("resourceSpecific") or {},
+        event_id=attrs["id"],
+        event_source=attrs["source"],
+        event_type=attrs["type"],
+        event_subject=attrs.get("subject"),
+        dataschema=schema.uri,
+        schema_defaulted=defaulted,
+        ingress_message_id=message.message_id,
+        ingress_topic=message.topic,
+        received_at=received_at,
+        replay_of=message.attributes.get(dl.REPLAY_OF),
+        transition_reported=transition is not None,
+    )

@@ -1,0 +1,130 @@
+"""The one wrapper every function uses: decode -> handle -> ack or raise.
+
+- return            -> HTTP 200 -> Pub/Sub acks;
+- raise Rejected    -> the message can never succeed: the original goes to the
+  dead-letter topic with its reason, then we ack (a malformed push delivery
+  included: its raw body is dead-lettered as ``malformed_push``);
+- raise (any other) -> HTTP 500 -> Pub/Sub redelivers (Transient, or a bug:
+  logged with its stack; after max delivery attempts Pub/Sub dead-letters the
+  message as ``delivery_exhausted``, never lost).
+
+The dead-letter function itself never publishes into its own topic: a
+rejection there is logged and acked, and the dead-letter archive subscription
+keeps the message for its retention period.
+
+The ``Runtime`` (settings and clients) is built from the environment on the
+first request and handed to the use case's ``build``; tests ``bind`` their own.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import orjson
+
+from shared.contracts import dead_letter as dl
+from shared.contracts import timeutil
+from shared.contracts.errors import Rejected, Transient
+from shared.contracts.model import PubSubMessage
+from shared.runtime import auth, push
+from shared.runtime.clients import Runtime
+from shared.runtime.logs import get_logger
+from shared.runtime.publishing import publish
+
+Handler = Callable[[PubSubMessage], Any]
+log = get_logger("entrypoint")
+
+
+def publish_rejection(runtime: Runtime, message: PubSubMessage, exc: Rejected, rejected_by: str) -> str:
+    """Send the original message, annotated with why, to the dead-letter topic."""
+    s = runtime.settings
+    # On an ingress topic the topic says who the provider is (the provider's own claims do not count);
+    # internal messages (normalised updates, change events) carry it as an attribute.
+    provider = (s.provider_of_topic(message.topic) if message.topic else None) or message.attributes.get("provider")
+    attributes = dl.rejection_attributes(message, exc, rejected_by, provider, timeutil.now_str())
+    message_id = publish(runtime.publisher, s.topic_path(s.topic_deadletter), message.data, attributes)
+    log.warning("message rejected: %s", exc.message, extra={
+        "labels": {"reason": exc.reason.value, "provider": provider or "unknown", "function": rejected_by},
+        "messageId": message.message_id, "detail": exc.detail, "key": exc.key})
+    return message_id
+
+
+def _raw_delivery(event: Any) -> PubSubMessage:
+    """A push delivery that is not a Pub/Sub message, as a message to dead-letter: its body, intact."""
+    attributes = event.get_attributes()
+    data = event.data if isinstance(event.data, (bytes, bytearray)) else orjson.dumps(event.data, default=str)
+    return PubSubMessage(bytes(data), {}, str(attributes.get("id", "")), attributes.get("time"),
+                         push.topic_from_source(attributes.get("source")))
+
+
+class _Instance:
+    """The runtime and handler of one function instance, each built once (thread-safe)."""
+
+    def __init__(self, build: Callable[[Runtime], Handler], make_runtime: Callable[[], Runtime]):
+        self._build, self._make_runtime = build, make_runtime
+        self._lock = threading.Lock()
+        self._runtime: Runtime | None = None
+        self._handler: Handler | None = None
+
+    def bind(self, runtime: Runtime) -> None:
+        with self._lock:
+            self._runtime, self._handler = runtime, None
+
+    def runtime(self) -> Runtime:
+        """Settings, and clients not yet created: enough to check a push token."""
+        if self._runtime is None:
+            with self._lock:
+                if self._runtime is None:
+                    self._runtime = self._make_runtime()
+        return self._runtime
+
+    def handler(self) -> Handler:
+        runtime = self.runtime()
+        if self._handler is None:
+            with self._lock:
+                if self._handler is None:
+                    self._handler = self._build(runtime)
+        return self._handler
+
+
+def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_letter_rejections: bool = True,
+                    make_runtime: Callable[[], Runtime] = Runtime.from_env) -> Callable[[Any], None]:
+    """A CloudEvent function named ``name`` that runs the handler ``build(runtime)`` returns.
+
+    ``dead_letter_rejections=False`` is for the dead-letter function itself (see the module doc).
+    """
+    instance = _Instance(build, make_runtime)
+
+    def reject(runtime: Runtime, message: PubSubMessage, exc: Rejected) -> None:
+        if dead_letter_rejections:
+            publish_rejection(runtime, message, exc, rejected_by=name)
+            return
+        log.error("cannot handle message, acked (the dead-letter archive keeps it): %s", exc.message, extra={
+            "labels": {"function": name, "reason": exc.reason.value}, "messageId": message.message_id,
+            "detail": exc.detail})
+
+    def entry(event: Any) -> None:
+        runtime = instance.runtime()
+        auth.verify_push_request(runtime.settings)  # before any client exists
+        try:
+            message = push.to_message(event)
+        except Rejected as exc:
+            reject(runtime, _raw_delivery(event), exc)
+            return
+        try:
+            instance.handler()(message)
+        except Rejected as exc:
+            reject(runtime, message, exc)
+        except Transient as exc:
+            log.warning("transient failure, Pub/Sub will redeliver", extra={
+                "labels": {"function": name}, "messageId": message.message_id, "error": str(exc)})
+            raise
+        except Exception:
+            log.exception("unexpected failure, Pub/Sub will redeliver", extra={
+                "labels": {"function": name}, "messageId": message.message_id})
+            raise
+
+    entry.__name__ = entry.__qualname__ = name
+    entry.bind = instance.bind  # type: ignore[attr-defined]
+    return entry

@@ -1,0 +1,30 @@
+"""How the functions talk to Firestore: one retry/timeout policy, one failure mapping.
+
+Fail fast on an unreachable Firestore (reads and commits): the function raises
+``Transient`` and Pub/Sub redelivers, instead of a function instance hanging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
+
+from shared.contracts.errors import Transient
+
+RETRY = gretry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=8.0)
+TIMEOUT = 5.0
+TRANSIENT_ERRORS = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError,
+                    gexc.Aborted, gexc.TooManyRequests, gexc.RetryError, gexc.Unknown,
+                    gexc.ResourceExhausted, gexc.GatewayTimeout, TimeoutError, ConnectionError)
+
+
+@contextlib.contextmanager
+def transient(what: str) -> Iterator[None]:
+    """Turn a Firestore outage inside the block into ``Transient`` (Pub/Sub redelivers)."""
+    try:
+        yield
+    except TRANSIENT_ERRORS as exc:
+        raise Transient(f"{what} failed: {exc!r}") from exc

@@ -1,0 +1,34 @@
+"""Publish to Pub/Sub and wait for the server's ack, or raise Transient.
+
+With message ordering on, a failed publish pauses its ordering key in the
+client; we resume it before raising so the redelivered message can go out.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from google.api_core import exceptions as gexc
+from google.cloud import pubsub_v1
+
+from shared.contracts.errors import Transient
+from shared.contracts.model import clip
+
+PUBLISH_TIMEOUT_SECONDS = 30.0
+
+
+def publish(client: pubsub_v1.PublisherClient, topic_path: str, data: bytes,
+            attributes: Mapping[str, str], ordering_key: str = "") -> str:
+    """Publish one message; return its message id once the server has it.
+
+    Attribute values and the ordering key are clipped to Pub/Sub's byte limits here, once.
+    """
+    ordering_key = clip(ordering_key)
+    attributes = {k: clip(v) for k, v in attributes.items()}
+    try:
+        future = client.publish(topic_path, data, ordering_key=ordering_key, **attributes)
+        return future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
+    except (gexc.GoogleAPIError, TimeoutError, pubsub_v1.publisher.exceptions.PublishError) as exc:
+        if ordering_key:
+            client.resume_publish(topic_path, ordering_key)
+        raise Transient(f"publish to {topic_path} failed: {exc}") from exc

@@ -1,0 +1,70 @@
+"""Runtime settings of the functions, read once from the environment.
+
+The deployers set these from ``infra/topology.yaml``: the local stack
+(``infra/stack.py``) and Terraform (``terraform/functions.tf``). A test checks
+that the defaults below agree with the topology declaration.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from shared.contracts.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Settings:
+    project: str
+    topic_normalized: str
+    topic_changed: str
+    topic_deadletter: str
+    ingress_topic_template: str
+    ledger_ttl_days: int
+    deadletter_ttl_days: int
+    max_event_bytes: int
+    local_mode: bool
+    push_audience: str | None
+    push_service_account: str | None
+
+    def topic_path(self, topic: str) -> str:
+        return f"projects/{self.project}/topics/{topic}"
+
+    def provider_of_topic(self, topic: str) -> str | None:
+        """The provider whose ingress topic this is, or None."""
+        prefix, _, suffix = self.ingress_topic_template.partition("{provider}")
+        if topic.startswith(prefix) and topic.endswith(suffix) and len(topic) > len(prefix) + len(suffix):
+            return topic[len(prefix): len(topic) - len(suffix)]
+        return None
+
+    def ingress_topic(self, provider: str) -> str:
+        return self.ingress_topic_template.replace("{provider}", provider)
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Settings:
+    """The settings the deployer put in the environment (``os.environ`` unless given)."""
+    env = os.environ if env is None else env
+    project = env.get("DCM_PROJECT") or env.get("GOOGLE_CLOUD_PROJECT")
+    if not project:
+        raise ConfigError("set DCM_PROJECT (or GOOGLE_CLOUD_PROJECT) to the Google Cloud project id")
+    template = env.get("DCM_INGRESS_TOPIC_TEMPLATE", "dcm-status-ingress-{provider}")
+    if "{provider}" not in template:
+        raise ConfigError(f"DCM_INGRESS_TOPIC_TEMPLATE must contain '{{provider}}', got {template!r}")
+    return Settings(
+        project=project,
+        topic_normalized=env.get("DCM_TOPIC_NORMALIZED", "dcm-status-normalized"),
+        topic_changed=env.get("DCM_TOPIC_CHANGED", "dcm-status-changed"),
+        topic_deadletter=env.get("DCM_TOPIC_DEADLETTER", "dcm-status-deadletter"),
+        ingress_topic_template=template,
+        ledger_ttl_days=int(env.get("DCM_LEDGER_TTL_DAYS", "7")),
+        deadletter_ttl_days=int(env.get("DCM_DEADLETTER_TTL_DAYS", "30")),
+        max_event_bytes=int(env.get("DCM_MAX_EVENT_BYTES", str(64 * 1024))),
+        local_mode=_flag(env, "DCM_LOCAL_MODE"),
+        push_audience=env.get("DCM_PUSH_AUDIENCE") or None,
+        push_service_account=env.get("DCM_PUSH_SERVICE_ACCOUNT") or None,
+    )

@@ -1,0 +1,56 @@
+"""The upsert use case: apply a normalised update, then announce the change.
+
+The change event is stored with the state (transactional outbox) and
+published after the commit. If the function dies in between, the message is
+not acked, Pub/Sub redelivers it, the ledger says "duplicate" and the stored
+change event is published then (once: it is then marked announced). Change
+events keep their id across these re-publications, so consumers deduplicate
+them.
+"""
+
+from __future__ import annotations
+
+import time
+
+from shared.contracts import status_update
+from shared.contracts.model import PubSubMessage
+from shared.contracts.status_update import StatusUpdate
+from shared.runtime.clients import Runtime
+from shared.runtime.logs import get_logger
+from shared.runtime.publishing import publish
+from shared.upsert.store import Outcome, Result, StateStore
+
+log = get_logger("upsert")
+
+
+class Upsert:
+    def __init__(self, store: StateStore, publisher, changed_topic: str):
+        self.store = store
+        self.publisher = publisher
+        self.changed_topic = changed_topic
+
+    @classmethod
+    def build(cls, runtime: Runtime) -> "Upsert":
+        s = runtime.settings
+        return cls(StateStore(runtime.firestore, s.ledger_ttl_days), runtime.publisher,
+                   s.topic_path(s.topic_changed))
+
+    def __call__(self, message: PubSubMessage) -> Result:
+        return self.apply(status_update.decode(message.data))
+
+    def apply(self, update: StatusUpdate) -> Result:
+        started = time.perf_counter()
+        result = self.store.apply(update)
+        committed = time.perf_counter()
+        if result.change is not None:
+            publish(self.publisher, self.changed_topic, result.change.body, result.change.attributes)
+            if result.outcome is Outcome.DUPLICATE:
+                self.store.mark_change_announced(update)
+        log.info("update %s", result.outcome.value, extra={
+            "transactionMs": round((committed - started) * 1000, 1),
+            "announceMs": round((time.perf_counter() - committed) * 1000, 1),
+            "labels": {"outcome": result.outcome.value, "provider": update.key.provider,
+                       "resourceType": update.key.resource_type},
+            "key": str(update.key), "eventId": update.event_id, "status": update.status,
+            "previousStatus": result.previous_status, "changePublished": result.change is not None})
+        return result

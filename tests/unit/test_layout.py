@@ -1,0 +1,70 @@
+"""The layout rule, checked on the code: runtime/ and contracts/ beneath, one package per
+function, and use-case packages that never import each other."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO / "shared"
+FUNCTIONS = sorted(p.name for p in (REPO / "functions").iterdir() if (p / "main.py").is_file())
+BENEATH = ("runtime", "contracts")
+IO_MODULES = ("google.cloud", "google.api_core", "requests", "flask", "functions_framework", "socket", "urllib.request")
+
+
+def imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            if node.module == "shared":
+                found.update(f"shared.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def package_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "shared" else None
+
+
+def test_one_package_per_function_and_nothing_loose():
+    packages = sorted(p.name for p in SHARED.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
+    assert packages == sorted(FUNCTIONS + list(BENEATH))
+    assert [p.name for p in SHARED.glob("*.py")] == ["__init__.py"]
+    declared = yaml.safe_load((REPO / "infra" / "topology.yaml").read_text())["functions"]
+    assert sorted(declared) == FUNCTIONS
+
+
+@pytest.mark.parametrize("package", FUNCTIONS)
+def test_use_case_packages_import_only_runtime_contracts_and_themselves(package):
+    for path in (SHARED / package).rglob("*.py"):
+        for module in imports(path):
+            target = package_of(module)
+            assert target in (None, package, *BENEATH), f"{path.relative_to(REPO)} imports {module}"
+
+
+def test_runtime_and_contracts_import_no_use_case():
+    for below in BENEATH:
+        for path in (SHARED / below).rglob("*.py"):
+            for module in imports(path):
+                assert package_of(module) in (None, *BENEATH), f"{path.relative_to(REPO)} imports {module}"
+
+
+def test_contracts_do_no_io():
+    for path in (SHARED / "contracts").rglob("*.py"):
+        for module in imports(path):
+            assert package_of(module) != "runtime", f"{path.relative_to(REPO)} imports {module}"
+            assert not module.startswith(IO_MODULES), f"{path.relative_to(REPO)} imports {module}"
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_entry_points_are_thin(name):
+    source = (REPO / "functions" / name / "main.py").read_text()
+    assert {package_of(m) for m in imports(REPO / "functions" / name / "main.py")} - {None} == {name, "runtime"}
+    assert len([line for line in source.splitlines() if line.strip() and not line.startswith("#")]) <= 10

@@ -15,13 +15,13 @@ def stats(db) -> dict[str, int]:
     """Outcome counters over the ledger's retention window.
 
     ``received`` is every provider message that reached a final outcome:
-    applied + duplicate + stale + deadlettered.
+    applied + unchanged (re-reports) + duplicate + stale + deadlettered.
     """
     outcomes = queries.outcome_counts(db)
-    counts = {k: outcomes[k] for k in ("applied", "stale", "duplicate")}
+    counts = {k: outcomes[k] for k in ("applied", "unchanged", "stale", "duplicate")}
     counts["deadlettered"] = DeadLetterStore(db).count()
     counts["resources"] = outcomes["resources"]
-    counts["received"] = counts["applied"] + counts["stale"] + counts["duplicate"] + counts["deadlettered"]
+    counts["received"] = sum(counts[k] for k in ("applied", "unchanged", "stale", "duplicate", "deadlettered"))
     return counts
 
 

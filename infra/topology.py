@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import yaml
 
@@ -49,17 +50,20 @@ class Topology:
     providers: tuple[str, ...]
     deadletter_topic: str
     ingress_template: str
+    provider_profiles: Mapping[str, Any] = field(default_factory=dict)
 
     def topic(self, key: str, provider: str | None = None) -> str:
         return next(t.name for t in self.topics if t.key == key and t.provider == provider)
 
     def env(self) -> dict[str, str]:
-        """The settings every function reads (shared/config.py)."""
+        """The settings every function reads (shared/runtime/settings.py)."""
         return {
             "DCM_TOPIC_NORMALIZED": self.topic("normalized"),
             "DCM_TOPIC_CHANGED": self.topic("changed"),
             "DCM_TOPIC_DEADLETTER": self.deadletter_topic,
             "DCM_INGRESS_TOPIC_TEMPLATE": self.ingress_template,
+            # compact, keys sorted: byte for byte what Terraform's jsonencode() writes
+            "DCM_PROVIDER_PROFILES": json.dumps(self.provider_profiles, separators=(",", ":"), sort_keys=True),
         }
 
 
@@ -106,4 +110,5 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         providers=providers,
         deadletter_topic=doc["topics"]["deadletter"]["name"],
         ingress_template=doc["topics"]["ingress"]["name"],
+        provider_profiles=doc.get("provider_profiles") or {},
     )

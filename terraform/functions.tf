@@ -99,12 +99,13 @@ resource "google_cloudfunctions2_function" "function" {
     # email): DCM_LOCAL_MODE, which turns that off for the emulator stack, is
     # never set here.
     environment_variables = merge(local.topology_env, {
-      DCM_PROJECT              = var.project_id
-      DCM_LEDGER_TTL_DAYS      = tostring(var.ledger_ttl_days)
-      DCM_DEADLETTER_TTL_DAYS  = tostring(var.deadletter_ttl_days)
-      DCM_MAX_EVENT_BYTES      = tostring(var.max_event_bytes)
-      DCM_PUSH_AUDIENCE        = local.function_urls[each.key]
-      DCM_PUSH_SERVICE_ACCOUNT = google_service_account.push_invoker.email
+      DCM_PROJECT                = var.project_id
+      DCM_LEDGER_TTL_DAYS        = tostring(var.ledger_ttl_days)
+      DCM_DEADLETTER_TTL_DAYS    = tostring(var.deadletter_ttl_days)
+      DCM_MAX_EVENT_BYTES        = tostring(var.max_event_bytes)
+      DCM_MAX_CLOCK_SKEW_SECONDS = tostring(var.max_clock_skew_seconds)
+      DCM_PUSH_AUDIENCE          = local.function_urls[each.key]
+      DCM_PUSH_SERVICE_ACCOUNT   = google_service_account.push_invoker.email
       # functions-framework runs one gunicorn worker with THREADS threads:
       # as many as the requests an instance is given.
       THREADS = tostring(each.value.settings.max_instance_request_concurrency)

@@ -113,5 +113,6 @@ locals {
     DCM_TOPIC_CHANGED          = local.topology.topics.changed.name
     DCM_TOPIC_DEADLETTER       = local.topology.topics.deadletter.name
     DCM_INGRESS_TOPIC_TEMPLATE = local.topology.topics.ingress.name
+    DCM_PROVIDER_PROFILES      = jsonencode(try(local.topology.provider_profiles, {}))
   }
 }

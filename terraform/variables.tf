@@ -147,6 +147,17 @@ variable "ledger_ttl_days" {
   }
 }
 
+variable "max_clock_skew_seconds" {
+  description = "How far ahead of the platform's clock a provider's event time may be (DCM_MAX_CLOCK_SKEW_SECONDS). Beyond it the time is clamped to when the event was received (the sent time kept as reportedTime), so one event from a broken clock cannot make every later update of its resource look stale."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.max_clock_skew_seconds >= 0
+    error_message = "max_clock_skew_seconds must be 0 or more."
+  }
+}
+
 variable "deadletter_ttl_days" {
   description = "Days a dead-letter entry (`deadletters`) lives after it was last seen before the Firestore TTL policy deletes it (DCM_DEADLETTER_TTL_DAYS)."
   type        = number

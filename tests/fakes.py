@@ -8,8 +8,11 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
+from infra.topology import load
 from shared.runtime import settings
 from shared.runtime.clients import Runtime
+
+TOPOLOGY_ENV = load().env()
 
 
 @dataclass
@@ -48,5 +51,6 @@ class FakePublisher:
 
 
 def runtime_of(publisher: Any = None, firestore: Any = None, **env: str) -> Runtime:
-    """A function's Runtime for tests: settings from ``env`` (project 'unit', local mode) and the given clients."""
-    return Runtime.of(settings.from_env({"DCM_PROJECT": "unit", "DCM_LOCAL_MODE": "1", **env}), firestore, publisher)
+    """A function's Runtime for tests: the topology's settings, project 'unit', local mode, ``env`` over them."""
+    values = {**TOPOLOGY_ENV, "DCM_PROJECT": "unit", "DCM_LOCAL_MODE": "1", **env}
+    return Runtime.of(settings.from_env(values), firestore, publisher)

@@ -1,6 +1,7 @@
 """Golden CloudEvent samples (schemas/samples/{valid,invalid}/*.json), in one place.
 
-Each sample file: {description, topicProvider, message: {data | dataText, attributes?, padTo?}, expect}.
+Each sample file: {description, upstream?, topicProvider, message: {data | dataText, attributes?, padTo?}, expect}.
+``upstream`` (in ``upstream/``): the producer's repository, commit and files the wire form was rebuilt from.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Sample:
     data: bytes
     attributes: dict[str, str]
     expect: dict[str, Any]
+    upstream: dict[str, Any] | None = None
 
     def message(self, message_id: str = "1", topic_template: str = "dcm-status-ingress-{provider}") -> PubSubMessage:
         return PubSubMessage(self.data, self.attributes, message_id, "2026-01-01T00:00:01Z",
@@ -49,8 +51,9 @@ def _load(path: Path) -> Sample:
             payload = orjson.loads(text.replace("PAD", "x" * (msg["padTo"] - len(text))))
         data = orjson.dumps(payload)
     return Sample(path.stem, doc["description"], doc["topicProvider"], data, msg.get("attributes", {}),
-                  doc["expect"])
+                  doc["expect"], doc.get("upstream"))
 
 
 def load(kind: str) -> list[Sample]:
+    """``valid``, ``invalid`` or ``upstream`` (real producers' wire forms, all valid)."""
     return [_load(p) for p in sorted((SAMPLES / kind).glob("*.json"))]

@@ -25,11 +25,13 @@ LIFECYCLES: dict[str, list[list[str]]] = {
            ["PROVISIONING", "FAILED"],
            ["PROVISIONING", "RUNNING", "PAUSED", "RUNNING", "STOPPING", "STOPPED"]],
     "container": [["PENDING", "RUNNING", "SUCCEEDED"], ["PENDING", "RUNNING", "FAILED"], ["PENDING", "RUNNING"]],
-    "cluster": [["CREATING", "ACTIVE", "UPDATING", "ACTIVE"], ["CREATING", "ACTIVE", "DEGRADED"],
-                ["CREATING", "ACTIVE", "DELETED"]],
+    "cluster": [["PROGRESSING", "ACTIVE", "PROGRESSING", "ACTIVE"], ["PROGRESSING", "ACTIVE", "DEGRADED"],
+                ["PROGRESSING", "ACTIVE", "DELETED"], ["PROGRESSING", "UNAVAILABLE", "FAILED"]],
+    "storage": [["PROVISIONING", "RUNNING", "PROVISIONING", "RUNNING"],
+                ["PROVISIONING", "RUNNING", "DELETING", "DELETED"], ["PROVISIONING", "FAILED"]],
     "volume": [["CREATING", "AVAILABLE", "RUNNING", "AVAILABLE"], ["CREATING", "AVAILABLE", "DELETING", "DELETED"],
                ["CREATING", "AVAILABLE", "RUNNING"]],
-    "network": [["CREATING", "ACTIVE"], ["CREATING", "ACTIVE", "DEGRADED", "ACTIVE"], ["CREATING", "FAILED"]],
+    "network": [["PENDING", "READY"], ["PENDING", "READY", "DEGRADED", "READY"], ["PENDING", "FAILED"]],
 }
 TENANTS = ("acme", "globex", "initech")
 REGIONS = ("eu-west-1", "us-east-1")

@@ -99,7 +99,8 @@ def run(conn: Any, resources: int, seed: int, timeout: float) -> bool:
     lost = fleet.published - s["received"]
     ok = lost == 0 and not wrong and billing_ok
     console.print(
-        f"[bold]accounting:[/] published {fleet.published} = applied {s['applied']} + duplicate {s['duplicate']} "
+        f"[bold]accounting:[/] published {fleet.published} = applied {s['applied']} + unchanged {s['unchanged']} "
+        f"+ duplicate {s['duplicate']} "
         f"+ stale {s['stale']} + dead-lettered {s['deadlettered']}; lost {lost} "
         f"({fleet.published / elapsed:.0f} msg/s end to end)  "
         + ("[green]OK[/]" if ok else "[red]MISMATCH[/]"))

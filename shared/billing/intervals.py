@@ -27,13 +27,22 @@ from typing import Iterable, Mapping, Sequence
 
 from shared.contracts import timeutil
 
-# The states in which a resource is billed, per resource type.
+# The states in which a resource is billed, per resource type. Each type is stored in its current
+# vocabulary; the names of earlier schema versions stay listed for transitions recorded before.
 BILLABLE: Mapping[str, frozenset[str]] = {
     "vm": frozenset({"RUNNING"}),
     "container": frozenset({"RUNNING"}),
-    "cluster": frozenset({"ACTIVE", "DEGRADED", "UPDATING"}),
-    "volume": frozenset({"AVAILABLE", "RUNNING", "DEGRADED"}),  # storage is billed while it exists
-    "network": frozenset({"ACTIVE", "DEGRADED"}),
+    "cluster": frozenset({"ACTIVE", "DEGRADED", "UPDATING"}),  # UPDATING: cluster v1
+    "volume": frozenset({"AVAILABLE", "RUNNING", "DEGRADED"}),  # a volume is billed while it exists
+    "storage": frozenset({"RUNNING"}),  # bound: capacity allocated
+    "network": frozenset({"READY", "DEGRADED", "ACTIVE"}),  # ACTIVE: network v1
+}
+# States billed only once the resource has served (been in a BILLABLE state): the same word means a
+# first creation (not billed) or, later, an update or an outage of something that exists (billed).
+# cluster v2 merged CREATING and UPDATING into PROGRESSING; storage reports an expansion as PROVISIONING.
+BILLABLE_ONCE_SERVED: Mapping[str, frozenset[str]] = {
+    "cluster": frozenset({"PROGRESSING", "UNAVAILABLE"}),
+    "storage": frozenset({"PROVISIONING"}),
 }
 
 ONE_DAY = timedelta(days=1)
@@ -65,12 +74,13 @@ class Transition:
     at: datetime
     status: str
     event_id: str
-    observed_at: str = ""  # tie-break between transitions at the same instant
+    observed_at: str = ""  # tie-breaks between transitions at the same instant, as upsert orders them:
     labels: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    published_at: str = ""  # event time, then ingress publication (whole-second clocks)
 
     @property
-    def order(self) -> tuple[datetime, str, str]:
-        return (self.at, self.observed_at, self.event_id)
+    def order(self) -> tuple[datetime, str, str, str]:
+        return (self.at, self.observed_at, self.published_at, self.event_id)
 
     @classmethod
     def of(cls, at: datetime | str, status: str, event_id: str | None = None, observed_at: str = "",
@@ -118,14 +128,18 @@ def billable_intervals(transitions: Iterable[Transition], resource_type: str,
                        horizon: datetime) -> list[Interval]:
     """Stretches in a billable state, each ending at the next transition or at ``horizon``.
 
-    Adjacent stretches with the same status and labels are merged.
+    A state of ``BILLABLE_ONCE_SERVED`` counts only after the resource was once in a billable
+    state. Adjacent stretches with the same status and labels are merged.
     """
     billable = billable_states(resource_type)
+    once_served = BILLABLE_ONCE_SERVED.get(resource_type, frozenset())
     ts = [t for t in ordered(transitions) if t.at < horizon]
     out: list[Interval] = []
+    served = False
     for i, cur in enumerate(ts):
         end = ts[i + 1].at if i + 1 < len(ts) else horizon
-        if cur.status not in billable or end <= cur.at:
+        served = served or cur.status in billable
+        if not (cur.status in billable or (served and cur.status in once_served)) or end <= cur.at:
             continue
         prev = out[-1] if out else None
         if prev and prev.end == cur.at and prev.status == cur.status and prev.labels == cur.labels:

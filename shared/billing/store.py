@@ -45,6 +45,7 @@ def transition_document(change: Change, now: str) -> dict[str, Any]:
         "at": change.at,
         "atUs": epoch_us(timeutil.parse(change.at)),
         "observedAt": change.observed_at,
+        "publishedAt": change.published_at,
         "eventId": change.event_id,
         "implied": False,
         "oldStatus": change.old_status,
@@ -158,4 +159,4 @@ class BillingStore:
 def to_transition(doc: dict[str, Any]) -> Transition:
     """A stored transition document (with its ``id``) as an interval-arithmetic Transition."""
     return Transition(timeutil.parse(doc["at"]), doc["status"], doc.get("id") or doc["eventId"],
-                      doc.get("observedAt", ""), dict(doc.get("labels") or {}))
+                      doc.get("observedAt", ""), dict(doc.get("labels") or {}), doc.get("publishedAt") or "")

@@ -1,11 +1,15 @@
 """Which resource an event is about: provider, resource type and id.
 
-Accepted forms (the proposal's subject hierarchy, then the later upstream form):
+Accepted forms, newest first:
 
-- ``type = dcm.providers.{provider}.{resourceType}.instances.{id}.status``
-- ``type = dcm.providers.{provider}.{resourceType}.{id}.status``
-- ``type = dcm.status.{resourceType}``, ``source = dcm/providers/{provider}``,
-  resource id in ``subject`` (preferred) or ``data.id``.
+- the current upstream form (dcm-project/enhancements, service-provider status
+  reporting): ``type = dcm.status.{resourceType}``, the instance id in
+  ``data.id``; ``subject`` is the messaging subject ``dcm.{serviceType}``, never
+  a resource. The provider is the one whose ingress topic the event arrived on
+  (``source`` is recorded, and checked against the provider by ingest). An id in
+  ``subject`` (an earlier draft) is still read when ``data.id`` is absent and
+  the subject is not a service type.
+- the proposal's January forms: ``type = dcm.providers.{provider}.{resourceType}[.instances].{id}.status``.
 
 An optional ``resourcetype`` extension attribute must agree with the type.
 """
@@ -21,7 +25,8 @@ from shared.contracts.model import ResourceKey
 _LEGACY_PREFIX = "dcm.providers."
 _LEGACY_SUFFIX = ".status"
 _UPSTREAM_PREFIX = "dcm.status."
-_UPSTREAM_SOURCE = re.compile(r"^/?dcm/providers/([^/]+)(?:/.*)?$")
+SOURCE_PROVIDER = re.compile(r"^/?dcm/providers/([^/]+)(?:/.*)?$")
+SERVICE_TYPE_SUBJECT = re.compile(r"^dcm\.[A-Za-z0-9_-]+$")  # a messaging subject such as dcm.vm, not an id
 PROVIDER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 MAX_ID_LENGTH = 512
 
@@ -30,8 +35,30 @@ def _invalid(message: str, **detail: Any) -> Rejected:
     return Rejected(Reason.INVALID_IDENTITY, message, detail)
 
 
-def resolve(attributes: Mapping[str, Any], data: Mapping[str, Any]) -> ResourceKey:
-    """The ResourceKey an event reports on, or Rejected(invalid_identity)."""
+def provider_named_by(source: str) -> str | None:
+    """The provider a ``dcm/providers/{provider}`` source names, or None for any other source."""
+    match = SOURCE_PROVIDER.match(source)
+    return match.group(1) if match else None
+
+
+def _upstream_id(attributes: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    if "id" in data:
+        if not isinstance(data["id"], str):
+            raise Rejected(Reason.SCHEMA_INVALID, f"/data/id: {data['id']!r} is not of type 'string'",
+                           {"path": "/data/id", "rule": "type", "value": data["id"]})
+        return data["id"]
+    subject = attributes.get("subject")
+    if subject and not SERVICE_TYPE_SUBJECT.match(subject):
+        return subject
+    raise _invalid("with type dcm.status.{resourceType}, the resource id goes in data.id",
+                   attribute="data.id", value=None, subject=subject)
+
+
+def resolve(attributes: Mapping[str, Any], data: Mapping[str, Any], topic_provider: str | None = None) -> ResourceKey:
+    """The ResourceKey an event reports on, or Rejected (invalid_identity; schema_invalid for a non-string id).
+
+    ``topic_provider``: the provider whose ingress topic the event arrived on, if any.
+    """
     ce_type = attributes["type"]
     if ce_type.startswith(_LEGACY_PREFIX) and ce_type.endswith(_LEGACY_SUFFIX):
         parts = ce_type[len(_LEGACY_PREFIX): -len(_LEGACY_SUFFIX)].split(".")
@@ -45,19 +72,15 @@ def resolve(attributes: Mapping[str, Any], data: Mapping[str, Any]) -> ResourceK
         resource_id = ".".join(rest)
     elif ce_type.startswith(_UPSTREAM_PREFIX):
         resource_type = ce_type[len(_UPSTREAM_PREFIX):]
-        match = _UPSTREAM_SOURCE.match(attributes["source"])
-        if not match:
-            raise _invalid("with type dcm.status.{resourceType}, source must be dcm/providers/{provider}",
-                           attribute="source", value=attributes["source"])
-        provider = match.group(1)
-        resource_id = attributes.get("subject") or data.get("id") or ""
-        if not resource_id:
-            raise _invalid("with type dcm.status.{resourceType}, the resource id goes in subject or data.id",
-                           attribute="subject", value=None)
+        provider = topic_provider or provider_named_by(attributes["source"]) or ""
+        if not provider:
+            raise _invalid("with type dcm.status.{resourceType}, the provider is the ingress topic's "
+                           "(or source dcm/providers/{provider})", attribute="source", value=attributes["source"])
+        resource_id = _upstream_id(attributes, data)
     else:
         raise _invalid(
-            "type must be dcm.providers.{provider}.{resourceType}[.instances].{id}.status "
-            "or dcm.status.{resourceType}", attribute="type", value=ce_type)
+            "type must be dcm.status.{resourceType} or "
+            "dcm.providers.{provider}.{resourceType}[.instances].{id}.status", attribute="type", value=ce_type)
 
     if not PROVIDER_NAME.match(provider):
         raise _invalid("provider name must be lowercase letters, digits and '-'", attribute="provider",

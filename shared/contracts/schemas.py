@@ -8,6 +8,7 @@ offending value, so the dead letter says exactly what to fix.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -20,6 +21,7 @@ from referencing.jsonschema import DRAFT7
 
 SCHEMA_URI_PREFIX = "https://schemas.dcm.org/"
 ENVELOPE_URI = SCHEMA_URI_PREFIX + "envelope/cloudevent-v1.json"
+VOCABULARIES = "vocabularies"  # folder of provider vocabularies (not schemas)
 
 
 def schemas_dir() -> Path:
@@ -85,6 +87,26 @@ class StatusSchema:
         return self.compiled.uri
 
 
+_SEPARATORS = re.compile(r"[\s\-]+")
+
+
+def status_token(raw: str) -> str:
+    """A status as compared: upper case, separators as '_' ("in-use" -> "IN_USE")."""
+    return _SEPARATORS.sub("_", raw.strip()).upper()
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """A provider's own status words per resource type, mapped onto the generic statuses
+    (``schemas/vocabularies/{name}.json``; a topology provider profile names the one it speaks)."""
+
+    name: str
+    mapping: Mapping[str, Mapping[str, str]]  # resource type -> status token -> generic status
+
+    def translate(self, resource_type: str, raw: str) -> str | None:
+        return self.mapping.get(resource_type, {}).get(status_token(raw))
+
+
 def _leaves(err: jsonschema.ValidationError):
     """allOf/anyOf errors hide the real causes in their context: surface them."""
     if err.context:
@@ -114,7 +136,7 @@ class SchemaRegistry:
         self.root = root
         raw: dict[str, dict[str, Any]] = {}
         for path in sorted(root.rglob("*.json")):
-            if "samples" in path.relative_to(root).parts:
+            if {"samples", VOCABULARIES}.intersection(path.relative_to(root).parts):
                 continue
             doc = orjson.loads(path.read_bytes())
             uri = doc.get("$id")
@@ -147,6 +169,12 @@ class SchemaRegistry:
         for s in self.status.values():
             if s.resource_type not in self.current or s.version > self.current[s.resource_type].version:
                 self.current[s.resource_type] = s
+        self.vocabularies: dict[str, Vocabulary] = {}
+        for path in sorted((root / VOCABULARIES).glob("*.json")):
+            doc = orjson.loads(path.read_bytes())
+            self.vocabularies[doc["vocabulary"]] = Vocabulary(doc["vocabulary"], {
+                rtype: {status_token(raw): status for raw, status in table.items()}
+                for rtype, table in doc["resourceTypes"].items()})
 
     @property
     def resource_types(self) -> tuple[str, ...]:

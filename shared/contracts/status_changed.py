@@ -32,7 +32,7 @@ from shared.contracts.status_update import StatusUpdate
 
 EVENT_TYPE = "dcm.status.changed"
 EVENT_SOURCE = "dcm/status/upsert"
-VERSION = "1.0"
+VERSION = "1.1"  # 1.1: cause.publishedAt and cause.sequence added
 SUPPORTED_MAJOR = 1
 LABEL_KEYS = ("tenant", "region", "environment")
 SCHEMA_URI = "https://schemas.dcm.org/events/status-changed-v1.json"
@@ -82,7 +82,8 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
         "changes": changes(observed(old), observed(new)),
         "resource": dict(new),
         "cause": {"eventId": update.event_id, "source": update.event_source,
-                  "observedAt": update.observed_at},
+                  "observedAt": update.observed_at, "publishedAt": update.published_at,
+                  "sequence": update.sequence},
     }
     event = CloudEvent({
         "id": update.dedup_id,
@@ -124,6 +125,7 @@ class Change:
     labels: Mapping[str, str]
     version: str
     old_labels: Mapping[str, str] | None = None  # the labels of the old state (from ``changes``)
+    published_at: str = ""  # cause.publishedAt (since 1.1): orders changes stamped at the same instant
 
     @property
     def doc_id(self) -> str:
@@ -210,6 +212,7 @@ def decode(message: PubSubMessage) -> Change:
         at=at,
         old_at=old_at,
         observed_at=observed_at,
+        published_at=data["cause"].get("publishedAt") or "",
         late=data["late"],
         labels=labels_of(data["resource"]),
         version=data["version"],

@@ -31,6 +31,7 @@ from shared.contracts.model import PubSubMessage
 from shared.contracts.schemas import ENVELOPE_URI, registry
 
 BINARY_PREFIX = "ce-"
+CONTENT_TYPE = "content-type"
 LEGACY_DATASCHEMA = "dataSchema"
 _JSON_TYPES = ("application/json", "text/json")
 
@@ -65,23 +66,35 @@ def _is_json_content_type(value: str | None) -> bool:
     return media in _JSON_TYPES or media.endswith("+json")
 
 
-def is_binary(attributes: Mapping[str, str]) -> bool:
-    return any(k.startswith(BINARY_PREFIX) for k in attributes)
+def binding_mode(attributes: Mapping[str, str]) -> BindingMode:
+    """The mode of a message, as the Pub/Sub binding chooses it.
+
+    Attribute names are compared case-insensitively (the Go SDK writes ``Content-Type``,
+    the binding ``content-type``). A ``content-type`` of a CloudEvents format
+    (``application/cloudevents...``) means structured, even with ``ce-*`` attributes
+    beside it; otherwise ``ce-*`` attributes mean binary. With neither, the body is the
+    event (the Go SDK's structured writes set no attribute at all).
+    """
+    lowered = {k.lower(): v for k, v in attributes.items()}
+    if lowered.get(CONTENT_TYPE, "").strip().lower().startswith("application/cloudevents"):
+        return BindingMode.STRUCTURED
+    if any(k.startswith(BINARY_PREFIX) for k in lowered):
+        return BindingMode.BINARY
+    return BindingMode.STRUCTURED
 
 
 def decode(message: PubSubMessage, max_bytes: int) -> ProviderEvent:
     if message.size > max_bytes:
         raise Rejected(Reason.OVERSIZE, f"event is {message.size} bytes, the limit is {max_bytes} bytes",
                        {"size": message.size, "limit": max_bytes})
-    if is_binary(message.attributes):
-        mode = BindingMode.BINARY
-        attrs: dict[str, Any] = {k[len(BINARY_PREFIX):]: v for k, v in message.attributes.items()
-                                 if k.startswith(BINARY_PREFIX)}
-        if "content-type" in message.attributes:
-            attrs["datacontenttype"] = message.attributes["content-type"]
+    mode = binding_mode(message.attributes)
+    if mode is BindingMode.BINARY:
+        lowered = {k.lower(): v for k, v in message.attributes.items()}
+        attrs: dict[str, Any] = {k[len(BINARY_PREFIX):]: v for k, v in lowered.items() if k.startswith(BINARY_PREFIX)}
+        if CONTENT_TYPE in lowered:
+            attrs["datacontenttype"] = lowered[CONTENT_TYPE]
         raw_data: bytes | None = message.data
     else:
-        mode = BindingMode.STRUCTURED
         doc = _parse_json(message.data, "message data")
         if not isinstance(doc, dict):
             raise Rejected(Reason.NOT_A_CLOUDEVENT, "message data is JSON but not a CloudEvent object",

@@ -9,7 +9,7 @@ at different versions: replay it once upsert reads that version).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 import orjson
@@ -47,15 +47,15 @@ class StatusUpdate:
     received_at: str
     replay_of: str | None = None
     transition_reported: bool = False  # the provider sent lastTransitionTime (else it is the event time)
+    sequence: str | None = None  # CloudEvents sequence extension, lexicographically comparable (per source)
+    published_at: str | None = None  # when the provider's message was published on its ingress topic
+    reported_time: str | None = None  # the event time as sent, when it was ahead of the clock and clamped
+    extra: Mapping[str, Any] = field(default_factory=dict)  # data fields beyond the common ones, kept
 
     @property
     def dedup_id(self) -> str:
         return event_identity(self.event_source, self.event_id)
 
-    @property
-    def order(self) -> tuple[str, str, str]:
-        """Total order of updates to one resource: event time, then identity as tie-break."""
-        return (self.observed_at, self.event_source, self.event_id)
 
 
 def to_document(update: StatusUpdate) -> dict[str, Any]:

@@ -7,11 +7,30 @@ that the defaults below agree with the topology declaration.
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from shared.contracts.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ProviderProfile:
+    """How one provider speaks, when it is not the generic contract (``provider_profiles`` in
+    ``infra/topology.yaml``): its own status vocabulary, and the other names it gives itself in
+    ``source = dcm/providers/{name}``."""
+
+    vocabulary: str | None = None
+    names: tuple[str, ...] = ()
+
+
+def _profiles(text: str) -> dict[str, ProviderProfile]:
+    try:
+        doc = json.loads(text or "{}")
+        return {str(p): ProviderProfile(v.get("vocabulary"), tuple(v.get("names", ()))) for p, v in doc.items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ConfigError(f"DCM_PROVIDER_PROFILES must be a JSON object of provider profiles: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -27,6 +46,11 @@ class Settings:
     local_mode: bool
     push_audience: str | None
     push_service_account: str | None
+    provider_profiles: Mapping[str, ProviderProfile] = field(default_factory=dict)
+    max_clock_skew_seconds: int = 300  # an event time further ahead than this is clamped to the receive time
+
+    def profile(self, provider: str) -> ProviderProfile:
+        return self.provider_profiles.get(provider) or ProviderProfile()
 
     def topic_path(self, topic: str) -> str:
         return f"projects/{self.project}/topics/{topic}"
@@ -67,4 +91,6 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         local_mode=_flag(env, "DCM_LOCAL_MODE"),
         push_audience=env.get("DCM_PUSH_AUDIENCE") or None,
         push_service_account=env.get("DCM_PUSH_SERVICE_ACCOUNT") or None,
+        provider_profiles=_profiles(env.get("DCM_PROVIDER_PROFILES", "")),
+        max_clock_skew_seconds=int(env.get("DCM_MAX_CLOCK_SKEW_SECONDS", "300")),
     )

@@ -45,6 +45,7 @@ def outcome_counts(db: firestore.Client) -> dict[str, int]:
     ledger = db.collection(LEDGER)
     return {
         Outcome.APPLIED.value: count(ledger.where(filter=FieldFilter("outcome", "==", Outcome.APPLIED.value))),
+        Outcome.UNCHANGED.value: count(ledger.where(filter=FieldFilter("outcome", "==", Outcome.UNCHANGED.value))),
         Outcome.STALE.value: count(ledger.where(filter=FieldFilter("outcome", "==", Outcome.STALE.value))),
         Outcome.DUPLICATE.value: count(db.collection(DUPLICATES)),
         "resources": count(db.collection(RESOURCES)),

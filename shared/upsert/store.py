@@ -3,7 +3,9 @@
 Collections:
 
 - ``resources/{provider~type~id}``: the current observed state of a resource;
-  ``resources/{..}/history/{dedupId}``: every update, applied or stale.
+  ``resources/{..}/history/{dedupId}``: every update that changed something,
+  applied or stale. A re-report of unchanged state (a resync, a heartbeat) is
+  the ledger entry and the resource's last-seen fields only: 2 writes, not 3.
 - ``events/{sha256(source, id)}``: the dedup ledger; ``expireAt`` carries the
   TTL policy (declared in Terraform). It also is the transactional outbox: the
   change event is written with the state and published after the commit. The
@@ -45,6 +47,7 @@ class Outcome(enum.StrEnum):
     APPLIED = "applied"  # the resource now shows it
     STALE = "stale"  # older than what the resource shows: kept in history, announced as late
     DUPLICATE = "duplicate"  # this event (source + id) was processed before
+    UNCHANGED = "unchanged"  # a re-report of what the resource shows: only last-seen is recorded
 
 
 class WriteOp(enum.Enum):
@@ -85,15 +88,40 @@ def resource_document(update: StatusUpdate, now: str) -> dict[str, Any]:
         "observedAt": update.observed_at,
         "metadata": dict(update.metadata),
         "resourceSpecific": dict(update.resource_specific),
+        "extra": dict(update.extra),
         "eventId": update.event_id,
         "eventSource": update.event_source,
+        "sequence": update.sequence,
+        "publishedAt": update.published_at,
+        "reportedTime": update.reported_time,
         "dataschema": update.dataschema,
         "updatedAt": now,
+        "lastSeenAt": now,
     }
 
 
-def _order(doc: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (doc["observedAt"], doc["eventSource"], doc["eventId"])
+# What a re-report moves forward: where the resource's order stands, and when it was last seen.
+ORDER_FIELDS = ("observedAt", "eventId", "eventSource", "sequence", "publishedAt", "reportedTime", "lastSeenAt")
+# What a re-report must repeat to cost no history entry and no change event.
+REPORTED_FIELDS = status_changed.OBSERVED_FIELDS + ("extra",)
+
+
+def compare(update: StatusUpdate, doc: Mapping[str, Any]) -> int:
+    """Is ``update`` newer (1) than the stored ``doc``, older (-1), or the very event it holds (0)?
+
+    The same source's CloudEvents ``sequence`` decides when both carry one (compared as
+    strings, as the extension says). Otherwise event time; at the same instant (providers
+    that stamp whole seconds) the later ingress publication; then source and id, so the
+    order is total and every delivery order converges to one state.
+    """
+    same_source = update.event_source == doc["eventSource"]
+    if same_source and update.event_id == doc["eventId"]:
+        return 0
+    if same_source and update.sequence and doc.get("sequence") and update.sequence != doc["sequence"]:
+        return 1 if update.sequence > doc["sequence"] else -1
+    mine = (update.observed_at, update.published_at or "", update.event_source, update.event_id)
+    theirs = (doc["observedAt"], doc.get("publishedAt") or "", doc["eventSource"], doc["eventId"])
+    return 1 if mine > theirs else -1
 
 
 class StateStore:
@@ -172,7 +200,8 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         "status": update.status, "rawStatus": update.raw_status, "message": update.message,
         "reason": update.reason, "observedAt": update.observed_at,
         "lastTransitionTime": update.last_transition_time, "eventId": update.event_id,
-        "eventSource": update.event_source, "recordedAt": now,
+        "eventSource": update.event_source, "sequence": update.sequence, "publishedAt": update.published_at,
+        "recordedAt": now,
         "previousStatus": current.get("status") if current else None,
     }
     ledger_doc = {
@@ -181,9 +210,10 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         "status": update.status, "replayOf": update.replay_of,
     }
 
-    if current is not None and update.order <= _order(current):
+    order = compare(update, current) if current is not None else 1
+    if order <= 0:
         # Older than what we hold (or, once the ledger entry expired, the very same event).
-        if update.order == _order(current):
+        if order == 0:
             return Result(Outcome.DUPLICATE, None, current["status"], None), []
         late = status_changed.build(update, None, new_doc, late=True)
         return Result(Outcome.STALE, current["status"], update.status, late), [
@@ -196,6 +226,16 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
     if same_status and not update.transition_reported:
         # A report of the same status without a transition time is no transition: keep the stored one.
         new_doc["lastTransitionTime"] = current["lastTransitionTime"]
+    if current is not None and all(new_doc.get(f) == current.get(f) for f in REPORTED_FIELDS):
+        # A re-report (a resync, a heartbeat): nothing observed changed. The ledger entry, and the
+        # order and last-seen fields of the resource; no history entry, no change event.
+        frontier = {k: new_doc[k] for k in ORDER_FIELDS}
+        return Result(Outcome.UNCHANGED, current["status"], update.status, None), [
+            _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, "outcome": Outcome.UNCHANGED.value, "change": None,
+                                                "changeAnnounced": True}),
+            _Write(WriteOp.UPDATE, resource_ref, {**frontier, "reReports": current.get("reReports", 0) + 1},
+                   current_snap.update_time),
+        ]
     change = None
     if not same_status or new_doc["lastTransitionTime"] != current.get("lastTransitionTime"):
         # A real change: a new status, or the same status re-entered at a reported time (a restart).

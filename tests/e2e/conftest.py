@@ -26,7 +26,8 @@ from infra.stack import REPO_ROOT, LocalStack, StackState
 from shared.contracts.model import ResourceKey
 from shared.deadletter.store import DeadLetterStore
 
-PROVIDERS = ["aws", "azure", "vmware"]
+UPSTREAM_PROVIDERS = ["kubevirt", "acm-cluster", "osac", "k8s-storage", "k8s-container", "three-tier-app"]
+PROVIDERS = ["aws", "azure", "vmware", *UPSTREAM_PROVIDERS]
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,

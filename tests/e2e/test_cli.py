@@ -68,4 +68,4 @@ def test_provider_add_creates_its_topic_and_subscription(e2e, uid):
     assert sub.topic == f"projects/{e2e.project}/topics/dcm-status-ingress-{name}"
     assert sub.push_config.push_endpoint.endswith(f"/topics/dcm-status-ingress-{name}")
     e2e.cli("publish", "--provider", name, "--type", "network", "--id", f"net-{uid}", "--status", "ACTIVE")
-    e2e.wait_for_status(f"{name}/network/net-{uid}", "ACTIVE")
+    e2e.wait_for_status(f"{name}/network/net-{uid}", "READY")  # network v1's ACTIVE, stored in v2's words

@@ -9,7 +9,7 @@ from shared.contracts import dead_letter as dl
 from tests import samples
 from tests.functional.conftest import SHAPES, client_for
 
-VALID = samples.load("valid")
+VALID = samples.load("valid") + samples.load("upstream")
 INVALID = samples.load("invalid")
 
 

@@ -154,3 +154,51 @@ def test_concurrent_updates_of_one_resource_lose_nothing(firestore, publisher):
     assert doc["updates"] == kinds.count("applied")
     history = firestore.collection("resources").document("aws~vm~i-1").collection("history").stream()
     assert len(list(history)) == len(updates)
+
+
+class CountingBatches:
+    """The emulator's client, counting the document writes of every batch committed through it."""
+
+    def __init__(self, db):
+        self.db, self.writes = db, []
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+    def batch(self):
+        batch, writes = self.db.batch(), self.writes
+
+        class Counted:
+            def __getattr__(self, name):
+                attr = getattr(batch, name)
+                if name in ("create", "update", "set", "delete"):
+                    return lambda *a, **k: (writes.append(name), attr(*a, **k))[1]
+                return attr
+        return Counted()
+
+
+def test_a_re_report_costs_two_writes_no_history_and_no_change_event(firestore, publisher):
+    """OSAC republishes every resource on resync: same status, same message. Before: 3 writes per re-report
+    (ledger, resource, history); now 2 (ledger, resource last-seen) and no change event."""
+    from shared.upsert.handler import Upsert
+    from shared.upsert.store import Outcome, StateStore
+
+    counting = CountingBatches(firestore)
+    upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
+    first = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "r1", message="up",
+                                                         transition=False)))
+    assert first.outcome is Outcome.APPLIED and len(counting.writes) == 3
+    counting.writes.clear()
+    again = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:05:00Z", "r2", message="up",
+                                                         transition=False)))
+    assert again.outcome is Outcome.UNCHANGED and again.change is None
+    assert len(counting.writes) == 2
+    doc = resource(firestore)
+    assert doc["eventId"] == "r2" and doc["observedAt"] == "2026-01-01T10:05:00.000000Z" and doc["reReports"] == 1
+    assert doc["lastTransitionTime"] == "2026-01-01T10:00:00.000000Z" and doc["updates"] == 1
+    history = list(firestore.collection("resources").document("aws~vm~i-1").collection("history").stream())
+    assert len(history) == 1 and len(publisher.on("dcm-status-changed")) == 1
+    # a changed message is no re-report: it is applied (history), still no change event (same status)
+    changed = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:06:00Z", "r3", message="slow",
+                                                           transition=False)))
+    assert changed.outcome is Outcome.APPLIED and changed.change is None

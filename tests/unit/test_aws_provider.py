@@ -83,7 +83,8 @@ def test_what_the_bridge_publishes_passes_ingest(bridge, ec2):
     iid = launch(ec2, tenant="acme")
     b.poll_once()
     [m] = publisher.messages
-    update = normalize_message(PubSubMessage(m.data, m.attributes, "1", None, "dcm-status-ingress-aws"), settings.from_env())
+    message = PubSubMessage(m.data, m.attributes, "1", None, "dcm-status-ingress-aws")
+    update = normalize_message(message, settings.from_env())
     assert str(update.key) == f"aws/vm/{iid}" and update.status == "RUNNING" and update.status_recognized
 
 

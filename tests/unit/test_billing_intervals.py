@@ -39,16 +39,19 @@ def test_billable_states_per_type():
     assert billable_states("container") == {"RUNNING"}
     assert billable_states("cluster") == {"ACTIVE", "DEGRADED", "UPDATING"}
     assert billable_states("volume") == {"AVAILABLE", "RUNNING", "DEGRADED"}
-    assert billable_states("network") == {"ACTIVE", "DEGRADED"}
+    assert billable_states("network") == {"READY", "DEGRADED", "ACTIVE"}
+    assert billable_states("storage") == {"RUNNING"}
     assert billable_states("database") == frozenset()  # unknown type: recorded, never billed
 
 
 def test_every_billable_state_exists_in_its_status_schema():
+    from shared.billing.intervals import BILLABLE_ONCE_SERVED
     from shared.contracts.schemas import registry
 
     reg = registry()
-    for resource_type, states in BILLABLE.items():
-        assert states <= set(reg.current[resource_type].statuses), resource_type
+    for resource_type, states in list(BILLABLE.items()) + list(BILLABLE_ONCE_SERVED.items()):
+        known = {st for s in reg.status.values() if s.resource_type == resource_type for st in s.statuses}
+        assert states <= known, resource_type  # a status of some version of the type's schema
 
 
 # ---- basic lifecycles -----------------------------------------------------------------
@@ -254,3 +257,33 @@ def test_exact_to_the_microsecond_over_many_intervals():
         ts.append(Transition.of(base + timedelta(seconds=10 * i), "RUNNING", f"r{i}"))
         ts.append(Transition.of(base + timedelta(seconds=10 * i, microseconds=1_000_001), "STOPPED", f"s{i}"))
     assert per_day(usage(ts, "vm", START, END, LONG_AGO_NOW)) == {D1: 1000 * 1_000_001}
+
+
+@pytest.mark.parametrize("rtype, lifecycle, hours", [
+    # cluster v2: PROGRESSING is a creation (not billed) until the cluster has been ACTIVE, an update after
+    ("cluster", ["PROGRESSING", "ACTIVE", "PROGRESSING", "ACTIVE", "DELETING"], 3),
+    ("cluster", ["PROGRESSING", "UNAVAILABLE", "PROGRESSING", "FAILED", "DELETED"], 0),
+    ("cluster", ["PROGRESSING", "ACTIVE", "UNAVAILABLE", "ACTIVE", "DELETED"], 3),
+    # cluster v1 names, recorded before v2: UPDATING billed, CREATING not
+    ("cluster", ["CREATING", "ACTIVE", "UPDATING", "ACTIVE", "DELETED"], 3),
+    # storage: PROVISIONING before the first bind is not billed; an expansion of a bound claim is
+    ("storage", ["PROVISIONING", "RUNNING", "PROVISIONING", "RUNNING", "DELETED"], 3),
+    ("storage", ["PROVISIONING", "FAILED", "PROVISIONING", "DELETED"], 0),
+    ("network", ["PENDING", "READY", "DEGRADED", "READY", "DELETED"], 3),
+])
+def test_billable_once_served(rtype, lifecycle, hours):
+    start = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    ts = [Transition.of(start + timedelta(hours=i), status) for i, status in enumerate(lifecycle)]
+    ivs = billable_intervals(ts, rtype, start + timedelta(hours=len(lifecycle)))
+    assert sum(iv.seconds for iv in ivs) == hours * 3600
+
+
+def test_same_instant_transitions_follow_the_ingress_publication():
+    """Whole-second clocks: PENDING and RUNNING stamped at the same second; the later publication is later."""
+    at = datetime(2026, 3, 1, 10, tzinfo=timezone.utc)
+    pending = Transition(at, "PENDING", "e-pending", "2026-03-01T10:00:00.000000Z", {},
+                         published_at="2026-03-01T10:00:00.200000Z")
+    running = Transition(at, "RUNNING", "e-running", "2026-03-01T10:00:00.000000Z", {},
+                         published_at="2026-03-01T10:00:00.300000Z")
+    ivs = billable_intervals([running, pending], "container", at + timedelta(hours=1))
+    assert [(iv.status, iv.seconds) for iv in ivs] == [("RUNNING", 3600)]

@@ -40,7 +40,8 @@ def update(status: str, raw: str, at: str, observed: str, event_id: str, message
         resource_specific={"instanceType": "t3.micro"}, event_id=event_id, event_source="aws-provider",
         event_type="dcm.providers.aws.vm.instances.i-0abc123.status", event_subject=None,
         dataschema="https://schemas.dcm.org/vm/status-v1.json", schema_defaulted=False,
-        ingress_message_id="1001", ingress_topic="dcm-status-ingress-aws", received_at=NOW)
+        ingress_message_id="1001", ingress_topic="dcm-status-ingress-aws", received_at=NOW,
+        published_at=observed)
 
 
 def build(kind: str) -> change_events.ChangeEvent:

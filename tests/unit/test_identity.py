@@ -15,7 +15,8 @@ CASES = [
     ({"type": "dcm.status.vm", "source": "dcm/providers/azure", "subject": "vm-1"}, {}, "azure/vm/vm-1"),
     ({"type": "dcm.status.vm", "source": "dcm/providers/azure/westeurope", "subject": "vm-1"}, {}, "azure/vm/vm-1"),
     ({"type": "dcm.status.network", "source": "dcm/providers/azure"}, {"id": "n-1"}, "azure/network/n-1"),
-    ({"type": "dcm.status.vm", "source": "dcm/providers/azure", "subject": "s"}, {"id": "d"}, "azure/vm/s"),
+    ({"type": "dcm.status.vm", "source": "dcm/providers/azure", "subject": "s"}, {"id": "d"}, "azure/vm/d"),
+    ({"type": "dcm.status.vm", "source": "dcm/providers/azure", "subject": "dcm.vm"}, {"id": "d"}, "azure/vm/d"),
     ({"type": "dcm.providers.aws.vm.i-1.status", "source": "x", "resourcetype": "vm"}, {}, "aws/vm/i-1"),
 ]
 
@@ -24,7 +25,8 @@ BAD = [
     ({"type": "dcm.providers.aws.vm.status", "source": "x"}, {}, "type"),
     ({"type": "dcm.providers.AWS.vm.i-1.status", "source": "x"}, {}, "provider"),
     ({"type": "dcm.status.vm", "source": "aws-prod", "subject": "a"}, {}, "source"),
-    ({"type": "dcm.status.vm", "source": "dcm/providers/aws"}, {}, "subject"),
+    ({"type": "dcm.status.vm", "source": "dcm/providers/aws"}, {}, "data.id"),
+    ({"type": "dcm.status.vm", "source": "dcm/providers/aws", "subject": "dcm.vm"}, {}, "data.id"),
     ({"type": "dcm.providers.aws.vm.i-1.status", "source": "x", "resourcetype": "volume"}, {}, "resourcetype"),
     ({"type": "dcm.providers.aws.vm." + "x" * 600 + ".status", "source": "x"}, {}, "id"),
 ]
@@ -41,3 +43,25 @@ def test_rejects_with_the_offending_attribute(attrs, data, attribute):
         resolve(attrs, data)
     assert info.value.reason is Reason.INVALID_IDENTITY
     assert info.value.detail["attribute"] == attribute
+
+
+@pytest.mark.parametrize("attrs, data, topic_provider, expected", [
+    # the provider is the ingress topic's; source is only recorded (KubeVirt's is kubevirt.localhost)
+    ({"type": "dcm.status.vm", "source": "kubevirt.localhost", "subject": "dcm.vm"}, {"id": "u-1"}, "kubevirt",
+     "kubevirt/vm/u-1"),
+    ({"type": "dcm.status.cluster", "source": "dcm/providers/acm-cluster-sp", "subject": "dcm.cluster"},
+     {"id": "c-1"}, "acm-cluster", "acm-cluster/cluster/c-1"),
+    ({"type": "dcm.status.container", "source": "dcm/providers/three-tier-demo-sp"}, {"id": "app-1"},
+     "three-tier-app", "three-tier-app/container/app-1"),
+    # the January form names its provider itself (ingest checks it against the topic)
+    ({"type": "dcm.providers.aws.vm.i-1.status", "source": "x"}, {}, "azure", "aws/vm/i-1"),
+])
+def test_current_upstream_form_takes_the_topic_provider_and_data_id(attrs, data, topic_provider, expected):
+    assert str(resolve(attrs, data, topic_provider)) == expected
+
+
+@pytest.mark.parametrize("value", [7, 7.5, None, True, ["a"], {"x": 1}])
+def test_a_non_string_data_id_is_schema_invalid_not_a_crash(value):
+    with pytest.raises(Rejected) as info:
+        resolve({"type": "dcm.status.vm", "source": "dcm/providers/aws"}, {"id": value}, "aws")
+    assert info.value.reason is Reason.SCHEMA_INVALID and info.value.detail["path"] == "/data/id"

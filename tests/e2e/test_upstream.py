@@ -1,0 +1,121 @@
+"""The dcm-project providers end to end on the emulators: each one's wire form (rebuilt from its code,
+schemas/samples/upstream/) stored under {provider}/{type}/{data.id}; whole-second clocks, the sequence
+extension, a provider clock far in the future, and what a re-report costs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import orjson
+import pytest
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.contracts import timeutil
+from shared.contracts.model import ResourceKey
+from shared.contracts.status_report import BindingMode, binding_mode
+from tests import samples
+from tests.e2e.conftest import wait_until
+
+pytestmark = pytest.mark.e2e
+UPSTREAM = samples.load("upstream")
+
+
+def acm_event(cluster: str, status: str, time: str, **extra) -> bytes:
+    """An ACM cluster SP event as its code marshals it (own struct, a random UUID id, whole-second time)."""
+    return orjson.dumps({"specversion": "1.0", "id": str(uuid.uuid4()),
+                         "source": "dcm/providers/acm-cluster-sp", "type": "dcm.status.cluster", "time": time,
+                         "subject": "dcm.cluster", "datacontenttype": "application/json", **extra,
+                         "data": {"id": cluster, "status": status, "message": ""}})
+
+
+def test_every_upstream_producer_is_stored_under_its_data_id_with_a_recognised_status(e2e, uid):
+    expected = {}
+    for s in UPSTREAM:
+        body = orjson.loads(s.data)
+        binary = binding_mode(s.attributes) is BindingMode.BINARY
+        data = body if binary else body["data"]
+        data["id"] += f"-{uid}"  # unique to this run, the rest byte for byte as the producer sends it
+        attributes = dict(s.attributes)
+        if binary:
+            attributes["ce-id"] += f"-{uid}"
+        else:
+            body["id"] += f"-{uid}"
+        e2e.publish_raw(s.provider, orjson.dumps(body), **attributes)
+        expected.setdefault(s.expect["key"] + f"-{uid}", []).append(s)
+    for key, group in expected.items():
+        doc = wait_until(lambda: e2e.resource(key), 30, what=f"{key} stored")
+        assert doc["statusRecognized"], (key, doc["rawStatus"])
+        assert doc["status"] in {s.expect["status"] for s in group}, (key, doc["status"])
+        assert doc["key"] == key and ResourceKey.parse(key).resource_id.endswith(uid)
+    assert not [d for d in e2e.deadletters(provider=None) if uid in (d.get("key") or "")]
+    print(f"\n{len(UPSTREAM)} upstream samples from {len({s.provider for s in UPSTREAM})} producers: "
+          f"{len(expected)} resources stored under provider/type/data.id, every status recognised")
+
+
+def test_whole_second_clocks_the_later_publication_wins(e2e, uid):
+    """ACM and three-tier stamp whole seconds: PENDING then READY within one second, ten clusters. The
+    event ids are random UUIDs, as ACM's are: a tie broken by id would leave about half of them PENDING."""
+    second = timeutil.format(timeutil.now().replace(microsecond=0))[:19] + "Z"
+    clusters = [f"c{i}-{uid}" for i in range(10)]
+    for c in clusters:
+        e2e.publish_raw("acm-cluster", acm_event(c, "PENDING", second))
+        e2e.publish_raw("acm-cluster", acm_event(c, "READY", second))  # published after: it is later
+    for c in clusters:
+        doc = e2e.wait_for_status(f"acm-cluster/cluster/{c}", "ACTIVE")
+        assert doc["rawStatus"] == "READY"
+    # and the late PENDING, whichever order it arrived in, never overwrote READY
+    wait_until(lambda: all(e2e.resource(f"acm-cluster/cluster/{c}")["status"] == "ACTIVE" for c in clusters), 5)
+
+
+def test_the_sequence_extension_orders_one_source_over_its_clock(e2e, uid):
+    cluster = f"seq-{uid}"
+    now = timeutil.now()
+    steps = [(3, "READY", now - timedelta(minutes=10)),  # highest sequence, earliest clock: it wins
+             (1, "PENDING", now - timedelta(minutes=5)),
+             (2, "PROVISIONING", now)]
+    for n, status, at in steps:
+        e2e.publish_raw("acm-cluster", acm_event(cluster, status, timeutil.format(at), sequence=f"{n:05d}"))
+    wait_until(lambda: len(list(e2e.db.collection("events").where(
+        filter=FieldFilter("key", "==", f"acm-cluster/cluster/{cluster}")).stream())) == 3, 30,
+        what="all three events processed")
+    doc = e2e.resource(f"acm-cluster/cluster/{cluster}")
+    assert (doc["status"], doc["rawStatus"], doc["sequence"]) == ("ACTIVE", "READY", "00003")
+
+
+def test_a_provider_clock_far_in_the_future_does_not_freeze_the_resource(e2e, uid):
+    cluster = f"skew-{uid}"
+    e2e.publish_raw("acm-cluster", acm_event(cluster, "PENDING", "2099-01-01T00:00:00Z"))
+    first = e2e.wait_for_status(f"acm-cluster/cluster/{cluster}", "PROGRESSING")
+    assert first["reportedTime"] == "2099-01-01T00:00:00.000000Z"
+    assert timeutil.parse(first["observedAt"]) < timeutil.now() + timedelta(minutes=5)  # clamped
+    later = timeutil.format(timeutil.now() + timedelta(seconds=2))
+    e2e.publish_raw("acm-cluster", acm_event(cluster, "READY", later))
+    doc = e2e.wait_for_status(f"acm-cluster/cluster/{cluster}", "ACTIVE")  # not refused as "stale" forever
+    assert doc["reportedTime"] is None
+
+
+def test_a_re_report_writes_no_history_and_announces_nothing(e2e, uid):
+    """OSAC's full resync republishes every resource unchanged: counted, last-seen recorded, nothing else."""
+    vm = f"vm-{uid}"
+    key = f"osac/vm/{vm}"
+
+    def osac(n: int, at: str) -> bytes:
+        return orjson.dumps({"specversion": "1.0", "id": f"osac-{uid}-{n}", "source": "dcm/providers/osac-sp-vm",
+                             "type": "dcm.status.vm", "subject": "dcm.vm", "datacontenttype": "application/json",
+                             "time": at, "data": {"id": vm, "status": "RUNNING", "message": "vm is running"}})
+
+    start = timeutil.now()
+    e2e.publish_raw("osac", osac(0, timeutil.format(start)))
+    e2e.wait_for_status(key, "RUNNING")
+    for n in range(1, 4):
+        e2e.publish_raw("osac", osac(n, timeutil.format(start + timedelta(seconds=n))))
+    doc = wait_until(lambda: (d := e2e.resource(key)) and d.get("reReports") == 3 and d, 30, what="3 re-reports")
+    assert doc["eventId"] == f"osac-{uid}-3" and doc["updates"] == 1
+    history = e2e.db.collection("resources").document(ResourceKey.parse(key).doc_id).collection("history").get()
+    assert len(history) == 1
+    ledger = [d.to_dict() for d in e2e.db.collection("events").where(filter=FieldFilter("key", "==", key)).stream()]
+    assert sorted(d["outcome"] for d in ledger) == ["applied", "unchanged", "unchanged", "unchanged"]
+    assert [d["change"] for d in ledger if d["outcome"] == "unchanged"] == [None] * 3
+    billing = e2e.db.collection("billing_resources").document(ResourceKey.parse(key).doc_id).collection("transitions")
+    wait_until(lambda: len(billing.get()) == 1, 30, what="billing to hold the one change")

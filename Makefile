@@ -2,6 +2,7 @@
 # make demo     - install, start the local stack, run the fleet demo, stop the stack (KEEP=1 leaves it up)
 # make test     - install, run every test tier (unit, functional, e2e on the emulators, deploy checks)
 # make bench    - install, run the benchmarks (prints figures)
+# make reliability - install, run every reliability scenario on the emulators (10,000 events), write docs/reliability.md
 # make lint     - terraform fmt -check and checkov on terraform/ (checkov in its own virtualenv)
 # make down     - stop a local stack left running
 
@@ -11,7 +12,7 @@ PY     := $(VENV)/bin/python
 CLI    := $(VENV)/bin/dcm-status
 STAMP  := $(VENV)/.installed
 
-.PHONY: install emulators demo test unit bench lint package down clean
+.PHONY: install emulators demo test unit bench reliability lint package down clean
 
 install: $(STAMP) emulators
 
@@ -31,13 +32,18 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/e2e tests/deploy
+	$(PY) -m infra.reliability --quick
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/functional
 
+reliability: install
+	$(PY) -m infra.reliability --events $(or $(EVENTS),10000) --write docs/reliability.md
+
 bench: install
 	$(PY) benchmarks/validation.py
 	$(PY) benchmarks/pipeline.py
+	$(PY) benchmarks/cost.py
 
 lint:
 	terraform fmt -check -recursive terraform

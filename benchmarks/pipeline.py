@@ -1,14 +1,16 @@
 """End-to-end figures on the emulators, measured in one run on a fresh local stack:
 
-1. the Firestore emulator's own transactional write rate (read-modify-write of
-   distinct documents, sequential: what one upsert does at its core);
+1. the fair ceiling: the Firestore work of one upsert (get_all of the ledger entry
+   and the resource, then one batch creating the ledger entry, the resource and a
+   history entry with preconditions) issued by one process at the concurrency the
+   emulator's push allows (2 in flight per subscription);
 2. throughput with every function running (fan-out consumers billing and
    audit included: they share the machine's 2 cores with the emulators);
 3. pipeline throughput: provider publish -> ingest -> upsert -> stored, with
    the fan-out consumers detached, events/s;
 4. publish -> stored latency, p50/p99, at a paced rate below saturation.
 
-Prints figures; asserts nothing (run: make bench). Target: pipeline >= 50% of (1).
+Prints figures; asserts nothing (run: make bench). Target: pipeline >= 80% of (1).
 """
 
 from __future__ import annotations
@@ -34,16 +36,23 @@ LATENCY_EVENTS, LATENCY_RATE = 200, 20.0
 TX_SAMPLES = 300
 
 
-def firestore_tx_rate(db: firestore.Client) -> float:
-    @firestore.transactional
-    def rmw(tx, ref):
-        snap = ref.get(transaction=tx)
-        tx.set(ref, {"n": (snap.to_dict() or {}).get("n", 0) + 1})
+def fair_ceiling(db: firestore.Client, in_flight: int = 2) -> float:
+    """Upsert's Firestore work per event, at the emulator's push concurrency: events/s."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    rmw(db.transaction(), db.collection("bench").document("warm-up"))
+    def one(i: int) -> None:
+        ledger, resource = db.collection("bench-events").document(f"e{i}"), db.collection("bench-res").document(f"r{i}")
+        db.get_all([ledger, resource])
+        batch = db.batch()
+        batch.create(ledger, {"outcome": "applied", "n": i})
+        batch.create(resource, {"status": "RUNNING", "n": i})
+        batch.set(resource.collection("history").document(f"h{i}"), {"status": "RUNNING"})
+        batch.commit()
+
+    one(-1)
     start = time.perf_counter()
-    for i in range(TX_SAMPLES):
-        rmw(db.transaction(), db.collection("bench").document(f"d{i}"))
+    with ThreadPoolExecutor(in_flight) as pool:
+        list(pool.map(one, range(TX_SAMPLES)))
     return TX_SAMPLES / (time.perf_counter() - start)
 
 
@@ -108,15 +117,16 @@ def main() -> None:
             db = firestore.Client(project=state.project)
             publisher = pubsub_v1.PublisherClient()
             topic = publisher.topic_path(state.project, "dcm-status-ingress-aws")
-            tx_rate = firestore_tx_rate(db)
-            print(f"Firestore emulator transactional read-modify-write: {tx_rate:7.1f} tx/s (sequential)")
+            ceiling = fair_ceiling(db)
+            print(f"fair ceiling: upsert's Firestore work (2 reads, 3 conditional writes), 2 in flight: "
+                  f"{ceiling:7.1f} events/s")
             rate = throughput(db, publisher, topic, "full")
             print(f"throughput, all functions ({THROUGHPUT_EVENTS} events, publish -> stored): {rate:7.1f} events/s "
-                  f"= {rate / tx_rate:.0%} of the emulator's transactional rate")
+                  f"= {rate / ceiling:.0%} of the fair ceiling")
             detach_fan_out(stack, state)
             rate = throughput(db, publisher, topic, "pipe")
             print(f"pipeline throughput, ingest + upsert ({THROUGHPUT_EVENTS} events): {rate:7.1f} events/s "
-                  f"= {rate / tx_rate:.0%} of the emulator's transactional rate (target >= 50%)")
+                  f"= {rate / ceiling:.0%} of the fair ceiling (target >= 80%)")
             p50, p99 = latency(db, publisher, topic)
             print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
         finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from shared.deadletter.replay import event_identity_of
-from shared.deadletter.store import DeadLetterStore
+from shared.deadletter.store import DeadLetterStore, stored_attributes
 from shared.upsert import queries
 from shared.upsert.store import LEDGER
 
@@ -27,7 +27,7 @@ def stats(db) -> dict[str, int]:
 
 def pipeline_outcome(db, entry: Mapping[str, Any]) -> str | None:
     """'applied' / 'stale' once the event a dead-letter entry carries reached the state store."""
-    identity = event_identity_of(entry.get("data", b""), entry.get("attributes", {}))
+    identity = event_identity_of(entry.get("data", b""), stored_attributes(entry))
     if not identity:
         return None
     snap = db.collection(LEDGER).document(identity).get()

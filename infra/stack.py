@@ -76,6 +76,19 @@ class StackState:
         return Process(**self.firestore_proxy).host if self.firestore_proxy else self.firestore_host
 
 
+# Message ordering as the local stack creates it: off, on the emulator.
+#
+# The Pub/Sub emulator has a bug production Pub/Sub does not: when it dead-letters a message from a
+# subscription with ordering enabled (a poison message, a Firestore outage longer than the retry
+# schedule), it throws in OrderedMessageBacklog and that subscription never pushes again, silently.
+# Ordering is an optimisation here, not a guarantee anything relies on: upsert orders by sequence,
+# event time and publication, and its writes are conditional, so a resource ends right in any
+# delivery order (tests/e2e). Production keeps the declared ordering (one in-flight update per
+# resource, fewer write conflicts); the local stack trades it for a pipeline that survives a poison
+# message as production does (tests/e2e/test_reliability.py).
+EMULATOR_MESSAGE_ORDERING = False
+
+
 class LocalStack:
     def __init__(self, state_dir: Path | None = None, project: str = DEFAULT_PROJECT):
         self.state_dir = state_dir or default_state_dir()
@@ -237,7 +250,7 @@ class LocalStack:
                     "name": subscriber.subscription_path(state.project, s.name),
                     "topic": publisher.topic_path(state.project, s.topic),
                     "ack_deadline_seconds": s.ack_deadline_seconds,
-                    "enable_message_ordering": s.enable_message_ordering,
+                    "enable_message_ordering": s.enable_message_ordering and EMULATOR_MESSAGE_ORDERING,
                     "message_retention_duration": duration_pb2.Duration(seconds=s.message_retention),
                     "retry_policy": {"minimum_backoff": duration_pb2.Duration(seconds=s.minimum_backoff),
                                      "maximum_backoff": duration_pb2.Duration(seconds=s.maximum_backoff)},

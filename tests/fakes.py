@@ -9,6 +9,7 @@ from typing import Any
 from google.api_core import exceptions as gexc
 
 from infra.topology import load
+from shared.contracts import limits
 from shared.runtime import settings
 from shared.runtime.clients import Runtime
 
@@ -23,6 +24,22 @@ class Published:
     ordering_key: str
 
 
+def pubsub_refuses(data: bytes, attributes: dict[str, str], ordering_key: str) -> str | None:
+    """Why production Pub/Sub would refuse this publish (its documented limits), or None."""
+    if len(data) > 10 * 1024 * 1024:
+        return "message data over 10 MB"
+    if len(attributes) > limits.PUBSUB_MAX_ATTRIBUTES:
+        return f"{len(attributes)} attributes, the limit is {limits.PUBSUB_MAX_ATTRIBUTES}"
+    for key, value in attributes.items():
+        if not key or len(key.encode()) > limits.PUBSUB_MAX_ATTRIBUTE_KEY_BYTES or key.startswith("goog"):
+            return f"attribute key {key[:40]!r} not allowed"
+        if len(str(value).encode()) > limits.PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES:
+            return f"attribute {key[:40]!r} over {limits.PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES} bytes"
+    if len(ordering_key.encode()) > limits.PUBSUB_MAX_ORDERING_KEY_BYTES:
+        return "ordering key over 1,024 bytes"
+    return None
+
+
 @dataclass
 class FakePublisher:
     """Records what would be published; can be told to fail."""
@@ -33,7 +50,10 @@ class FakePublisher:
 
     def publish(self, topic: str, data: bytes, ordering_key: str = "", **attributes: Any) -> Future:
         future: Future = Future()
-        if self.fail:
+        refused = pubsub_refuses(data, attributes, ordering_key)
+        if refused:  # what production Pub/Sub answers (the emulator enforces none of it)
+            future.set_exception(gexc.InvalidArgument(refused))
+        elif self.fail:
             future.set_exception(gexc.ServiceUnavailable("pubsub down (fake)"))
         else:
             self.messages.append(Published(topic, data, dict(attributes), ordering_key))

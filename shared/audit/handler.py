@@ -82,7 +82,7 @@ class Audit:
     def record(self, change: Change) -> Audited:
         ref = self.db.collection(COLLECTION).document(change.event_id)
         try:
-            with fs.transient("Firestore create"):
+            with fs.guard("Firestore create"):
                 ref.create(record_of(change, timeutil.now_str()), timeout=fs.TIMEOUT)
         except gexc.AlreadyExists:
             return Audited.DUPLICATE

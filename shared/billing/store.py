@@ -125,7 +125,7 @@ class BillingStore:
         if implied:
             batch.set(ref.collection(TRANSITIONS).document(implied[0]), implied[1])
         batch.set(ref, resource_update(change, now), merge=True)
-        with fs.transient("Firestore batch"):
+        with fs.guard("Firestore batch"):
             batch.commit(timeout=fs.TIMEOUT)
 
     # ---- read side -------------------------------------------------------------

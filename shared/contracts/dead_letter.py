@@ -12,6 +12,7 @@ from typing import Mapping
 
 import orjson
 
+from shared.contracts import limits
 from shared.contracts.errors import Rejected
 from shared.contracts.model import PubSubMessage, clip
 
@@ -27,6 +28,7 @@ ORIGINAL_PUBLISH_TIME = "dcm-original-publish-time"
 REJECTED_BY = "dcm-rejected-by"
 REJECTED_AT = "dcm-rejected-at"
 REPLAY_OF = "dcm-replay-of"  # set by replay, kept through every later rejection
+ATTRIBUTES_DROPPED = "dcm-attributes-dropped"  # originals left out to stay within Pub/Sub's 100 attributes
 
 # Pub/Sub's own dead-letter attributes
 PS_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
@@ -43,9 +45,13 @@ def original_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
 
 def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str,
                          provider: str | None, now: str) -> dict[str, str]:
-    """The original attributes plus ``dcm-*`` attributes saying who rejected it, when and why."""
-    attrs = original_attributes(message.attributes)
-    attrs.update({
+    """The original attributes plus ``dcm-*`` attributes saying who rejected it, when and why.
+
+    Pub/Sub holds at most 100 attributes: when the original's and ours would exceed that, the
+    originals that do not fit are left out and counted (``dcm-attributes-dropped``); such an
+    entry cannot be replayed intact, and says so.
+    """
+    ours = {
         REASON: exc.reason.value,
         MESSAGE: clip(exc.message),
         DETAIL: clip(orjson.dumps(exc.detail, default=str).decode()),
@@ -54,9 +60,15 @@ def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str
         ORIGINAL_PUBLISH_TIME: message.publish_time or "",
         REJECTED_BY: rejected_by,
         REJECTED_AT: now,
-    })
+    }
     if provider:
-        attrs[PROVIDER] = provider
+        ours[PROVIDER] = provider
     if exc.key:
-        attrs[KEY] = clip(exc.key)
-    return attrs
+        ours[KEY] = clip(exc.key)
+    originals = original_attributes(message.attributes)
+    room = limits.PUBSUB_MAX_ATTRIBUTES - len(ours)
+    if len(originals) > room:
+        kept = dict(sorted(originals.items())[: room - 1])
+        ours[ATTRIBUTES_DROPPED] = str(len(originals) - len(kept))
+        originals = kept
+    return {**originals, **ours}

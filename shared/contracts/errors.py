@@ -29,6 +29,7 @@ class Reason(str, enum.Enum):
     MALFORMED_PUSH = "malformed_push"  # the push request is not a Pub/Sub delivery (no message, bad base64)
     MALFORMED_INTERNAL = "malformed_internal"  # a message between our own functions breaks its contract
     UNCLASSIFIED = "unclassified"  # a dead letter that says nothing of why it failed
+    UNSTORABLE = "unstorable"  # Firestore refused the write: a limit no check caught before
 
 
 class DcmError(Exception):

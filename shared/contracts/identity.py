@@ -20,6 +20,7 @@ import re
 from typing import Any, Mapping
 
 from shared.contracts.errors import Reason, Rejected
+from shared.contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, document_id_fits
 from shared.contracts.model import ResourceKey
 
 _LEGACY_PREFIX = "dcm.providers."
@@ -90,8 +91,13 @@ def resolve(attributes: Mapping[str, Any], data: Mapping[str, Any], topic_provid
     if not resource_id or len(resource_id) > MAX_ID_LENGTH:
         raise _invalid(f"resource id must have 1 to {MAX_ID_LENGTH} characters", attribute="id",
                        value=resource_id[:80])
+    key = ResourceKey(provider, resource_type, resource_id)
+    if not document_id_fits(key.doc_id):
+        raise _invalid(f"resource id is too long to store: its document id ({len(key.doc_id.encode())} bytes, "
+                       f"percent-encoded) exceeds Firestore's {FIRESTORE_MAX_DOCUMENT_ID_BYTES} bytes",
+                       attribute="id", value=resource_id[:80], limit=FIRESTORE_MAX_DOCUMENT_ID_BYTES)
     declared = attributes.get("resourcetype")
     if declared and declared != resource_type:
         raise _invalid("resourcetype attribute disagrees with the type", attribute="resourcetype",
                        value=declared, expected=resource_type)
-    return ResourceKey(provider, resource_type, resource_id)
+    return key

@@ -68,7 +68,7 @@ class CompiledSchema:
                                        if p not in leaf.instance and repr(p) in leaf.message), ""))
                     value = None
                 pointer = prefix + "".join(f"/{p}" for p in parts)
-                found.append(Violation(pointer or "/", str(leaf.validator), leaf.message, value))
+                found.append(Violation(pointer or "/", str(leaf.validator), _short(leaf.message), value))
         return found
 
 

@@ -25,7 +25,7 @@ import orjson
 from cloudevents.conversion import to_binary, to_json
 from cloudevents.http import CloudEvent
 
-from shared.contracts import timeutil
+from shared.contracts import limits, timeutil
 from shared.contracts.errors import Reason, Rejected
 from shared.contracts.model import PubSubMessage
 from shared.contracts.schemas import ENVELOPE_URI, registry
@@ -51,12 +51,18 @@ class ProviderEvent:
     legacy_dataschema: bool = False
 
 
-def _parse_json(raw: bytes, where: str) -> Any:
+def _parse_json(raw: bytes, where: str, pointer: str) -> Any:
+    """Parsed JSON, no deeper than ``MAX_EVENT_DEPTH``: checked here, before anything recursive looks at it."""
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise Rejected(Reason.MALFORMED_JSON, f"{where} is not valid JSON: {exc}",
                        {"where": where, "error": str(exc)}) from exc
+    breach = limits.too_deep(value, limits.MAX_EVENT_DEPTH, pointer)
+    if breach:
+        raise Rejected(Reason.SCHEMA_INVALID, f"{breach.path}: {breach.message}",
+                       {"path": breach.path, "rule": breach.rule, "limit": limits.MAX_EVENT_DEPTH})
+    return value
 
 
 def _is_json_content_type(value: str | None) -> bool:
@@ -95,7 +101,7 @@ def decode(message: PubSubMessage, max_bytes: int) -> ProviderEvent:
             attrs["datacontenttype"] = lowered[CONTENT_TYPE]
         raw_data: bytes | None = message.data
     else:
-        doc = _parse_json(message.data, "message data")
+        doc = _parse_json(message.data, "message data", "")
         if not isinstance(doc, dict):
             raise Rejected(Reason.NOT_A_CLOUDEVENT, "message data is JSON but not a CloudEvent object",
                            {"missing": ["specversion", "id", "source", "type"], "invalid": []})
@@ -125,7 +131,7 @@ def decode(message: PubSubMessage, max_bytes: int) -> ProviderEvent:
             raise Rejected(Reason.MALFORMED_JSON,
                            f"datacontenttype {attrs['datacontenttype']!r} is not JSON; status data must be JSON",
                            {"where": "datacontenttype"})
-        data = _parse_json(raw_data, "event data") if raw_data else None
+        data = _parse_json(raw_data, "event data", "/data") if raw_data else None
     return ProviderEvent(attrs, data, mode, legacy)
 
 

@@ -14,11 +14,13 @@ from typing import Any, Mapping
 
 import orjson
 
+from shared.contracts import limits
 from shared.contracts.errors import Reason, Rejected
 from shared.contracts.model import ResourceKey, event_identity
 from shared.contracts.schemas import SCHEMA_URI_PREFIX, registry
 
 VERSION = 1
+STORED_MAPS = ("metadata", "resource_specific", "extra")  # provider data upsert stores as maps
 SCHEMA_URI = SCHEMA_URI_PREFIX + "internal/status-update-v1.json"
 
 
@@ -77,6 +79,10 @@ def decode(data: bytes) -> StatusUpdate:
         raise Rejected(Reason.MALFORMED_INTERNAL, f"normalised status message is not JSON: {exc}") from exc
     if not isinstance(doc, dict):
         raise Rejected(Reason.MALFORMED_INTERNAL, "normalised status message is not a JSON object")
+    breach = limits.too_deep(doc, limits.MAX_EVENT_DEPTH)
+    if breach:
+        raise Rejected(Reason.MALFORMED_INTERNAL, f"normalised status message: {breach.path}: {breach.message}",
+                       {"path": breach.path, "rule": breach.rule})
     key = doc.get("key") if isinstance(doc.get("key"), str) else None
     version = doc.get("version")
     if isinstance(version, int) and not isinstance(version, bool) and version != VERSION:
@@ -90,5 +96,9 @@ def decode(data: bytes) -> StatusUpdate:
         raise Rejected(Reason.MALFORMED_INTERNAL, f"normalised status message: {first.path}: {first.message}",
                        {"schema": SCHEMA_URI, "path": first.path, "rule": first.rule,
                         "violations": [v.to_dict() for v in found[:10]]}, key=key)
+    breach = limits.storable({k: doc.get(k) or {} for k in STORED_MAPS})
+    if breach:  # what ingest checks; a message that did not come through ingest is checked here too
+        raise Rejected(Reason.MALFORMED_INTERNAL, f"normalised status message: {breach.path}: {breach.message}",
+                       {"schema": SCHEMA_URI, "path": breach.path, "rule": breach.rule}, key=key)
     fields = {k: doc[k] for k in StatusUpdate.__dataclass_fields__ if k != "key" and k in doc}
     return StatusUpdate(key=ResourceKey(doc["provider"], doc["resource_type"], doc["resource_id"]), **fields)

@@ -26,8 +26,11 @@ def parse(value: str) -> datetime:
     else:
         sign = 1 if tz[0] == "+" else -1
         offset = timezone(sign * timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6])))
-    dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, offset)
-    return dt.astimezone(timezone.utc)
+    try:
+        dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, offset)
+        return dt.astimezone(timezone.utc)
+    except OverflowError as exc:  # 0001-01-01T00:00:00+01:00 is year 0 in UTC
+        raise ValueError(f"timestamp out of range once in UTC: {value!r}") from exc
 
 
 def format(dt: datetime) -> str:  # noqa: A001 - mirrors datetime.isoformat naming

@@ -18,7 +18,7 @@ from google.cloud import firestore
 from shared.contracts import dead_letter as dl
 from shared.contracts import timeutil
 from shared.contracts.model import event_identity
-from shared.deadletter.store import DeadLetterStore, EntryState
+from shared.deadletter.store import DeadLetterStore, EntryState, stored_attributes
 from shared.runtime.publishing import publish
 
 MAX_REPLAYS = 3
@@ -81,7 +81,7 @@ class Replayer:
             topic = self.target_topic(entry)
         except Skip as exc:
             return ReplayResult(entry_id, ReplayOutcome.SKIPPED, str(exc))
-        attributes = dl.original_attributes(entry.get("attributes", {}))
+        attributes = dl.original_attributes(stored_attributes(entry))
         attributes[dl.REPLAY_OF] = entry_id
         attributes[REPLAY_ATTEMPT] = str(attempt)
         message_id = publish(self.publisher, topic, entry["data"], attributes)
@@ -99,6 +99,8 @@ def _claim(tx: firestore.Transaction, ref: Any, force: bool) -> tuple[dict[str, 
     attempts = entry.get("attempts", 0)
     if entry.get("dataTruncated"):
         raise Skip(f"the original ({entry.get('size')} bytes) was too large to keep whole")
+    if dl.ATTRIBUTES_DROPPED in stored_attributes(entry):
+        raise Skip("the original had more attributes than a dead letter can carry: it was not kept whole")
     if not force and entry.get("state") == EntryState.REPLAYED:
         raise Skip("already replayed; awaiting its outcome (use --force to send again)")
     if not force and attempts >= MAX_REPLAYS:

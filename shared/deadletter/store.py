@@ -15,18 +15,20 @@ import enum
 import hashlib
 from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
+import orjson
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import timeutil
+from shared.contracts import limits, timeutil
 from shared.contracts.model import PubSubMessage
 from shared.deadletter.triage import Classification
 from shared.runtime import firestore as fs
 
 DEADLETTERS = "deadletters"
-MAX_STORED_BYTES = 900_000  # a Firestore document holds at most 1 MiB
+# A Firestore document holds at most 1 MiB: the original's bytes, and room for up to 100 attributes and the rest.
+MAX_STORED_BYTES = limits.FIRESTORE_MAX_DOCUMENT_BYTES - 200_000
 MAX_REMEMBERED_DELIVERIES = 50
 
 
@@ -52,6 +54,23 @@ def _camel(name: str) -> str:
     return head + "".join(w.title() for w in rest)
 
 
+def _storable_map(value: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """``(map, None)`` when Firestore can hold ``value`` as a map; else ``({}, its JSON text)``.
+
+    Attribute names are the provider's: ``__x__`` is a valid Pub/Sub attribute and no valid field name.
+    """
+    if limits.storable(value, max_depth=limits.FIRESTORE_MAX_DEPTH - 2) is None:
+        return dict(value), None
+    return {}, orjson.dumps(value, default=str).decode()
+
+
+def stored_attributes(entry: Mapping[str, Any]) -> dict[str, str]:
+    """The original message's attributes as an entry keeps them (a map, or JSON text when unstorable)."""
+    if entry.get("attributesJson"):
+        return orjson.loads(entry["attributesJson"])
+    return dict(entry.get("attributes") or {})
+
+
 def entry_id_for(c: Classification) -> str:
     if c.replay_of:
         return c.replay_of
@@ -68,8 +87,8 @@ class DeadLetterStore:
         return self.db.collection(DEADLETTERS).document(entry_id)
 
     def record(self, message: PubSubMessage, c: Classification) -> Recorded:
-        """Store or update the entry (Transient when Firestore fails)."""
-        with fs.transient("Firestore write of dead letter"):
+        """Store or update the entry (Transient when Firestore fails; Rejected when it never can)."""
+        with fs.guard("Firestore write of dead letter"):
             return _record(self.db.transaction(max_attempts=5), self, message, c)
 
     def get(self, entry_id: str) -> dict[str, Any] | None:
@@ -136,19 +155,23 @@ def _record(tx: firestore.Transaction, store: DeadLetterStore, message: PubSubMe
         }
         if c.replay_of:
             update["state"] = EntryState.REPLAY_FAILED.value
-            update["lastFailure"] = {"reason": c.reason, "message": c.message, "detail": dict(c.detail),
-                                     "at": now}
+            detail, detail_json = _storable_map(c.detail)
+            update["lastFailure"] = {"reason": c.reason, "message": c.message, "at": now,
+                                     "detail": detail if detail_json is None else {"detail": detail_json}}
         tx.update(ref, update)
         return Recorded.UPDATED
     stored = message.data[:MAX_STORED_BYTES]
+    attributes, attributes_json = _storable_map(message.attributes)
+    detail, detail_json = _storable_map(c.detail)
     entry = {
         "id": ref.id,
         **{_camel(k): v for k, v in asdict(c).items() if k != "detail"},
-        "detail": dict(c.detail),
+        "detail": detail if detail_json is None else {"detail": detail_json},
         "data": stored,
         "dataTruncated": len(stored) < len(message.data),
         "size": len(message.data),
-        "attributes": dict(message.attributes),
+        "attributes": attributes,
+        **({"attributesJson": attributes_json} if attributes_json else {}),
         "deadLetterMessageId": message.message_id,
         "deliveries": [message.message_id],
         "firstSeen": now,

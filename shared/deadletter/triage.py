@@ -142,3 +142,17 @@ def classify(message: PubSubMessage) -> Classification:
         )
     fp = fingerprint_of(result.provider, result.reason, result.detail)
     return dataclasses.replace(result, fingerprint=fp)
+
+
+def unclassifiable(message: PubSubMessage, error: Exception) -> Classification:
+    """A dead letter triage itself could not read: stored as it is, with the error, never retried forever."""
+    attrs = message.attributes
+    result = Classification(
+        reason=Reason.UNCLASSIFIED.value, message=f"triage failed on this dead letter: {error!r}"[:1000],
+        detail={"error": type(error).__name__}, provider=attrs.get(dl.PROVIDER) or attrs.get("provider"),
+        key=attrs.get(dl.KEY) or None, source_topic=attrs.get(dl.SOURCE_TOPIC) or None,
+        source_subscription=attrs.get(dl.PS_SUBSCRIPTION) or None, delivery_count=None,
+        original_message_id=attrs.get(dl.ORIGINAL_MESSAGE_ID) or message.message_id,
+        original_publish_time=message.publish_time, rejected_by=attrs.get(dl.REJECTED_BY) or "unknown",
+        replay_of=attrs.get(dl.REPLAY_OF))
+    return dataclasses.replace(result, fingerprint=fingerprint_of(result.provider, result.reason, result.detail))

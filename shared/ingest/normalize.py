@@ -10,8 +10,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+import orjson
+
 from shared.contracts import dead_letter as dl
-from shared.contracts import timeutil
+from shared.contracts import limits, timeutil
 from shared.contracts.errors import Reason, Rejected
 from shared.contracts.identity import provider_named_by, resolve
 from shared.contracts.model import PubSubMessage, ResourceKey
@@ -84,6 +86,15 @@ def _validate(schema: StatusSchema, data: Any) -> dict[str, Any]:
         raise Rejected(Reason.SCHEMA_INVALID, f"{first.path}: {first.message}",
                        {"schema": schema.uri, "path": first.path, "rule": first.rule, "value": first.value,
                         "violations": [v.to_dict() for v in violations[:10]]})
+    breach = limits.storable(data, "/data")
+    if breach:  # valid JSON Schema, but Firestore could not hold it
+        raise Rejected(Reason.SCHEMA_INVALID, f"{breach.path}: {breach.message}",
+                       {"schema": schema.uri, "path": breach.path, "rule": breach.rule})
+    size = len(orjson.dumps(data))
+    if not limits.document_fits(size):
+        raise Rejected(Reason.OVERSIZE, f"status data is {size} bytes: with what is stored around it, it exceeds "
+                       f"a Firestore document's {limits.FIRESTORE_MAX_DOCUMENT_BYTES} bytes",
+                       {"size": size, "limit": limits.FIRESTORE_MAX_DOCUMENT_BYTES - limits.DOCUMENT_HEADROOM_BYTES})
     return data
 
 

@@ -144,7 +144,7 @@ class StateStore:
         ledger_ref = self.db.collection(LEDGER).document(update.dedup_id)
         resource_ref = self.resource_ref(update.key.doc_id)
         for _ in range(MAX_ATTEMPTS):
-            with fs.transient("Firestore write"):
+            with fs.guard("Firestore write"):
                 try:
                     snaps = {snap.reference.path: snap for snap in self.db.get_all(
                         [ledger_ref, resource_ref], retry=fs.RETRY, timeout=fs.TIMEOUT)}
@@ -168,7 +168,7 @@ class StateStore:
         batch.commit(retry=fs.RETRY, timeout=fs.TIMEOUT)
 
     def mark_change_announced(self, update: StatusUpdate) -> None:
-        with fs.transient("Firestore update"):
+        with fs.guard("Firestore update"):
             self.db.collection(LEDGER).document(update.dedup_id).update(
                 {"changeAnnounced": True, "changeAnnouncedAt": timeutil.now_str()}, timeout=fs.TIMEOUT)
 

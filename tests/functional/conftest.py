@@ -56,7 +56,11 @@ def bind_runtime(request):
     """Every function under test gets this test's clients: its fake publisher, the emulator's Firestore."""
     fake = request.getfixturevalue("publisher") if "publisher" in request.fixturenames else FakePublisher()
     db = request.getfixturevalue("firestore") if "firestore" in request.fixturenames else None
-    runtime = runtime_of(publisher=fake, firestore=db, DCM_PROJECT=PROJECT)
+    bind_all(runtime_of(publisher=fake, firestore=db, DCM_PROJECT=PROJECT))
+
+
+def bind_all(runtime) -> None:
+    """Every function loaded by client_for runs with ``runtime`` from now on."""
     for entry in _ENTRIES:
         entry.bind(runtime)
 

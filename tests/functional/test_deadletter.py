@@ -86,3 +86,24 @@ def test_malformed_push_to_the_deadletter_function_is_acked_never_republished(de
     assert resp.status_code == 200
     assert not publisher.messages
     assert list(DeadLetterStore(firestore).query()) == []
+
+
+def test_a_dead_letter_triage_cannot_read_is_stored_unclassified_and_acked(deadletter, firestore, monkeypatch):
+    """A bug in triage must not make the dead-letter function retry one message forever."""
+    from shared.deadletter import handler
+
+    def broken(message):
+        raise RuntimeError("triage bug")
+    monkeypatch.setattr(handler, "classify", broken)
+    assert post(deadletter, rejection("orig-bug"), "d-bug").status_code == 200
+    [entry] = DeadLetterStore(firestore).query(reason="unclassified")
+    assert "triage bug" in entry["message"] and entry["data"] == BAD
+
+
+def test_attribute_names_firestore_reserves_are_kept_as_json_and_replayable(deadletter, firestore):
+    attributes = {**rejection("orig-reserved"), "__x__": "1", "": "empty"}
+    assert post(deadletter, attributes, "d-reserved").status_code == 200
+    from shared.deadletter.store import stored_attributes
+
+    [entry] = [e for e in DeadLetterStore(firestore).query() if e["originalMessageId"] == "orig-reserved"]
+    assert entry["attributes"] == {} and stored_attributes(entry)["__x__"] == "1"

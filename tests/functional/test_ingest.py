@@ -132,15 +132,16 @@ def test_malformed_push_delivery_is_dead_lettered_and_acked_not_retried(ingest, 
     assert not publisher.on("dcm-status-normalized")
 
 
-def test_long_multibyte_resource_id_is_clipped_by_bytes_in_attributes_and_ordering_key(ingest, publisher):
-    """Pub/Sub limits attribute values and ordering keys to 1,024 bytes, not characters."""
+def test_long_multibyte_resource_id_is_refused_precisely_and_its_dead_letter_fits_pubsub(ingest, publisher):
+    """512 '€' (1,536 bytes; 4,608 once percent-encoded into a document id) cannot be stored: Firestore
+    document ids hold 1,500 bytes. A precise rejection, and every attribute of the dead letter within
+    Pub/Sub's 1,024 bytes (the key is clipped by bytes, on a character boundary)."""
     from shared.contracts.status_report import build_event, to_message
 
-    resource_id = "€" * 512  # 512 characters, 1,536 bytes
+    resource_id = "€" * 512
     data, attrs = to_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="mb-1"))
     assert SHAPES["push"](ingest, "dcm-status-ingress-aws", data, attrs).status_code == 200
-    [out] = publisher.on("dcm-status-normalized")
-    assert orjson.loads(out.data)["resource_id"] == resource_id  # the message itself is whole
-    assert len(out.ordering_key.encode()) <= 1024 and out.ordering_key.startswith("aws/vm/€")
+    [out] = publisher.on("dcm-status-deadletter")
+    assert out.attributes[dl.REASON] == "invalid_identity" and "1500" in out.attributes[dl.DETAIL]
     assert all(len(v.encode()) <= 1024 for v in out.attributes.values())
-    assert out.attributes["key"].endswith("...")
+    assert not publisher.on("dcm-status-normalized")

@@ -64,3 +64,15 @@ def test_clip_counts_bytes_and_cuts_on_a_character_boundary():
     assert clip("aws/vm/i-1") == "aws/vm/i-1"
     exact = "é" * (MAX_ATTRIBUTE_BYTES // 2)
     assert clip(exact) == exact  # exactly at the limit: untouched
+
+
+def test_the_internal_schema_requires_every_field_the_dataclass_requires():
+    """Found by the fuzz: a message without 'reason' passed the schema and crashed the constructor."""
+    from dataclasses import MISSING, fields
+
+    from shared.contracts.schemas import registry
+
+    schema = registry().get(status_update.SCHEMA_URI).schema
+    needed = {f.name for f in fields(status_update.StatusUpdate)
+              if f.default is MISSING and f.default_factory is MISSING} - {"key"}
+    assert needed <= set(schema["required"])

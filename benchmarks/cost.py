@@ -1,0 +1,231 @@
+"""Cost model from counted operations: what one event costs, per outcome, at public list prices.
+
+The real handlers run in process against the Firestore emulator, with every Firestore read and
+write and every Pub/Sub publish counted (nothing assumed about what the code does):
+
+- an applied status change (ingest -> upsert -> billing, audit filtered out),
+- an unchanged re-report, a duplicate delivery, an invalid event (dead-lettered and stored).
+
+Pub/Sub deliveries follow the topology: one per subscription of the topic published to (a
+filtered-out delivery is billed as delivered, so it is counted). Prices are the public list prices
+below (USD, as published on cloud.google.com/firestore/pricing, /pubsub/pricing and
+/functions/pricing; regional Firestore, Cloud Run functions tier 1); change them here to re-price.
+
+Prints a table; asserts nothing (run: make bench). Target: <= $5 per million applied events.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DCM_PROJECT", "bench")
+
+import orjson  # noqa: E402
+
+from infra import emulators  # noqa: E402
+from infra.topology import load  # noqa: E402
+from shared.audit.handler import Audit  # noqa: E402
+from shared.billing.handler import Billing  # noqa: E402
+from shared.contracts.model import PubSubMessage  # noqa: E402
+from shared.contracts.status_report import build_event, to_message  # noqa: E402
+from shared.deadletter.handler import DeadLetter  # noqa: E402
+from shared.ingest.handler import Ingest  # noqa: E402
+from shared.runtime import settings  # noqa: E402
+from shared.runtime.clients import Runtime  # noqa: E402
+from shared.upsert.handler import Upsert  # noqa: E402
+
+# Public list prices (USD).
+FIRESTORE_READ = 0.03 / 100_000  # per document read (regional)
+FIRESTORE_WRITE = 0.09 / 100_000  # per document write (regional)
+PUBSUB_PER_TIB = 40.0  # throughput: each publish and each delivery, at least 1,000 bytes
+FUNCTION_INVOCATION = 0.40 / 1_000_000
+VCPU_SECOND, GIB_SECOND, MEMORY_GIB = 0.000024, 0.0000025, 0.25  # compute: the CPU time measured per invocation
+TIB = 1024 ** 4
+
+
+class Counting:
+    """A Firestore client that counts document reads and writes (batches, transactions, single calls)."""
+
+    def __init__(self, db, tally: Counter):
+        self.db, self.tally = db, tally
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+    def get_all(self, refs, **kwargs):
+        refs = list(refs)
+        self.tally["firestore reads"] += len(refs)
+        return self.db.get_all(refs, **kwargs)
+
+    def batch(self):
+        return _CountingWrites(self.db.batch(), self.tally)
+
+    def transaction(self, **kwargs):
+        return _CountingTransaction(self.db.transaction(**kwargs), self.tally)
+
+    def collection(self, name):
+        return _CountingRef(self.db.collection(name), self.tally)
+
+
+class _CountingWrites:
+    def __init__(self, inner, tally):
+        self.inner, self.tally = inner, tally
+
+    def __getattr__(self, name):
+        attr = getattr(self.inner, name)
+        if name in ("create", "set", "update", "delete"):
+            def counted(*a, **k):
+                self.tally["firestore writes"] += 1
+                return attr(*a, **k)
+            return counted
+        return attr
+
+
+class _CountingTransaction(_CountingWrites):
+    pass
+
+
+class _CountingRef:
+    """Document/collection references whose get/create/update count too."""
+
+    def __init__(self, inner, tally):
+        self.inner, self.tally = inner, tally
+
+    def __getattr__(self, name):
+        attr = getattr(self.inner, name)
+        if name in ("document", "collection"):
+            return lambda *a, **k: _CountingRef(attr(*a, **k), self.tally)
+        if name == "get":
+            def read(*a, **k):
+                self.tally["firestore reads"] += 1
+                return attr(*a, **k)
+            return read
+        if name in ("create", "set", "update", "delete"):
+            def write(*a, **k):
+                self.tally["firestore writes"] += 1
+                return attr(*a, **k)
+            return write
+        return attr
+
+
+@dataclass
+class Bus:
+    """Publishes to the handlers the topology wires, counting publishes, deliveries and invocations."""
+
+    tally: Counter
+    handlers: dict
+    subscribers: dict  # topic -> number of subscriptions
+    log: list
+    runtime: Runtime | None = None
+    published: int = 0
+
+    def publish(self, topic: str, data: bytes, ordering_key: str = "", **attributes):
+        from concurrent.futures import Future
+
+        name = topic.rsplit("/", 1)[-1]
+        size = max(1000, len(data) + sum(len(k) + len(v) for k, v in attributes.items()))
+        self.tally["pubsub bytes"] += size * (1 + self.subscribers.get(name, 0))
+        self.tally["pubsub publishes"] += 1
+        self.published += 1
+        self.log.append((name, PubSubMessage(data, attributes, f"m{self.published}", None, name)))
+        future: Future = Future()
+        future.set_result(str(self.published))
+        return future
+
+    def resume_publish(self, topic, key):
+        pass
+
+    def drain(self) -> None:
+        """Deliver until quiet, as the push subscriptions and the entry point would (Rejected: dead-lettered)."""
+        from shared.contracts.errors import Rejected
+        from shared.runtime.entrypoint import publish_rejection
+
+        while self.log:
+            topic, message = self.log.pop(0)
+            for name, handler, wanted in self.handlers.get(topic, []):
+                if not wanted(message):  # a subscription filter: billed as delivered, never invoked
+                    continue
+                self.tally["function invocations"] += 1
+                started = time.process_time()
+                try:
+                    handler(message)
+                except Rejected as exc:
+                    publish_rejection(self.runtime, message, exc, name)
+                self.tally["cpu seconds"] += time.process_time() - started
+
+
+def price(t: Counter) -> float:
+    return (t["firestore reads"] * FIRESTORE_READ + t["firestore writes"] * FIRESTORE_WRITE
+            + t["pubsub bytes"] / TIB * PUBSUB_PER_TIB
+            + t["function invocations"] * FUNCTION_INVOCATION + t["cpu seconds"] * (VCPU_SECOND + MEMORY_GIB * GIB_SECOND))
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp())
+    fs = emulators.start("firestore", tmp)
+    os.environ["FIRESTORE_EMULATOR_HOST"] = fs.host
+    try:
+        from google.cloud import firestore
+
+        topo = load()
+        s = settings.from_env({**os.environ, **topo.env(), "DCM_PROJECT": "bench"})
+        tally: Counter = Counter()
+        db = Counting(firestore.Client(project="bench"), tally)
+        subscribers = Counter(spec.topic for spec in topo.subscriptions)
+        bus = Bus(tally, {}, dict(subscribers), [])
+        runtime = bus.runtime = Runtime.of(s, db, bus)
+        ingest, upsert = Ingest.build(runtime), Upsert.build(runtime)
+        billing, audit, deadletter = Billing.build(runtime), Audit.build(runtime), DeadLetter.build(runtime)
+        every = lambda m: True  # noqa: E731
+        stopped = lambda m: orjson.loads(m.data)["data"]["newStatus"] == "STOPPED"  # noqa: E731 - audit's filter
+        bus.handlers = {s.ingress_topic("aws"): [("ingest", ingest, every)],
+                        s.topic_normalized: [("upsert", upsert, every)],
+                        s.topic_changed: [("billing", billing, every), ("audit", audit, stopped)],
+                        s.topic_deadletter: [("deadletter", deadletter, every)]}
+        topic = s.ingress_topic("aws")
+
+        def event(rid: str, status: str, at: str, eid: str, message: str = "up") -> tuple[bytes, dict]:
+            return to_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
+
+        def measure(name: str, n: int, send) -> dict:
+            tally.clear()
+            for i in range(n):
+                send(i)
+                bus.drain()
+            return {"outcome": name, **{k: v / n for k, v in tally.items()}, "usd": price(tally) / n}
+
+        def publish(data: bytes, attrs: dict) -> None:
+            bus.publish(f"projects/bench/topics/{topic}", data, **attrs)
+
+        rows = []
+        for i in range(50):  # every resource exists, RUNNING
+            publish(*event(f"vm-{i}", "RUNNING", "2026-01-01T00:00:00Z", f"c-{i}"))
+            bus.drain()
+        rows.append(measure("applied change", 50, lambda i: publish(
+            *event(f"vm-{i}", "STOPPED" if i % 2 else "PROVISIONING", "2026-01-01T01:00:00Z", f"a-{i}"))))
+        rows.append(measure("unchanged re-report", 50, lambda i: publish(
+            *event(f"vm-{i}", "STOPPED" if i % 2 else "PROVISIONING", "2026-01-01T02:00:00Z", f"u-{i}"))))
+        rows.append(measure("duplicate", 50, lambda i: publish(
+            *event(f"vm-{i}", "STOPPED" if i % 2 else "PROVISIONING", "2026-01-01T02:00:00Z", f"u-{i}"))))
+        rows.append(measure("dead letter", 50, lambda i: publish(b"not json %d" % i, {})))
+        cols = ["firestore reads", "firestore writes", "pubsub publishes", "function invocations"]
+        print(f"{'per event':<22}" + "".join(f"{c:>22}" for c in cols) + f"{'$ per million':>16}")
+        for r in rows:
+            print(f"{r['outcome']:<22}" + "".join(f"{r.get(c, 0):>22.2f}" for c in cols) + f"{r['usd'] * 1e6:>16.2f}")
+        print("prices: Firestore regional $0.03/100k reads, $0.09/100k writes; Pub/Sub $40/TiB (1 KB minimum per "
+              "publish and per delivery); Cloud Run functions $0.40/M invocations, $0.000024/vCPU-s and "
+              "$0.0000025/GiB-s (256 MiB) over the CPU time measured per invocation")
+        print(f"cost per million applied events: ${rows[0]['usd'] * 1e6:.2f} (target <= $5)")
+    finally:
+        fs.stop()
+
+
+if __name__ == "__main__":
+    main()

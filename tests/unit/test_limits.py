@@ -1,0 +1,80 @@
+"""Firestore's and Pub/Sub's documented limits, checked before anything is written or published."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.contracts import dead_letter as dl
+from shared.contracts import limits, timeutil
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.model import PubSubMessage
+
+
+def nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("value, rule", [
+    ({"ok": [1, {"b": [2]}], "x.y": "dots are fine", "ü": "unicode too"}, None),
+    (nested(16), None),
+    (nested(17), "maxDepth"),
+    ({"__name__": 1}, "propertyNames"),
+    ({"": 1}, "propertyNames"),
+    ({"k" * 1501: 1}, "propertyNames"),
+    ({"m": [[1]]}, "items"),
+    ({"n": 2 ** 63}, "maximum"),
+    ({"n": -(2 ** 63)}, None),
+])
+def test_storable(value, rule):
+    breach = limits.storable(value)
+    assert (breach.rule if breach else None) == rule
+
+
+def test_depth_is_checked_without_recursion():
+    deep: list = []
+    for _ in range(100_000):  # far beyond Python's recursion limit
+        deep = [deep]
+    breach = limits.too_deep(deep, limits.MAX_EVENT_DEPTH)
+    assert breach.rule == "maxDepth" and breach.path.count("/") == limits.MAX_EVENT_DEPTH + 1
+
+
+@pytest.mark.parametrize("value", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_timestamps_out_of_range_once_in_utc_are_a_value_error(value):
+    with pytest.raises(ValueError, match="out of range"):
+        timeutil.parse(value)
+
+
+def test_a_dead_letter_never_exceeds_pubsubs_100_attributes():
+    originals = {f"attr-{i:03d}": "v" for i in range(100)}
+    exc = Rejected(Reason.SCHEMA_INVALID, "bad", {"path": "/data"}, key="aws/vm/i-1")
+    attrs = dl.rejection_attributes(PubSubMessage(b"{}", originals, "m-1", None, "dcm-status-ingress-aws"),
+                                    exc, "ingest", "aws", "2026-01-01T00:00:00.000000Z")
+    assert len(attrs) == limits.PUBSUB_MAX_ATTRIBUTES
+    kept = [k for k in attrs if k.startswith("attr-")]
+    assert int(attrs[dl.ATTRIBUTES_DROPPED]) == 100 - len(kept) and attrs[dl.REASON] == "schema_invalid"
+
+
+def test_a_dead_letter_with_few_attributes_keeps_them_all():
+    attrs = dl.rejection_attributes(PubSubMessage(b"{}", {"a": "1"}, "m-1"), Rejected(Reason.OVERSIZE, "x"),
+                                    "ingest", None, "now")
+    assert attrs["a"] == "1" and dl.ATTRIBUTES_DROPPED not in attrs
+
+
+@pytest.mark.parametrize("error, raised, reason", [
+    ("ServiceUnavailable", "Transient", None),
+    ("DeadlineExceeded", "Transient", None),
+    ("InvalidArgument", "Rejected", Reason.UNSTORABLE),  # a limit nobody checked: never retried
+])
+def test_firestore_failures_map_to_retry_or_dead_letter(error, raised, reason):
+    from google.api_core import exceptions as gexc
+
+    from shared.contracts import errors
+    from shared.runtime import firestore as fs
+
+    with pytest.raises(getattr(errors, raised)) as info:
+        with fs.guard("write"):
+            raise getattr(gexc, error)("boom")
+    assert getattr(info.value, "reason", None) is reason

@@ -65,35 +65,17 @@ class Counting:
         return self.db.get_all(refs, **kwargs)
 
     def batch(self):
-        return _CountingWrites(self.db.batch(), self.tally)
+        return _Counted(self.db.batch(), self.tally)
 
     def transaction(self, **kwargs):
-        return _CountingTransaction(self.db.transaction(**kwargs), self.tally)
+        return _Counted(self.db.transaction(**kwargs), self.tally)
 
     def collection(self, name):
-        return _CountingRef(self.db.collection(name), self.tally)
+        return _Counted(self.db.collection(name), self.tally)
 
 
-class _CountingWrites:
-    def __init__(self, inner, tally):
-        self.inner, self.tally = inner, tally
-
-    def __getattr__(self, name):
-        attr = getattr(self.inner, name)
-        if name in ("create", "set", "update", "delete"):
-            def counted(*a, **k):
-                self.tally["firestore writes"] += 1
-                return attr(*a, **k)
-            return counted
-        return attr
-
-
-class _CountingTransaction(_CountingWrites):
-    pass
-
-
-class _CountingRef:
-    """Document/collection references whose get/create/update count too."""
+class _Counted:
+    """A Firestore reference, batch or transaction whose document reads and writes are counted."""
 
     def __init__(self, inner, tally):
         self.inner, self.tally = inner, tally
@@ -101,18 +83,16 @@ class _CountingRef:
     def __getattr__(self, name):
         attr = getattr(self.inner, name)
         if name in ("document", "collection"):
-            return lambda *a, **k: _CountingRef(attr(*a, **k), self.tally)
-        if name == "get":
-            def read(*a, **k):
-                self.tally["firestore reads"] += 1
-                return attr(*a, **k)
-            return read
-        if name in ("create", "set", "update", "delete"):
-            def write(*a, **k):
-                self.tally["firestore writes"] += 1
-                return attr(*a, **k)
-            return write
-        return attr
+            return lambda *a, **k: _Counted(attr(*a, **k), self.tally)
+        kind = "firestore writes" if name in ("create", "set", "update", "delete") else \
+            "firestore reads" if name == "get" else None
+        if kind is None:
+            return attr
+
+        def counted(*a, **k):
+            self.tally[kind] += 1
+            return attr(*a, **k)
+        return counted
 
 
 @dataclass
@@ -164,7 +144,8 @@ class Bus:
 def price(t: Counter) -> float:
     return (t["firestore reads"] * FIRESTORE_READ + t["firestore writes"] * FIRESTORE_WRITE
             + t["pubsub bytes"] / TIB * PUBSUB_PER_TIB
-            + t["function invocations"] * FUNCTION_INVOCATION + t["cpu seconds"] * (VCPU_SECOND + MEMORY_GIB * GIB_SECOND))
+            + t["function invocations"] * FUNCTION_INVOCATION
+            + t["cpu seconds"] * (VCPU_SECOND + MEMORY_GIB * GIB_SECOND))
 
 
 def main() -> None:

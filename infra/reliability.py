@@ -358,13 +358,15 @@ def run(events: int, quick: bool) -> list[Row]:
     try:
         h = Harness(stack, state)
         small = max(100, events // 10)
+        # The two scenarios that make pushes fail en masse run last: the emulator can strand some nacked
+        # push messages for good (docs/reliability.md), which must not leak into the other rows.
         for scenario in (lambda: burst(h, events, rng),
                          lambda: outage(h, small, rng, 10, "outage 10 s"),
-                         lambda: outage(h, 20 if quick else 300, rng, 70, "outage > retries"),
-                         lambda: killed(h, small, rng),
                          lambda: hot_resource(h, 300 if quick else 1000),
                          lambda: flooding(h, small, rng),
-                         lambda: spoofing(h, 50 if quick else 200)):
+                         lambda: spoofing(h, 50 if quick else 200),
+                         lambda: killed(h, 30 if quick else small, rng),
+                         lambda: outage(h, 5 if quick else 300, rng, 70, "outage > retries")):
             h.reset()
             row = scenario()
             rows.append(row)
@@ -392,6 +394,20 @@ def markdown(rows: list[Row], events: int) -> str:
     lines += ["", "The fuzz row counts inputs, not messages: `applied` is what was forwarded or acked, "
               "`dead-lettered` what was rejected with a reason; `5xx` is a failing property (a function "
               "answering an error it would be retried for).", ""]
+    stranded = [r.scenario for r in rows if r.lost and r.scenario in ("outage > retries", "function killed")]
+    if stranded:
+        lines += ["## Not yet at 0 lost: " + ", ".join(stranded), "",
+                  "Both scenarios make upsert's push subscription fail en masse (Firestore down for longer than the "
+                  "retry schedule; the upsert server gone while pushes arrive). On the Pub/Sub emulator some of the "
+                  "messages whose pushes failed are then neither redelivered nor dead-lettered: they stay stranded "
+                  "(measured: 300 s and more after the fault ended, no push at all for them; the dead-letter topic "
+                  "empty; re-setting the push config does not revive them, a seek revives some). Message ordering "
+                  "is already off on the emulator (its ordered dead-lettering stops a subscription for good, "
+                  "`infra/stack.py`); this is a second emulator fault, at scale: a single poison message is "
+                  "dead-lettered and everything after it flows (`tests/e2e/test_reliability.py`). Production Pub/Sub "
+                  "redelivers until `max_delivery_attempts`, then dead-letters. The local stack does not survive it "
+                  "yet: delivering to the functions from pull subscriptions instead of emulator push is the planned "
+                  "way (the CLI/local-stack issue).", ""]
     return "\n".join(lines)
 
 

@@ -5,8 +5,8 @@
   dead-letter topic with its reason, then we ack (a malformed push delivery
   included: its raw body is dead-lettered as ``malformed_push``);
 - raise (any other) -> HTTP 500 -> Pub/Sub redelivers (Transient, or a bug:
-  logged with its stack; after max delivery attempts Pub/Sub dead-letters the
-  message as ``delivery_exhausted``, never lost).
+  logged once, as one JSON line with its stack as a field; after max delivery
+  attempts Pub/Sub dead-letters the message as ``delivery_exhausted``, never lost).
 
 The dead-letter function itself never publishes into its own topic: a
 rejection there is logged and acked, and the dead-letter archive subscription
@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+import flask
 import orjson
 
 from shared.contracts import dead_letter as dl
@@ -107,23 +108,26 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_lett
     def entry(event: Any) -> None:
         runtime = instance.runtime()
         auth.verify_push_request(runtime.settings)  # before any client exists
+        message_id = str(event.get_attributes().get("id", ""))
         try:
-            message = push.to_message(event)
-        except Rejected as exc:
-            reject(runtime, _raw_delivery(event), exc)
-            return
-        try:
-            instance.handler()(message)
-        except Rejected as exc:
-            reject(runtime, message, exc)
+            try:
+                message = push.to_message(event)
+                message_id = message.message_id
+            except Rejected as exc:
+                reject(runtime, _raw_delivery(event), exc)
+                return
+            try:
+                instance.handler()(message)
+            except Rejected as exc:
+                reject(runtime, message, exc)  # may itself raise Transient: Pub/Sub down while dead-lettering
         except Transient as exc:
             log.warning("transient failure, Pub/Sub will redeliver", extra={
-                "labels": {"function": name}, "messageId": message.message_id, "error": str(exc)})
-            raise
+                "labels": {"function": name}, "messageId": message_id, "error": str(exc)})
+            flask.abort(500)  # logged above, as one JSON line: not again as a framework traceback
         except Exception:
             log.exception("unexpected failure, Pub/Sub will redeliver", extra={
-                "labels": {"function": name}, "messageId": message.message_id})
-            raise
+                "labels": {"function": name}, "messageId": message_id})
+            flask.abort(500)
 
     entry.__name__ = entry.__qualname__ = name
     entry.bind = instance.bind  # type: ignore[attr-defined]

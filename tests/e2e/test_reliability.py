@@ -40,6 +40,10 @@ def test_a_message_that_fails_every_attempt_is_dead_lettered_and_later_ones_flow
           f"{len(after)} later updates applied")
     e2e.cli("dlq", "replay", entry["id"])  # once fixed, replay applies it
     e2e.wait_for_status(poisoned, "RUNNING", timeout=60)
+    # every failed push was logged once, as one JSON line (no framework traceback over many lines)
+    log = (e2e.stack.log_dir / "upsert.log").read_text()
+    assert "transient failure, Pub/Sub will redeliver" in log
+    assert not [line for line in log.splitlines() if line.startswith("Traceback")]
 
 
 def _exhausted(e2e, subscription: str, uid: str) -> bool:

@@ -108,9 +108,10 @@ def test_a_re_report_writes_no_history_and_announces_nothing(e2e, uid):
     start = timeutil.now()
     e2e.publish_raw("osac", osac(0, timeutil.format(start)))
     e2e.wait_for_status(key, "RUNNING")
-    for n in range(1, 4):
+    for n in range(1, 4):  # one resync after another (each one applied before the next is sent)
         e2e.publish_raw("osac", osac(n, timeutil.format(start + timedelta(seconds=n))))
-    doc = wait_until(lambda: (d := e2e.resource(key)) and d.get("reReports") == 3 and d, 30, what="3 re-reports")
+        wait_until(lambda: (d := e2e.resource(key)) and d.get("reReports") == n, 30, what=f"re-report {n}")
+    doc = e2e.resource(key)
     assert doc["eventId"] == f"osac-{uid}-3" and doc["updates"] == 1
     history = e2e.db.collection("resources").document(ResourceKey.parse(key).doc_id).collection("history").get()
     assert len(history) == 1

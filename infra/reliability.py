@@ -358,15 +358,20 @@ def run(events: int, quick: bool) -> list[Row]:
     try:
         h = Harness(stack, state)
         small = max(100, events // 10)
-        # The two scenarios that make pushes fail en masse run last: the emulator can strand some nacked
-        # push messages for good (docs/reliability.md), which must not leak into the other rows.
-        for scenario in (lambda: burst(h, events, rng),
-                         lambda: outage(h, small, rng, 10, "outage 10 s"),
-                         lambda: hot_resource(h, 300 if quick else 1000),
-                         lambda: flooding(h, small, rng),
-                         lambda: spoofing(h, 50 if quick else 200),
-                         lambda: killed(h, 30 if quick else small, rng),
-                         lambda: outage(h, 5 if quick else 300, rng, 70, "outage > retries")):
+        scenarios = [lambda: burst(h, events, rng),
+                     lambda: outage(h, small, rng, 10, "outage 10 s"),
+                     lambda: hot_resource(h, 300 if quick else 1000),
+                     lambda: flooding(h, small, rng),
+                     lambda: spoofing(h, 50 if quick else 200)]
+        # The two scenarios that make pushes fail en masse run last, and not in --quick: the emulator can
+        # strand nacked push messages for good, even a handful (docs/reliability.md). CI keeps the e2e
+        # poison test (tests/e2e/test_reliability.py); the full run measures these two.
+        if quick:
+            print("not in --quick: 'function killed', 'outage > retries' (the emulator strands nacked pushes; "
+                  "make reliability runs them)", flush=True)
+        else:
+            scenarios += [lambda: killed(h, small, rng), lambda: outage(h, 300, rng, 70, "outage > retries")]
+        for scenario in scenarios:
             h.reset()
             row = scenario()
             rows.append(row)
@@ -426,8 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r.scenario for r in rows if r.lost or r.wrong or r.errors]
     if bad:
         print(f"FAILED: {', '.join(bad)}", file=sys.stderr)
-        return 1
-    return 0
+    print(f"reliability: {len(rows) - len(bad)} passed, {len(bad)} failed")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

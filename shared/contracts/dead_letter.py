@@ -14,7 +14,7 @@ import orjson
 
 from shared.contracts import limits
 from shared.contracts.errors import Rejected
-from shared.contracts.model import PubSubMessage, clip
+from shared.contracts.model import PubSubMessage
 
 PREFIX = "dcm-"
 REASON = "dcm-reason"
@@ -53,8 +53,8 @@ def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str
     """
     ours = {
         REASON: exc.reason.value,
-        MESSAGE: clip(exc.message),
-        DETAIL: clip(orjson.dumps(exc.detail, default=str).decode()),
+        MESSAGE: exc.message,  # every value is clipped to Pub/Sub's 1,024 bytes where it is published
+        DETAIL: orjson.dumps(exc.detail, default=str).decode(),
         SOURCE_TOPIC: message.topic or "",
         ORIGINAL_MESSAGE_ID: message.message_id,
         ORIGINAL_PUBLISH_TIME: message.publish_time or "",
@@ -64,7 +64,7 @@ def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str
     if provider:
         ours[PROVIDER] = provider
     if exc.key:
-        ours[KEY] = clip(exc.key)
+        ours[KEY] = exc.key
     originals = original_attributes(message.attributes)
     room = limits.PUBSUB_MAX_ATTRIBUTES - len(ours)
     if len(originals) > room:

@@ -8,8 +8,9 @@ from typing import Any, Mapping
 _MISSING = object()
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
+def escape(part: Any) -> str:
+    """One JSON pointer reference token (RFC 6901): '~' as '~0', '/' as '~1'."""
+    return str(part).replace("~", "~0").replace("/", "~1")
 
 
 def changes(old: Mapping[str, Any] | None, new: Mapping[str, Any], prefix: str = "") -> list[dict[str, Any]]:
@@ -18,7 +19,7 @@ def changes(old: Mapping[str, Any] | None, new: Mapping[str, Any], prefix: str =
     found: list[dict[str, Any]] = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key, _MISSING), new.get(key, _MISSING)
-        pointer = f"{prefix}/{_escape(key)}"
+        pointer = f"{prefix}/{escape(key)}"
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             found.extend(changes(a, b, pointer))
         elif a != b:

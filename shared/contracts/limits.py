@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from shared.contracts.diff import escape
+
 # Firestore
 FIRESTORE_MAX_DOCUMENT_BYTES = 1_048_576
 FIRESTORE_MAX_DOCUMENT_ID_BYTES = 1_500
@@ -45,9 +47,6 @@ class Breach:
     message: str
 
 
-def _escape(part: Any) -> str:
-    return str(part).replace("~", "~0").replace("/", "~1")
-
 
 def _walk(value: Any, prefix: str) -> Iterator[tuple[str, Any, int, Any]]:
     """(pointer, value, depth, parent) for every node, depth-first, without recursion."""
@@ -56,7 +55,7 @@ def _walk(value: Any, prefix: str) -> Iterator[tuple[str, Any, int, Any]]:
         path, node, depth, parent = stack.pop()
         yield path, node, depth, parent
         if isinstance(node, dict):
-            stack.extend((f"{path}/{_escape(k)}", v, depth + 1, node) for k, v in node.items())
+            stack.extend((f"{path}/{escape(k)}", v, depth + 1, node) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((f"{path}/{i}", v, depth + 1, node) for i, v in enumerate(node))
 
@@ -80,10 +79,10 @@ def storable(value: Any, prefix: str = "", max_depth: int = MAX_DATA_DEPTH) -> B
                 if not name:
                     return Breach(f"{path}/", "propertyNames", "an empty field name cannot be stored")
                 if RESERVED_NAME.match(name):
-                    return Breach(f"{path}/{_escape(name)}", "propertyNames",
+                    return Breach(f"{path}/{escape(name)}", "propertyNames",
                                   f"field name {name[:40]!r} is reserved by Firestore (__name__)")
                 if len(name.encode()) > FIRESTORE_MAX_FIELD_NAME_BYTES:
-                    return Breach(f"{path}/{_escape(name[:40])}...", "propertyNames",
+                    return Breach(f"{path}/{escape(name[:40])}...", "propertyNames",
                                   f"a field name is at most {FIRESTORE_MAX_FIELD_NAME_BYTES} bytes")
         elif isinstance(node, list) and isinstance(parent, list):
             return Breach(path, "items", "an array directly inside an array cannot be stored")

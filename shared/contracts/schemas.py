@@ -19,6 +19,8 @@ import orjson
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
+from shared.contracts.diff import escape
+
 SCHEMA_URI_PREFIX = "https://schemas.dcm.org/"
 ENVELOPE_URI = SCHEMA_URI_PREFIX + "envelope/cloudevent-v1.json"
 VOCABULARIES = "vocabularies"  # folder of provider vocabularies (not schemas)
@@ -61,10 +63,10 @@ class CompiledSchema:
         found = []
         for err in sorted(self.explainer.iter_errors(document), key=jsonschema.exceptions.relevance):
             for leaf in _leaves(err):
-                parts = [_escape(p) for p in leaf.absolute_path]
+                parts = [escape(p) for p in leaf.absolute_path]
                 value = _short(leaf.instance)
                 if leaf.validator == "required":  # point at the missing member itself
-                    parts.append(next((_escape(p) for p in leaf.validator_value
+                    parts.append(next((escape(p) for p in leaf.validator_value
                                        if p not in leaf.instance and repr(p) in leaf.message), ""))
                     value = None
                 pointer = prefix + "".join(f"/{p}" for p in parts)
@@ -115,9 +117,6 @@ def _leaves(err: jsonschema.ValidationError):
     else:
         yield err
 
-
-def _escape(part: Any) -> str:
-    return str(part).replace("~", "~0").replace("/", "~1")
 
 
 def _short(value: Any) -> Any:

@@ -26,7 +26,7 @@ from cloudevents.http import CloudEvent
 from shared.contracts import timeutil
 from shared.contracts.diff import changes
 from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage, ResourceKey, clip
+from shared.contracts.model import PubSubMessage, ResourceKey
 from shared.contracts.schemas import registry
 from shared.contracts.status_update import StatusUpdate
 
@@ -101,7 +101,7 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
         "oldStatus": old_status or "",
         "newStatus": new["status"],
         "late": "true" if late else "false",
-        "key": clip(str(update.key)),
+        "key": str(update.key),  # clipped to Pub/Sub's 1,024 bytes where it is published
     }
     return ChangeEvent(update.dedup_id, to_json(event), attributes)
 

@@ -2,15 +2,18 @@
 and the topology of ``infra/topology.yaml`` created on the Pub/Sub emulator.
 
 Wiring is the production wiring: push subscriptions to each function with
-``/projects/P/topics/T`` in the endpoint path, retry and dead-letter policies,
-ordering where declared. State (pids, ports) lives in ``$DCM_STATE_DIR``
-(default ``.dcm/`` in the repository), so ``up`` is idempotent and ``down``
-stops exactly what ``up`` started.
+``/projects/P/topics/T`` in the endpoint path and dead-letter policies; where
+the emulator has a delivery bug (ordering, back-off) the stack declares the
+nearest thing that works and says why (``emulator_delivery_attempts``).
+State (pids, ports) lives in ``$DCM_STATE_DIR`` (default ``.dcm/`` in the
+repository), so ``up`` is idempotent and ``down`` stops exactly what ``up``
+started.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -18,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+import requests
 from google.api_core import exceptions as gexc
 from google.cloud import pubsub_v1
 from google.protobuf import duration_pb2
@@ -30,7 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROJECT = "dcm-local"
 
 
-_OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framework", b"infra.faultproxy")
+_OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framework", b"infra.faultproxy",
+                 b"infra.supervise")
 
 
 def _is_ours(pid: int) -> bool:
@@ -76,17 +81,59 @@ class StackState:
         return Process(**self.firestore_proxy).host if self.firestore_proxy else self.firestore_host
 
 
-# Message ordering as the local stack creates it: off, on the emulator.
+# How the local stack declares delivery on the Pub/Sub emulator, and why it differs from production.
 #
-# The Pub/Sub emulator has a bug production Pub/Sub does not: when it dead-letters a message from a
-# subscription with ordering enabled (a poison message, a Firestore outage longer than the retry
-# schedule), it throws in OrderedMessageBacklog and that subscription never pushes again, silently.
-# Ordering is an optimisation here, not a guarantee anything relies on: upsert orders by sequence,
-# event time and publication, and its writes are conditional, so a resource ends right in any
-# delivery order (tests/e2e). Production keeps the declared ordering (one in-flight update per
-# resource, fewer write conflicts); the local stack trades it for a pipeline that survives a poison
-# message as production does (tests/e2e/test_reliability.py).
+# The emulator has two delivery bugs production Pub/Sub does not (measured 2026-11-22, emulator 0.8.20;
+# docs/local-stack.md):
+# 1. Dead-lettering from a subscription with message ordering enabled throws in OrderedMessageBacklog
+#    and that subscription never pushes again, silently.
+# 2. With a retry policy (exponential back-off), once more than one message is failing, every one of
+#    them is pushed 2-3 times (at ~0 s, ~1 s, ~4 s) and then never again: neither redelivered nor
+#    dead-lettered. A Firestore outage longer than a few seconds, or a function server that dies
+#    mid-burst, strands every update in flight. Without a retry policy the emulator redelivers a failed
+#    push after ~1 s, counts every attempt and dead-letters at max_delivery_attempts, for 300 failing
+#    messages as for one (500s and refused connections alike).
+# So, on the emulator only: ordering off (upsert orders by sequence, event time and publication, and its
+# writes are conditional, so a resource ends right in any delivery order: tests/e2e), no retry policy,
+# and enough ~1 s redeliveries to span the declared back-off schedule (1 s -> 10 s over 5 attempts is a
+# 15 s window: 16 attempts). Production (Terraform) keeps the declaration as written.
 EMULATOR_MESSAGE_ORDERING = False
+EMULATOR_REDELIVERY_SECONDS = 1.0
+PUBSUB_MAX_DELIVERY_ATTEMPTS = 100  # Pub/Sub's documented upper bound
+
+
+def backoff_window(spec: SubscriptionSpec) -> float:
+    """Seconds between a message's first and last delivery under the declared exponential back-off."""
+    delay, total = float(spec.minimum_backoff), 0.0
+    for _ in range(spec.max_delivery_attempts - 1):
+        total += min(delay, spec.maximum_backoff)
+        delay *= 2
+    return total
+
+
+def emulator_delivery_attempts(spec: SubscriptionSpec) -> int:
+    """The attempts whose ~1 s redeliveries span the same window as the declared schedule (never fewer)."""
+    spanning = 1 + math.ceil(backoff_window(spec) / EMULATOR_REDELIVERY_SECONDS)
+    return min(PUBSUB_MAX_DELIVERY_ATTEMPTS, max(spec.max_delivery_attempts, spanning))
+
+
+@dataclass(frozen=True)
+class Health:
+    component: str
+    where: str
+    status: str  # up | down | restarting
+    restarts: int = 0
+
+
+def _probe(proc: Process) -> str:
+    """'up' when the process is alive and answers HTTP on its port."""
+    if not proc.alive():
+        return "down"
+    try:
+        requests.get(f"http://{proc.host}/", timeout=2)
+        return "up"
+    except requests.RequestException:
+        return "down"
 
 
 class LocalStack:
@@ -108,11 +155,54 @@ class LocalStack:
         self.state_file.write_text(json.dumps(asdict(state), indent=2))
 
     def running(self) -> StackState | None:
-        """The running stack, if every process is alive and it runs every declared function."""
+        """The running stack, if both emulators are alive (its data is there; a function may be down)."""
         state = self.load_state()
-        if state and all(p.alive() for p in state.processes()) and set(state.functions) == set(load().functions):
+        if state and Process(**state.pubsub).alive() and Process(**state.firestore).alive():
             return state
         return None
+
+    def pidfile(self, name: str) -> Path:
+        return self.state_dir / "run" / f"{name}.pid"
+
+    def server_pid(self, name: str) -> int | None:
+        """The pid of function `name`'s server (its keeper restarts it under another pid)."""
+        try:
+            return int(self.pidfile(name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def health(self, state: StackState) -> list[Health]:
+        """Every process of the stack: alive, answering, restarted how often."""
+        rows = [Health("pubsub-emulator", state.pubsub_host, _probe(Process(**state.pubsub))),
+                Health("firestore-emulator", state.firestore_host, _probe(Process(**state.firestore)))]
+        if state.firestore_proxy:
+            proxy = Process(**state.firestore_proxy)
+            status = ("outage (chaos)" if self.firestore_outage() else "up") if proxy.alive() else "down"
+            rows.append(Health("firestore-proxy", proxy.host, status))
+        for name in self.topology(state).functions:
+            f = state.functions.get(name)
+            if f is None:
+                rows.append(Health(f"function {name}", "-", "down"))
+                continue
+            keeper = Process(**f)
+            if not keeper.alive():
+                status = "down"
+            else:
+                status = _probe(keeper)
+                if status == "down":
+                    status = "restarting"
+            rows.append(Health(f"function {name}", f"http://{keeper.host}", status, self._restarts(name)))
+        return rows
+
+    def down_functions(self, state: StackState) -> list[str]:
+        return [h.component.split(" ", 1)[1] for h in self.health(state)
+                if h.component.startswith("function ") and h.status != "up"]
+
+    def _restarts(self, name: str) -> int:
+        try:
+            return int(self.pidfile(name).with_suffix(".restarts").read_text())
+        except (OSError, ValueError):
+            return 0
 
     def topology(self, state: StackState) -> Topology:
         return load(state.providers)
@@ -125,6 +215,7 @@ class LocalStack:
 
     # ---- up / down -----------------------------------------------------------
     def up(self, providers: Iterable[str] | None = None, chaos: bool = False) -> StackState:
+        """Start what is not running; restart only what died (the emulators' data survives a dead function)."""
         wanted = list(providers) if providers else list(load().providers)
         state = self.running()
         if state is None:
@@ -133,8 +224,26 @@ class LocalStack:
         else:
             state.providers = sorted(set(state.providers) | set(wanted))
             self._save(state)
+            if chaos and not state.firestore_proxy:  # the functions move behind a proxy; the data stays
+                state.firestore_proxy = asdict(self._start_proxy(Process(**state.firestore)))
+                self._save(state)
+                for name in list(state.functions):
+                    self.restart_function(state, name)
+            self._revive(state)
         self.apply_topology(state)
         return state
+
+    def _revive(self, state: StackState) -> None:
+        if state.firestore_proxy and not Process(**state.firestore_proxy).alive():
+            proxy = self._start_proxy(Process(**state.firestore), port=state.firestore_proxy["port"])
+            state.firestore_proxy = asdict(proxy)
+            self._save(state)
+        for name in load(state.providers).functions:
+            f = state.functions.get(name)
+            if f is None or not Process(**f).alive():
+                if f is not None:
+                    Process(**f).stop()  # its server may outlive a killed keeper: stop the whole group
+                self._launch(name, state, port=f["port"] if f else None)
 
     def _start(self, providers: list[str], chaos: bool) -> StackState:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -157,8 +266,7 @@ class LocalStack:
                 state.functions[name] = asdict(proc)
                 self._save(state)
             for name, f in state.functions.items():
-                log_path = self.log_dir / f"{name}.log"
-                emulators.wait_http(Process(**f), f"function {name}", log_path)
+                emulators.wait_http(Process(**f), f"function {name}", self.log_dir / f"{name}.log")
             return state
         except BaseException:
             for p in started:
@@ -166,8 +274,8 @@ class LocalStack:
             self.state_file.unlink(missing_ok=True)
             raise
 
-    def _start_proxy(self, firestore: Process) -> Process:
-        port = emulators.free_port()
+    def _start_proxy(self, firestore: Process, port: int | None = None) -> Process:
+        port = port or emulators.free_port()
         log_path = self.log_dir / "firestore-proxy.log"
         pid = emulators.spawn([sys.executable, "-m", "infra.faultproxy", "--listen", str(port),
                                "--target", firestore.host, "--flag", str(self.outage_flag)],
@@ -198,23 +306,29 @@ class LocalStack:
         return env
 
     def _start_function(self, name: str, state: StackState, port: int | None = None) -> Process:
+        """Start function `name`'s server under its keeper (infra/supervise.py), which restarts it on its port."""
         port = port or emulators.free_port()
         ff = Path(sys.executable).parent / "functions-framework"
-        cmd = [str(ff) if ff.exists() else "functions-framework", "--target", name,
-               "--source", str(REPO_ROOT / "functions" / name / "main.py"),
-               "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)]
-        pid = emulators.spawn(cmd, self.log_dir / f"{name}.log", env=self.function_env(state),
-                              cwd=str(REPO_ROOT))
+        server = [str(ff) if ff.exists() else "functions-framework", "--target", name,
+                  "--source", str(REPO_ROOT / "functions" / name / "main.py"),
+                  "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)]
+        pidfile = self.pidfile(name)
+        pidfile.parent.mkdir(parents=True, exist_ok=True)
+        pidfile.with_suffix(".restarts").unlink(missing_ok=True)
+        keeper = [sys.executable, "-m", "infra.supervise", "--name", name, "--pidfile", str(pidfile), "--", *server]
+        pid = emulators.spawn(keeper, self.log_dir / f"{name}.log", env=self.function_env(state), cwd=str(REPO_ROOT))
         return Process(pid, port)
+
+    def _launch(self, name: str, state: StackState, port: int | None = None) -> None:
+        proc = self._start_function(name, state, port=port)
+        state.functions[name] = asdict(proc)
+        self._save(state)
+        emulators.wait_http(proc, f"function {name}", self.log_dir / f"{name}.log")
 
     def restart_function(self, state: StackState, name: str) -> None:
         """Restart one function server on its port (e.g. to load a newly added schema)."""
         Process(**state.functions[name]).stop()
-        proc = self._start_function(name, state, port=state.functions[name]["port"])
-        log_path = self.log_dir / f"{name}.log"
-        state.functions[name] = asdict(proc)
-        self._save(state)
-        emulators.wait_http(proc, f"function {name}", log_path)
+        self._launch(name, state, port=state.functions[name]["port"])
 
     def down(self) -> bool:
         state = self.load_state()
@@ -252,14 +366,13 @@ class LocalStack:
                     "ack_deadline_seconds": s.ack_deadline_seconds,
                     "enable_message_ordering": s.enable_message_ordering and EMULATOR_MESSAGE_ORDERING,
                     "message_retention_duration": duration_pb2.Duration(seconds=s.message_retention),
-                    "retry_policy": {"minimum_backoff": duration_pb2.Duration(seconds=s.minimum_backoff),
-                                     "maximum_backoff": duration_pb2.Duration(seconds=s.maximum_backoff)},
+                    # no retry_policy: the emulator strands back-off redeliveries (above)
                 }
                 if s.push:
                     request["push_config"] = {"push_endpoint": self.push_endpoint(state, s)}
                 if s.dead_letter:
                     request["dead_letter_policy"] = {"dead_letter_topic": dlq_path,
-                                                     "max_delivery_attempts": s.max_delivery_attempts}
+                                                     "max_delivery_attempts": emulator_delivery_attempts(s)}
                 if s.filter:
                     request["filter"] = s.filter
                 try:
@@ -281,6 +394,17 @@ class LocalStack:
         return state
 
     # ---- chaos ---------------------------------------------------------------
+    def outage_beyond_retries(self, state: StackState) -> float:
+        """Seconds of Firestore outage that outlast upsert's whole local delivery schedule: its attempts
+        ~1 s apart (failing fast, shared/runtime/firestore.py), with room for a probe's retry deadline."""
+        from shared.runtime.firestore import RETRY
+
+        spec = next(s for s in self.topology(state).subscriptions if s.push == "upsert")
+        return emulator_delivery_attempts(spec) * 2 * EMULATOR_REDELIVERY_SECONDS + RETRY._timeout + 10
+
+    def firestore_outage(self) -> bool:
+        return self.outage_flag.exists()
+
     def set_firestore_outage(self, down: bool) -> None:
         if down:
             self.outage_flag.touch()

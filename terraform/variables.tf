@@ -58,8 +58,8 @@ variable "cloud_providers" {
   default     = null
 
   validation {
-    condition     = var.cloud_providers == null ? true : alltrue([for p in var.cloud_providers : can(regex("^[a-z][a-z0-9-]{1,12}$", p))])
-    error_message = "Each provider name must be 2-13 characters: a lowercase letter, then lowercase letters, digits or hyphens."
+    condition     = var.cloud_providers == null ? true : alltrue([for p in var.cloud_providers : can(regex("^[a-z][a-z0-9-]{0,20}[a-z0-9]$", p))])
+    error_message = "Each provider name must be 2-22 characters: a lowercase letter, then lowercase letters, digits or hyphens, not ending in '-'."
   }
 
   validation {

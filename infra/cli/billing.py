@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from infra.cli.common import connect, emit_json, parse_time
+from infra.cli.output import WIDE, console
 from shared.billing.intervals import usage
 from shared.billing.rates import RateCard, RateCardError
 from shared.billing.report import cell, columns, dimension, report, to_csv, totals
@@ -84,14 +84,21 @@ def billing() -> None:
 @click.option("--tenant", default=None, help="Only usage labelled with this tenant.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--csv", "as_csv", is_flag=True)
-def report_cmd(start, end, by, rates_path, whole, provider, resource_type, tenant, as_json, as_csv):
-    """Resource-hours (and cost, with --rates) per UTC day and group, for [--from, --to)."""
+@WIDE
+def report_cmd(start, end, by, rates_path, whole, provider, resource_type, tenant, as_json, as_csv, wide):
+    """Resource-hours (and cost, with --rates) per UTC day and group, for [--from, --to).
+
+    Example: dcm-status billing report --from 7d --by provider,resourceType --rates examples/rates.yaml
+    """
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive")
     now = timeutil.now()
     start_dt, end_dt = parse_time(start, now, "--from"), parse_time(end, now, "--to")
     if end_dt <= start_dt:
         raise click.BadParameter("--to must be after --from", param_hint="--to")
+    if start_dt >= now:
+        raise click.BadParameter(f"the window starts in the future ({timeutil.format(start_dt)[:19]}Z, now is "
+                                 f"{timeutil.format(now)[:19]}Z): there is no usage yet", param_hint="--from")
     dims = split_by(by)
     try:
         rates = RateCard.load(rates_path) if rates_path else None
@@ -115,7 +122,7 @@ def report_cmd(start, end, by, rates_path, whole, provider, resource_type, tenan
         click.echo("no billable usage in the window", err=True)
         return
     table, _ = billing_table(rows)
-    Console(width=max(Console().width, 120)).print(table)
+    console(wide).print(table)
 
 
 @billing.command("show")

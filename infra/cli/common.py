@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -24,6 +25,17 @@ TIME_FORMS = "use YYYY-MM-DD, an RFC 3339 time, 'now', or a duration ago (30m, 2
 
 def emit_json(value: Any) -> None:
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=str).decode())
+
+
+def to_text(value: Any) -> str:
+    """A value as an operator reads it: text as is, nothing as '-', structures as compact JSON."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list, tuple)):
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    return str(value)
 
 
 @dataclass
@@ -47,12 +59,30 @@ def connect() -> Connection:
     stack = LocalStack()
     state = stack.running()
     if state is not None:
+        down = stack.down_functions(state)
+        if down:
+            click.echo(f"warning: function {', '.join(down)} not answering (its keeper restarts it; "
+                       "dcm-status status)", err=True)
         os.environ.update(stack.client_env(state))
         return Connection(state.project, stack.topology(state), True)
+    for variable in ("PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST"):
+        host = os.environ.get(variable)
+        if host and not _answers(host):
+            raise click.ClickException(f"{variable}={host} does not answer (left from 'dcm-status env' after "
+                                       f"'down'?): run 'dcm-status up', or unset {variable}")
     project = os.environ.get("DCM_PROJECT")
     if not project:
         raise click.ClickException("the local stack is not running (dcm-status up) and DCM_PROJECT is not set")
     return Connection(project, load(), False)
+
+
+def _answers(host: str, timeout: float = 1.0) -> bool:
+    name, _, port = host.rpartition(":")
+    try:
+        socket.create_connection((name or "localhost", int(port)), timeout=timeout).close()
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def parse_time(value: str, now: datetime, param: str) -> datetime:
@@ -66,7 +96,10 @@ def parse_time(value: str, now: datetime, param: str) -> datetime:
             raise click.BadParameter(str(exc), param_hint=param) from exc
     m = _DURATION.match(value)
     if m:
-        return now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+        try:
+            return now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
+        except OverflowError as exc:
+            raise click.BadParameter(f"{value} reaches before the year 1", param_hint=param) from exc
     try:
         return timeutil.parse(value)
     except ValueError as exc:

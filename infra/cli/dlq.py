@@ -7,15 +7,14 @@ from datetime import datetime
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
 from infra.cli.common import connect, emit_json, parse_time
+from infra.cli.output import WIDE, fields, table
 from infra.reports import pipeline_outcome
 from shared.contracts import timeutil
 from shared.deadletter.replay import Replayer, ReplayOutcome
-from shared.deadletter.store import DeadLetterStore, groups
+from shared.deadletter.store import DEADLETTERS, DeadLetterStore, groups
 
 
 def parse_since(value: str | None) -> datetime | None:
@@ -69,8 +68,12 @@ def select(conn, reason, provider, since, fingerprint):
 @filters
 @click.option("--flat", is_flag=True, help="One line per entry instead of per group.")
 @click.option("--json", "as_json", is_flag=True)
-def list_cmd(reason, provider, since, fingerprint, flat, as_json):
-    """Grouped (default) or flat view of dead letters."""
+@WIDE
+def list_cmd(reason, provider, since, fingerprint, flat, as_json, wide):
+    """Grouped (default) or flat view of dead letters.
+
+    Example: dcm-status dlq list --flat --reason schema_invalid --since 2h
+    """
     entries = select(connect(), reason, provider, since, fingerprint)
     if flat:
         rows = sorted((_public(e) for e in entries), key=lambda e: e["lastSeen"], reverse=True)
@@ -81,33 +84,54 @@ def list_cmd(reason, provider, since, fingerprint, flat, as_json):
     if as_json:
         emit_json(rows)
         return
-    table = Table(*columns, box=None)
-    for row in rows:
-        table.add_row(*cells(row))
-    Console(width=max(Console().width, 160)).print(table)
+    table(columns, (cells(row) for row in rows), wide=wide, flexible=("key", "message"))
+    if not rows:
+        click.echo("no dead letters match", err=True)
+
+
+def resolve(conn, entry_id: str) -> dict[str, Any]:
+    """The entry with this id, or with this unique id prefix (the short id `dlq list --flat` prints)."""
+    store = _store(conn)
+    entry = store.get(entry_id) if len(entry_id) >= 32 else None
+    if entry is not None:
+        return entry
+    if not entry_id or not all(c in "0123456789abcdef" for c in entry_id.lower()):
+        raise click.ClickException(f"no dead-letter entry {entry_id!r} (ids are hexadecimal)")
+    from google.cloud.firestore_v1.base_query import FieldFilter
+
+    collection = store.db.collection(DEADLETTERS)
+    low = entry_id.lower()
+    found = list(collection.where(filter=FieldFilter("__name__", ">=", collection.document(low)))
+                 .where(filter=FieldFilter("__name__", "<", collection.document(low + "g"))).limit(2).stream())
+    if not found:
+        raise click.ClickException(f"no dead-letter entry {entry_id} (dcm-status dlq list --flat)")
+    if len(found) > 1:
+        raise click.ClickException(f"{entry_id} is the start of several entries: give more of the id")
+    return found[0].to_dict()
 
 @dlq.command("show")
 @click.argument("entry_id")
 @click.option("--json", "as_json", is_flag=True)
 def show(entry_id, as_json):
-    """One dead letter: reason, details, original message, replays and their outcome."""
+    """One dead letter: reason, details, original message, replays and their outcome.
+
+    ENTRY_ID may be the short id `dlq list --flat` prints. Example: dcm-status dlq show 3f2a9c1b
+    """
     conn = connect()
-    entry = _store(conn).get(entry_id)
-    if entry is None:
-        raise click.ClickException(f"no dead-letter entry {entry_id}")
+    entry = resolve(conn, entry_id)
     out = _public(entry)
     out["pipelineOutcome"] = pipeline_outcome(conn.firestore(), entry)
     if as_json:
         emit_json(out)
         return
-    for k in ("id", "reason", "message", "provider", "key", "fingerprint", "sourceTopic", "sourceSubscription",
-              "deliveryCount", "firstSeen", "lastSeen", "occurrences", "attempts", "state", "pipelineOutcome"):
-        click.echo(f"{k:<20}{out.get(k)}")
-    click.echo(f"{'detail':<20}{out.get('detail')}")
-    click.echo(f"{'attributes':<20}{out.get('attributes')}")
+    fields((k, out.get(k)) for k in (
+        "id", "reason", "message", "provider", "key", "fingerprint", "sourceTopic", "sourceSubscription",
+        "deliveryCount", "firstSeen", "lastSeen", "occurrences", "attempts", "state", "pipelineOutcome",
+        "detail", "attributes"))
     for r in out.get("replays", []):
         click.echo(f"{'replay':<20}attempt {r['attempt']} at {r['at']} -> {r['topic']} ({r['messageId']})")
     click.echo(f"{'data':<20}{out.get('data', out.get('dataBase64'))}")
+
 
 @dlq.command("replay")
 @click.argument("entry_ids", nargs=-1)
@@ -115,11 +139,18 @@ def show(entry_id, as_json):
 @click.option("--force", is_flag=True, help="Replay even if in flight or past the poison limit.")
 @click.option("--json", "as_json", is_flag=True)
 def replay(entry_ids, reason, provider, since, fingerprint, force, as_json):
-    """Republish originals to the topic they came from (by id, --group, or --reason/--provider)."""
+    """Republish originals to the topic they came from (by id, --group, or --reason/--provider).
+
+    Example: dcm-status dlq replay --reason delivery_exhausted --since 1h
+    """
     conn = connect()
     if not entry_ids and not (reason or provider or since or fingerprint):
         raise click.UsageError("name entries, or select them with --group / --reason / --provider / --since")
-    ids = list(entry_ids) or [e["id"] for e in select(conn, reason, provider, since, fingerprint)]
+    ids = [resolve(conn, i)["id"] for i in entry_ids] or [e["id"] for e in select(conn, reason, provider, since,
+                                                                                   fingerprint)]
+    if not ids:
+        click.echo("no dead letters match", err=True)
+        return
     from google.cloud import pubsub_v1
 
     subscriber = pubsub_v1.SubscriberClient()

@@ -6,35 +6,64 @@ local stack runs and DCM_PROJECT is set (credentials from the environment).
 
 from __future__ import annotations
 
+import logging
 import sys
+from dataclasses import asdict
 
 import click
+from google.api_core import exceptions as gexc
 
 from infra import reports
 from infra.cli.billing import billing
-from infra.cli.common import connect, emit_json
+from infra.cli.common import connect, emit_json, to_text
 from infra.cli.dlq import dlq
+from infra.cli.errors import Group
+from infra.cli.live import logs, watch
+from infra.cli.output import WIDE, fields, table
 from infra.stack import LocalStack
-from shared.contracts.identity import PROVIDER_NAME
+from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE
 from shared.contracts.model import ResourceKey
 from shared.upsert import queries
 
 
-@click.group()
+def _types_and_statuses() -> str:
+    from shared.contracts.schemas import registry
+
+    reg = registry()
+    return "\n".join(f"  {t}: {', '.join(reg.current[t].statuses)}" for t in reg.resource_types)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dcm-status", prog_name="dcm-status")
 def cli() -> None:
-    """Cloud resource status reporting: local stack and operator tools."""
+    """Cloud resource status reporting: local stack and operator tools.
+
+    \b
+    Start here:
+      dcm-status up            # emulators + functions, on this machine
+      dcm-status demo          # a simulated fleet through the pipeline
+      dcm-status list --status running
+    Shell completion (bash): eval "$(_DCM_STATUS_COMPLETE=bash_source dcm-status)"
+    """
 
 
 @cli.command()
 @click.option("--providers", default=None, help="Comma-separated provider names (default: topology's list).")
 @click.option("--chaos", is_flag=True, help="Put a fault proxy in front of Firestore (outage tests).")
 def up(providers: str | None, chaos: bool) -> None:
-    """Start emulators and functions, create the topology (idempotent)."""
+    """Start emulators and functions, create the topology (idempotent: restarts only what is down).
+
+    Example: dcm-status up --providers aws,kubevirt --chaos
+    """
     wanted = [p.strip() for p in providers.split(",") if p.strip()] if providers else None
     for p in wanted or []:
         if not PROVIDER_NAME.match(p):
-            raise click.BadParameter(f"invalid provider name {p!r}", param_hint="--providers")
-    state = LocalStack().up(wanted, chaos=chaos)
+            raise click.BadParameter(f"invalid provider name {p!r} ({PROVIDER_RULE})", param_hint="--providers")
+    stack = LocalStack()
+    before = stack.running()
+    state = stack.up(wanted, chaos=chaos)
+    if before is not None and chaos and not before.firestore_proxy:
+        click.echo("the functions were restarted behind a Firestore fault proxy (data kept)", err=True)
     click.echo(f"local stack up: project {state.project}, Pub/Sub {state.pubsub_host}, "
                f"Firestore {state.firestore_host}, providers {', '.join(state.providers)}", err=True)
     for name, f in state.functions.items():
@@ -43,9 +72,32 @@ def up(providers: str | None, chaos: bool) -> None:
 
 @cli.command()
 def down() -> None:
-    """Stop everything 'up' started."""
+    """Stop everything 'up' started. The emulators keep nothing: stored states, dead letters and
+    undelivered messages are gone."""
     stopped = LocalStack().down()
-    click.echo("local stack stopped" if stopped else "local stack was not running", err=True)
+    click.echo("local stack stopped; its emulator data (resources, dead letters, undelivered messages) is gone"
+               if stopped else "local stack was not running", err=True)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+def status(as_json: bool) -> None:
+    """Health of the local stack: each process up, down or restarting (exit 1 unless all are up)."""
+    stack = LocalStack()
+    state = stack.running()
+    if state is None:
+        raise click.ClickException("the local stack is not running: dcm-status up")
+    rows = stack.health(state)
+    if as_json:
+        emit_json([asdict(h) for h in rows])
+    else:
+        click.echo(f"{'COMPONENT':<22} {'STATUS':<15} {'RESTARTS':>8}  WHERE")
+        for h in rows:
+            click.echo(f"{h.component:<22} {h.status:<15} {h.restarts:>8}  {h.where}")
+    unhealthy = [f"{h.component} {h.status}" for h in rows if h.status != "up"]
+    if unhealthy:
+        click.echo(f"unhealthy: {'; '.join(unhealthy)}", err=True)
+        sys.exit(1)
 
 
 @cli.group()
@@ -56,8 +108,12 @@ def provider() -> None:
 @provider.command("add")
 @click.argument("name")
 def provider_add(name: str) -> None:
+    """Add a provider to the running local stack (its ingress topic and subscription).
+
+    Example: dcm-status provider add openstack
+    """
     if not PROVIDER_NAME.match(name):
-        raise click.BadParameter("lowercase letters, digits and '-'", param_hint="NAME")
+        raise click.BadParameter(f"invalid provider name {name!r} ({PROVIDER_RULE})", param_hint="NAME")
     try:
         state = LocalStack().add_provider(name)
     except RuntimeError as exc:
@@ -69,19 +125,31 @@ def provider_add(name: str) -> None:
 @click.option("--region", default="us-east-1", show_default=True)
 @click.option("--endpoint-url", default=None, help="An EC2-compatible endpoint (e.g. a moto server).")
 @click.option("--name", "provider_name", default="aws", show_default=True, help="The DCM provider name.")
-@click.option("--interval", default=15.0, show_default=True, help="Seconds between polls.")
+@click.option("--interval", default=15.0, show_default=True, type=click.FloatRange(min=1),
+              help="Seconds between polls.")
 @click.option("--once", is_flag=True, help="Poll once and exit.")
 def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, interval: float, once: bool) -> None:
-    """The AWS reference provider: report EC2 instance states as DCM vm status events."""
+    """The AWS reference provider: report EC2 instance states as DCM vm status events.
+
+    Example: dcm-status provider run-aws --endpoint-url http://127.0.0.1:5000 --once
+    """
     import time
+    from urllib.parse import urlparse
 
     import boto3
+    from botocore.config import Config
 
     from infra.providers.aws_ec2 import Ec2Bridge
     from infra.providers.reporter import StatusReporter
 
+    if endpoint_url and (urlparse(endpoint_url).scheme not in ("http", "https") or not urlparse(endpoint_url).netloc):
+        raise click.BadParameter(f"{endpoint_url!r} is not an http(s) URL", param_hint="--endpoint-url")
+    if not PROVIDER_NAME.match(provider_name):
+        raise click.BadParameter(f"invalid provider name {provider_name!r} ({PROVIDER_RULE})", param_hint="--name")
     conn = connect()
-    bridge = Ec2Bridge(boto3.client("ec2", region_name=region, endpoint_url=endpoint_url),
+    # bounded: an unreachable endpoint is an error in seconds, not minutes of retries
+    config = Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 2, "mode": "standard"})
+    bridge = Ec2Bridge(boto3.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config),
                        StatusReporter(conn.publisher(), conn.project, provider_name, conn.topology.ingress_template),
                        region)
     while True:
@@ -119,25 +187,61 @@ def env(as_json: bool) -> None:
             click.echo(f"export {k}={v}")
 
 
-@cli.command()
-@click.option("--provider", "provider_name", required=True)
-@click.option("--type", "resource_type", required=True)
-@click.option("--id", "resource_id", required=True)
-@click.option("--status", required=True)
-@click.option("--message", default="")
+@cli.command(epilog="\b\nResource types and their statuses (case-insensitive):\n" + _types_and_statuses())
+@click.option("--provider", "provider_name", required=True, help="The provider publishing (e.g. aws).")
+@click.option("--type", "resource_type", required=True, help="Resource type (listed below).")
+@click.option("--id", "resource_id", required=True, help="The resource's id at its provider.")
+@click.option("--status", required=True, help="Status (listed below per type).")
+@click.option("--message", default="", help="Human-readable detail.")
 @click.option("--time", "event_time", default=None, help="RFC 3339 event time (default: now).")
-@click.option("--event-id", default=None)
-@click.option("--mode", type=click.Choice(["structured", "binary"]), default="structured")
+@click.option("--event-id", default=None, help="CloudEvent id (default: a new UUID).")
+@click.option("--mode", type=click.Choice(["structured", "binary"]), default="structured", show_default=True)
+@click.option("--no-validate", is_flag=True, help="Publish even what ingest will reject (to test dead letters).")
 def publish(provider_name: str, resource_type: str, resource_id: str, status: str, message: str,
-            event_time: str | None, event_id: str | None, mode: str) -> None:
-    """Publish one status CloudEvent as a provider would."""
-    from infra.providers.reporter import StatusReporter
+            event_time: str | None, event_id: str | None, mode: str, no_validate: bool) -> None:
+    """Publish one status CloudEvent as a provider would; prints the message id.
 
+    Checked first with ingest's own rules: an event the pipeline would reject is refused with the
+    reason (exit 1) unless --no-validate.
+
+    Example: dcm-status publish --provider aws --type vm --id i-0abc --status running
+    """
+    from infra.providers.reporter import StatusReporter
+    from shared.contracts.errors import Rejected
+    from shared.contracts.model import PubSubMessage
+    from shared.contracts.schemas import status_token
+    from shared.contracts.status_report import build_event, to_message
+    from shared.ingest.normalize import normalize_message
+    from shared.runtime import settings as settings_module
+
+    if not PROVIDER_NAME.match(provider_name):
+        raise click.BadParameter(f"invalid provider name {provider_name!r} ({PROVIDER_RULE})",
+                                 param_hint="--provider")
     conn = connect()
+    if conn.local and provider_name not in conn.topology.providers:
+        raise click.ClickException(f"provider {provider_name} not added; run 'dcm-status provider add "
+                                   f"{provider_name}'")
     reporter = StatusReporter(conn.publisher(), conn.project, provider_name, conn.topology.ingress_template)
-    future = reporter.report(resource_type, resource_id, status, message, mode=mode, time=event_time,
-                             event_id=event_id, last_transition_time=event_time)
-    click.echo(future.result(timeout=30))
+    event = build_event(provider_name, resource_type, resource_id, status, message, event_id=event_id,
+                        time=event_time, last_transition_time=event_time)
+    if not no_validate:
+        data, attrs = to_message(event, mode)
+        topic = conn.topology.ingress_template.replace("{provider}", provider_name)
+        logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
+        try:
+            update = normalize_message(PubSubMessage(data, attrs, "local-check", topic=topic),
+                                       settings_module.from_env())
+            if update.status == "UNKNOWN" and status_token(status) != "UNKNOWN":
+                click.echo(f"warning: {status!r} is not a {resource_type} status; it will be stored as UNKNOWN "
+                           "(the reported value kept as rawStatus)", err=True)
+        except Rejected as exc:
+            raise click.ClickException(f"ingest would reject this event ({exc.reason.value}): {exc.message}; "
+                                       "--no-validate sends it anyway") from exc
+    try:
+        click.echo(reporter.publish_event(event, mode).result(timeout=30))
+    except gexc.NotFound as exc:
+        raise click.ClickException(f"provider {provider_name} not added (no topic {reporter.topic_path}); "
+                                   f"run 'dcm-status provider add {provider_name}'") from exc
 
 
 @cli.command()
@@ -160,24 +264,40 @@ def get(key: str, as_json: bool, with_history: bool) -> None:
     if as_json:
         emit_json(doc)
     else:
-        click.echo(f"{doc['key']}  {doc['status']}  since {doc['lastTransitionTime']}  {doc['message']}")
+        fields((name, doc.get(name)) for name in
+               ("key", "status", "message", "reason", "lastTransitionTime", "eventTime", "rawStatus", "metadata",
+                "resourceSpecific", "updatedAt"))
+        for h in doc.get("history", []):
+            click.echo(f"{'history':<20}{h.get('eventTime')}  {h.get('status')}  {to_text(h.get('message'))}")
 
 
 @cli.command("list")
-@click.option("--provider", "provider_name", default=None)
-@click.option("--type", "resource_type", default=None)
-@click.option("--status", default=None)
-@click.option("--limit", type=int, default=None)
+@click.option("--provider", "provider_name", default=None, help="Only this provider.")
+@click.option("--type", "resource_type", default=None, help="Only this resource type.")
+@click.option("--status", default=None, help="Only this status (any case: running = RUNNING).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True)
+@WIDE
 def list_cmd(provider_name: str | None, resource_type: str | None, status: str | None, limit: int | None,
-             as_json: bool) -> None:
-    """List stored resources, filtered."""
-    docs = list(queries.list_resources(connect().firestore(), provider_name, resource_type, status, limit))
+             as_json: bool, wide: bool) -> None:
+    """List stored resources, filtered (filters are case-insensitive, as ingest is).
+
+    Example: dcm-status list --provider aws --status running
+    """
+    from shared.contracts.schemas import status_token
+
+    docs = list(queries.list_resources(connect().firestore(), provider_name.lower() if provider_name else None,
+                                       resource_type.lower() if resource_type else None,
+                                       status_token(status) if status else None, limit))
+    docs.sort(key=lambda d: d["key"])
     if as_json:
         emit_json(docs)
         return
-    for d in sorted(docs, key=lambda d: d["key"]):
-        click.echo(f"{d['key']:<50} {d['status']:<13} {d['lastTransitionTime']}")
+    table(("key", "status", "since", "message"),
+          ((d["key"], d["status"], d.get("lastTransitionTime"), d.get("message")) for d in docs),
+          wide=wide, flexible=("key", "message"))
+    if not docs:
+        click.echo("no resources match", err=True)
 
 
 @cli.command()
@@ -193,9 +313,11 @@ def stats(as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--resources", default=300, show_default=True, help="How many resources in the fleet.")
+@click.option("--resources", default=300, show_default=True, type=click.IntRange(1, 100_000),
+              help="How many resources in the fleet.")
 @click.option("--seed", default=7, show_default=True, help="Random seed (same seed, same fleet).")
-@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for processing.")
+@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=1),
+              help="Seconds to wait for processing.")
 def demo(resources: int, seed: int, timeout: float) -> None:
     """Fleet simulation on the local stack; prints states, dead letters and the accounting line."""
     from infra.demo import run as fleet_demo
@@ -209,6 +331,8 @@ def demo(resources: int, seed: int, timeout: float) -> None:
 
 cli.add_command(dlq)
 cli.add_command(billing)
+cli.add_command(watch)
+cli.add_command(logs)
 
 
 def main() -> None:

@@ -28,7 +28,12 @@ _LEGACY_SUFFIX = ".status"
 _UPSTREAM_PREFIX = "dcm.status."
 SOURCE_PROVIDER = re.compile(r"^/?dcm/providers/([^/]+)(?:/.*)?$")
 SERVICE_TYPE_SUBJECT = re.compile(r"^dcm\.[A-Za-z0-9_-]+$")  # a messaging subject such as dcm.vm, not an id
-PROVIDER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+# One rule for a provider name, here, in the CLI and in Terraform (terraform/variables.tf, checked by
+# tests/deploy): it names a topic, a subscription and a service account ({prefix}-pub-{provider}, at most
+# 30 characters, which terraform/iam.tf checks with the prefix).
+PROVIDER_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,20}[a-z0-9]$"
+PROVIDER_NAME = re.compile(PROVIDER_NAME_PATTERN)
+PROVIDER_RULE = "2-22 characters: a lowercase letter, then lowercase letters, digits or hyphens, not ending in '-'"
 MAX_ID_LENGTH = 512
 
 

@@ -5,19 +5,27 @@ Fail fast on an unreachable Firestore (reads and commits): the function raises
 A write Firestore refuses (``InvalidArgument``: a limit nobody checked before)
 can never succeed: ``Rejected(unstorable)``, dead-lettered at once, not retried
 into ``delivery_exhausted``.
+
+While Firestore is known to be down, fail at once: after a call fails for a
+transient cause, the instance's circuit breaker stays open for a second, then
+lets one probe through at a time. Without it every push of an outage holds a
+request thread for the whole retry deadline, the server's queue grows, and
+Pub/Sub's attempts are spent waiting in it instead of a second apart.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import threading
+import time
+from typing import Callable, Iterator
 
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
 
 from shared.contracts.errors import Reason, Rejected, Transient
 
-RETRY = gretry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=8.0)
+RETRY = gretry.Retry(initial=0.1, maximum=0.5, multiplier=2.0, timeout=2.0)  # Pub/Sub redelivers the rest
 TIMEOUT = 5.0
 TRANSIENT_ERRORS = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError,
                     gexc.Aborted, gexc.TooManyRequests, gexc.RetryError, gexc.Unknown,
@@ -25,13 +33,62 @@ TRANSIENT_ERRORS = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.Interna
 PERMANENT_ERRORS = (gexc.InvalidArgument,)
 
 
+class Breaker:
+    """Closed (every call goes through), open (none does, for ``cool_off`` seconds after a failure),
+    half-open (one probe at a time; its success closes the breaker, its failure opens it again)."""
+
+    def __init__(self, cool_off: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        self.cool_off = cool_off
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._open_until: float | None = None
+        self._probing = False
+
+    def admit(self) -> bool:
+        with self._lock:
+            if self._open_until is None:
+                return True
+            if self._clock() < self._open_until or self._probing:
+                return False
+            self._probing = True
+            return True
+
+    def failed(self) -> None:
+        with self._lock:
+            self._open_until = self._clock() + self.cool_off
+            self._probing = False
+
+    def answered(self) -> None:
+        with self._lock:
+            self._open_until = None
+            self._probing = False
+
+    @property
+    def open(self) -> bool:
+        return self._open_until is not None
+
+
+BREAKER = Breaker()  # one per function instance, like its Firestore client's channel
+
+
 @contextlib.contextmanager
-def guard(what: str) -> Iterator[None]:
+def guard(what: str, breaker: Breaker = BREAKER) -> Iterator[None]:
     """A Firestore outage in the block becomes ``Transient``; a refusal becomes ``Rejected(unstorable)``."""
+    if not breaker.admit():
+        raise Transient(f"{what} not tried: Firestore failed less than {breaker.cool_off:.0f} s ago")
     try:
         yield
     except TRANSIENT_ERRORS as exc:
+        breaker.failed()
         raise Transient(f"{what} failed: {exc!r}") from exc
     except PERMANENT_ERRORS as exc:
+        breaker.answered()
         raise Rejected(Reason.UNSTORABLE, f"{what} refused by Firestore: {exc.message}"[:1000],
                        {"error": type(exc).__name__}) from exc
+    except Transient:
+        raise  # a guard inside this one has already judged
+    except BaseException:
+        breaker.answered()  # not Firestore's failure: never leave a probe hanging
+        raise
+    else:
+        breaker.answered()

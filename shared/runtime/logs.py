@@ -1,6 +1,7 @@
 """Structured JSON logs that Cloud Logging understands.
 
-One JSON object per line on stdout with ``severity``, ``message`` and
+One JSON object per line on stdout with ``severity``, ``message``, ``time``
+(RFC 3339, which Cloud Logging takes as the entry's timestamp) and
 ``logging.googleapis.com/labels``; any extra fields become jsonPayload fields.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -22,6 +24,7 @@ class CloudLoggingFormatter(logging.Formatter):
             "severity": record.levelname if record.levelname != "WARN" else "WARNING",
             "message": record.getMessage(),
             "logger": record.name,
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
         }
         labels = getattr(record, "labels", None)
         if labels:

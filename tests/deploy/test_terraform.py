@@ -371,3 +371,15 @@ def test_pure_files_use_no_resources():
 def test_hcl_files_all_parse():
     for path in sorted(Path(tf.TF_DIR).rglob("*.tf")):
         tf.parse(path)
+
+
+def test_one_provider_name_rule_in_terraform_the_contracts_the_cli_and_the_docs():
+    from shared.contracts.identity import PROVIDER_NAME, PROVIDER_NAME_PATTERN
+
+    variables = (Path(__file__).resolve().parents[2] / "terraform" / "variables.tf").read_text()
+    assert f'can(regex("{PROVIDER_NAME_PATTERN}", p))' in variables
+    deploy = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    assert "2–22 characters" in " ".join(deploy.split())
+    assert all(PROVIDER_NAME.match(p) for p in topo.load().providers)  # every declared provider obeys it
+    for bad in ("AWS", "a", "aws!", "-aws", "aws-", "1aws", "a" * 23):
+        assert not PROVIDER_NAME.match(bad)

@@ -86,14 +86,21 @@ class E2EStack:
         finally:
             self.stack.set_firestore_outage(False)
 
-    def cli(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, check: bool = True, input: str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """Run `dcm-status ARGS` against this stack, as an operator would."""
-        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.state_dir)}
+        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.state_dir), **(env or {})}
         result = subprocess.run([str(Path(sys.executable).parent / "dcm-status"), *args], env=env, text=True,
                                 capture_output=True, timeout=120, input=input)
         if check and result.returncode != 0:
             pytest.fail(f"dcm-status {' '.join(args)} exited {result.returncode}: {result.stderr}")
         return result
+
+    def cli_process(self, *args: str) -> subprocess.Popen:
+        """Start `dcm-status ARGS` (a long-running command such as watch), its output piped, line-buffered."""
+        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.state_dir), "PYTHONUNBUFFERED": "1"}
+        return subprocess.Popen([str(Path(sys.executable).parent / "dcm-status"), *args], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=1)
 
     def restart_function(self, name: str) -> None:
         self.stack.restart_function(self.state, name)

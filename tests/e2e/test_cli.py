@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 from google.cloud import pubsub_v1
@@ -69,3 +70,85 @@ def test_provider_add_creates_its_topic_and_subscription(e2e, uid):
     assert sub.push_config.push_endpoint.endswith(f"/topics/dcm-status-ingress-{name}")
     e2e.cli("publish", "--provider", name, "--type", "network", "--id", f"net-{uid}", "--status", "ACTIVE")
     e2e.wait_for_status(f"{name}/network/net-{uid}", "READY")  # network v1's ACTIVE, stored in v2's words
+
+
+PUBLISH_MISTAKES = [
+    # (what, publish arguments, what stderr says)
+    ("provider not added", ["--provider", "nosuch", "--type", "vm", "--status", "RUNNING"],
+     "provider nosuch not added; run 'dcm-status provider add nosuch'"),
+    ("unknown type", ["--provider", "aws", "--type", "database", "--status", "RUNNING"],
+     "ingest would reject this event (unknown_resource_type)"),
+    ("not a time", ["--provider", "aws", "--type", "vm", "--status", "RUNNING", "--time", "yesterday"],
+     "ingest would reject this event"),
+    ("empty id", ["--provider", "aws", "--type", "vm", "--status", "RUNNING", "--id", ""],
+     "ingest would reject this event"),
+]
+
+
+@pytest.mark.parametrize("what, args, says", PUBLISH_MISTAKES, ids=[m[0] for m in PUBLISH_MISTAKES])
+def test_publish_refuses_what_the_pipeline_would_reject(e2e, uid, what, args, says):
+    result = e2e.cli("publish", *(args if "--id" in args else ["--id", f"refused-{uid}", *args]), check=False)
+    assert result.returncode == 1 and says in result.stderr and "Traceback" not in result.stderr
+    assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_an_unknown_status_is_published_with_a_warning(e2e, uid):
+    result = e2e.cli("publish", "--provider", "aws", "--type", "vm", "--id", f"sleepy-{uid}", "--status", "sleeping")
+    assert result.stdout.strip().isdigit() or result.stdout.strip()  # only the message id on stdout
+    assert len(result.stdout.splitlines()) == 1
+    assert "warning: 'sleeping' is not a vm status; it will be stored as UNKNOWN" in result.stderr
+    assert e2e.wait_for_status(f"aws/vm/sleepy-{uid}", "UNKNOWN")["rawStatus"] == "sleeping"
+
+
+def test_no_validate_sends_a_rejected_event_to_the_dead_letters_and_dlq_takes_short_ids(e2e, uid):
+    sent = e2e.cli("publish", "--provider", "aws", "--type", "database", "--id", f"db-{uid}", "--status",
+                   "RUNNING", "--no-validate")
+    assert sent.stdout.strip()  # the message id
+    entry = wait_until(lambda: [e for e in e2e.deadletters(reason="unknown_resource_type")
+                                if e.get("key") == f"aws/database/db-{uid}"], 30, what="the dead letter")[0]
+    # the short id `dlq list --flat` prints is enough to show it
+    shown = e2e.cli("dlq", "show", entry["id"][:12])
+    assert entry["id"] in shown.stdout and "unknown_resource_type" in shown.stdout
+    assert "{'" not in shown.stdout  # values, not Python reprs
+    missing = e2e.cli("dlq", "replay", "f" * 32, check=False)
+    assert missing.returncode == 1 and "no dead-letter entry" in missing.stderr
+
+
+def test_filters_are_case_insensitive_and_tables_fit_80_columns(e2e, uid):
+    rid = f"a-very-long-resource-id-that-would-not-fit-in-eighty-columns-{uid}"
+    e2e.cli("publish", "--provider", "aws", "--type", "vm", "--id", rid, "--status", "stopped",
+            "--message", "a long message " * 8)
+    e2e.wait_for_status(f"aws/vm/{rid}", "STOPPED")
+    narrow = e2e.cli("list", "--provider", "AWS", "--type", "VM", "--status", "stopped", env={"COLUMNS": "80"})
+    lines = narrow.stdout.splitlines()
+    assert lines[0].split() == ["KEY", "STATUS", "SINCE", "MESSAGE"]
+    assert any(f"aws/vm/{rid[:10]}" in line and "…" in line for line in lines)
+    assert all(len(line) <= 80 for line in lines)
+    wide = e2e.cli("list", "--provider", "aws", "--status", "Stopped", "--wide", env={"COLUMNS": "80"})
+    assert any(f"aws/vm/{rid}" in line for line in wide.stdout.splitlines())
+
+
+def test_status_logs_and_watch(e2e, uid):
+    status = e2e.cli("status")
+    assert "function upsert" in status.stdout and status.stdout.count(" up ") >= 7
+    logs = e2e.cli("logs", "upsert", "-n", "5", "--json")
+    assert all(json.loads(line) for line in logs.stdout.splitlines())
+    named = e2e.cli("logs", "-n", "1").stdout.splitlines()
+    assert {line.split()[0] for line in named} <= set(e2e.stack.topology(e2e.state).functions)
+    watcher = e2e.cli_process("watch", "--provider", "aws", "--json")
+    try:
+        assert "watching" in watcher.stderr.readline()
+        e2e.cli("publish", "--provider", "aws", "--type", "vm", "--id", f"watched-{uid}", "--status", "RUNNING")
+        line = wait_until(lambda: _line_with(watcher, f"watched-{uid}"), 30, what="the change in watch")
+        assert json.loads(line)["data"]["newStatus"] == "RUNNING"
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.wait(timeout=30)
+    subscriber = pubsub_v1.SubscriberClient()
+    assert not [s for s in subscriber.list_subscriptions(project=f"projects/{e2e.project}")
+                if "dcm-watch-" in s.name]  # its own subscription is gone with it
+
+
+def _line_with(process, text: str) -> str | None:
+    line = process.stdout.readline()
+    return line if text in line else None

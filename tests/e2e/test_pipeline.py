@@ -9,6 +9,7 @@ import pytest
 from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from infra.stack import emulator_delivery_attempts
 from shared.contracts.model import ResourceKey, event_identity
 from shared.contracts.status_report import build_event, to_message
 from tests import samples
@@ -29,12 +30,12 @@ def test_the_stack_built_exactly_the_declared_topology(e2e):
     for spec in topo.subscriptions:
         actual = subs[spec.name]
         assert actual.topic == f"{project}/topics/{spec.topic}"
-        assert not actual.enable_message_ordering  # the emulator's ordered dead-lettering bug (infra/stack.py)
-        assert actual.retry_policy.minimum_backoff.total_seconds() == spec.minimum_backoff
-        assert actual.retry_policy.maximum_backoff.total_seconds() == spec.maximum_backoff
+        # the emulator's delivery bugs (infra/stack.py): no ordering, no back-off, attempts spanning the schedule
+        assert not actual.enable_message_ordering
+        assert not actual.HasField("retry_policy")
         if spec.dead_letter:
             assert actual.dead_letter_policy.dead_letter_topic == dlq
-            assert actual.dead_letter_policy.max_delivery_attempts == spec.max_delivery_attempts
+            assert actual.dead_letter_policy.max_delivery_attempts == emulator_delivery_attempts(spec) >= 16
         else:
             assert not actual.dead_letter_policy.dead_letter_topic
         if spec.push:

@@ -1,62 +1,116 @@
-"""A poison message can never stall anything: it is dead-lettered after its attempts and later
-messages keep flowing, on the emulators too (where an ordered subscription would die: infra/stack.py)."""
+"""Nothing stalls and nothing is stranded, on the emulators too: a Firestore outage longer than upsert's
+whole retry schedule ends with every update applied or dead-lettered (then replayed), and a function
+server killed mid-burst comes back on its port with nothing lost (infra/stack.py, infra/supervise.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
 
+from infra.stack import emulator_delivery_attempts
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.timeout(240)
-def test_a_message_that_fails_every_attempt_is_dead_lettered_and_later_ones_flow(e2e, uid):
-    """Firestore down for longer than upsert's whole retry schedule (5 attempts, backoff up to 10 s):
-    the update that arrived then fails every push, so Pub/Sub dead-letters it; the pipeline goes on."""
+@pytest.mark.timeout(420)
+def test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_says_so(e2e, uid):
+    """Firestore down past upsert's last attempt: every update that arrived then is dead-lettered as
+    delivery_exhausted (none applied behind anyone's back, none silently stuck); the subscription goes on
+    delivering; `dcm-status status` reports the outage while it lasts; a replay applies them all."""
     aws = e2e.reporter("aws")
-    poisoned = f"aws/vm/poison-{uid}"
+    during = [f"outage-{uid}-{i}" for i in range(20)]
+    upsert = next(s for s in e2e.stack.topology(e2e.state).subscriptions if s.push == "upsert")
+    attempts = emulator_delivery_attempts(upsert)
     started = time.monotonic()
     with e2e.firestore_outage():
-        aws.report("vm", f"poison-{uid}", "RUNNING", "during the outage").result(timeout=30)
-        # wait until Pub/Sub gave up on it: it reaches the dead-letter topic (stored once Firestore is back)
-        subscription = f"projects/{e2e.project}/subscriptions/dcm-upsert"
-        deadline = time.monotonic() + 150
-        while time.monotonic() < deadline and not _exhausted(e2e, subscription, uid):
-            time.sleep(2)
+        for rid in during:
+            aws.report("vm", rid, "RUNNING", "during the outage").result(timeout=30)
+        health = e2e.cli("status", check=False)
+        assert health.returncode == 1 and "firestore-proxy" in health.stderr and "outage" in health.stderr
+        # hold the outage until Pub/Sub has given up on every one of them (read off the archive,
+        # which Firestore does not gate)
+        wait_until(lambda: _exhausted(e2e, uid) >= len(during), timeout=240, interval=2,
+                   what="every update of the outage to be dead-lettered")
     outage = time.monotonic() - started
     after = [f"after-{uid}-{i}" for i in range(5)]
     for rid in after:
         aws.report("vm", rid, "RUNNING", "after the outage").result(timeout=30)
     for rid in after:
         e2e.wait_for_status(f"aws/vm/{rid}", "RUNNING", timeout=60)  # the subscription still delivers
-    entry = wait_until(lambda: next((e for e in e2e.deadletters(reason="delivery_exhausted")
-                                     if e.get("key") == poisoned), None), 60, what="the poison dead letter")
-    assert entry["deliveryCount"] == 5 and entry["sourceSubscription"].endswith("/dcm-upsert")
-    assert e2e.resource(poisoned) is None  # not applied behind anyone's back
-    print(f"\npoison: dead-lettered after {entry['deliveryCount']} attempts in a {outage:.0f} s outage; "
-          f"{len(after)} later updates applied")
-    e2e.cli("dlq", "replay", entry["id"])  # once fixed, replay applies it
-    e2e.wait_for_status(poisoned, "RUNNING", timeout=60)
+    keys = {f"aws/vm/{rid}" for rid in during}
+    entries = wait_until(lambda: (es := [e for e in e2e.deadletters(reason="delivery_exhausted")
+                                         if e.get("key") in keys]) and len(es) == len(keys) and es,
+                         60, what="a delivery_exhausted dead letter for each update of the outage")
+    assert {e["deliveryCount"] for e in entries} == {attempts}
+    assert all(e["sourceSubscription"].endswith("/dcm-upsert") for e in entries)
+    assert all(e2e.resource(k) is None for k in keys)  # not applied behind anyone's back
+    assert e2e.cli("status").returncode == 0  # healthy again
+    print(f"\nlong outage: {len(during)} updates dead-lettered after {attempts} attempts each in a {outage:.0f} s "
+          f"outage; {len(after)} later updates applied")
+    e2e.cli("dlq", "replay", *[e["id"] for e in entries])
+    for key in keys:
+        e2e.wait_for_status(key, "RUNNING", timeout=60)
     # every failed push was logged once, as one JSON line (no framework traceback over many lines)
     log = (e2e.stack.log_dir / "upsert.log").read_text()
     assert "transient failure, Pub/Sub will redeliver" in log
     assert not [line for line in log.splitlines() if line.startswith("Traceback")]
 
 
-def _exhausted(e2e, subscription: str, uid: str) -> bool:
-    """Whether the emulator has dead-lettered our update (read off the archive, which Firestore does not gate)."""
+@pytest.mark.timeout(300)
+def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2e, uid):
+    """kill -9 of each function server while a burst flows: its keeper restarts it on the same port,
+    `status` says so, read commands keep working, and every update ends stored."""
+    aws = e2e.reporter("aws")
+    functions = list(e2e.stack.topology(e2e.state).functions)
+    ports = {name: e2e.state.functions[name]["port"] for name in functions}
+    rids = [f"killed-{uid}-{i}" for i in range(40 * len(functions))]
+    futures, killed = [], {}
+    for i, rid in enumerate(rids):
+        futures.append(aws.report("vm", rid, "STOPPED" if i % 2 else "RUNNING", "burst"))
+        if i % 40 == 20:
+            name = functions[i // 40]
+            killed[name] = e2e.stack.server_pid(name)
+            os.kill(killed[name], signal.SIGKILL)
+            if name == "upsert":  # read commands work while a function is down, and say which one
+                shown = e2e.cli("list", "--provider", "aws", check=False)
+                assert shown.returncode == 0
+        time.sleep(0.02)
+    for f in futures:
+        f.result(timeout=30)
+    for i, rid in enumerate(rids):
+        e2e.wait_for_status(f"aws/vm/{rid}", "STOPPED" if i % 2 else "RUNNING", timeout=120)
+    for name, old in killed.items():
+        wait_until(lambda: e2e.stack.server_pid(name) not in (None, old), 30, what=f"{name} restarted")
+    assert {n: e2e.state.functions[n]["port"] for n in functions} == ports
+    status = e2e.cli("status")
+    assert all(f"function {n}" in status.stdout for n in functions)
+    restarts = {h.component: h.restarts for h in e2e.stack.health(e2e.state)}
+    assert all(restarts[f"function {n}"] >= 1 for n in functions)
+    log = (e2e.stack.log_dir / "upsert.log").read_text()
+    assert "function server upsert killed by SIGKILL" in log
+
+
+def _exhausted(e2e, uid: str) -> int:
+    """How many of our updates the emulator has dead-lettered from upsert (pulled off the archive)."""
     from google.cloud import pubsub_v1
 
     subscriber = pubsub_v1.SubscriberClient()
+    archive = subscriber.subscription_path(e2e.project, "dcm-deadletter-archive")
+    seen = e2e.__dict__.setdefault("_archived", set())
     try:
-        archive = subscriber.subscription_path(e2e.project, "dcm-deadletter-archive")
-        response = subscriber.pull(subscription=archive, max_messages=50, timeout=5)
-        return any(m.message.attributes.get("CloudPubSubDeadLetterSourceSubscription", "").endswith("dcm-upsert")
-                   and f"poison-{uid}".encode() in m.message.data for m in response.received_messages)
+        response = subscriber.pull(subscription=archive, max_messages=100, timeout=5)
+        ours = [m for m in response.received_messages
+                if m.message.attributes.get("CloudPubSubDeadLetterSourceSubscription", "").endswith("dcm-upsert")
+                and f"outage-{uid}".encode() in m.message.data]
+        seen.update(m.message.data for m in ours)
+        if ours:  # acked so that the next pull reaches the rest; nobody else's
+            subscriber.acknowledge(subscription=archive, ack_ids=[m.ack_id for m in ours])
     except Exception:  # noqa: BLE001 - nothing pulled this time
-        return False
+        pass
     finally:
         subscriber.close()
+    return len(seen)

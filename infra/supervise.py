@@ -1,0 +1,94 @@
+"""Keep one local function server running: restart it on its port when it dies.
+
+The local stack starts every functions-framework server under this keeper
+(``python -m infra.supervise --name upsert --pidfile F -- functions-framework ...``).
+gunicorn respawns a dead worker, but nothing respawned a dead server: a
+``kill -9`` left the function gone until the next ``up``, and Pub/Sub pushes
+failing meanwhile. The keeper is the process group leader: stopping the group
+(``down``) stops both, and a SIGTERM to the keeper is passed on and not
+answered with a restart.
+
+Each start and exit is one JSON line in the function's log; the server's pid
+is written to ``--pidfile`` so that an operator (or a test) can find it.
+Restarts back off from 0.5 s to 10 s while the server keeps dying young
+(it lived less than 30 s), so a server that cannot start does not spin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+FIRST_DELAY, MAX_DELAY, HEALTHY_AFTER = 0.5, 10.0, 30.0
+
+
+def _log(severity: str, message: str, **fields: object) -> None:
+    record = {"severity": severity, "message": message, "logger": "infra.supervise",
+              "time": datetime.now(timezone.utc).isoformat(), **fields}
+    print(json.dumps(record), flush=True)
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def keep(name: str, command: list[str], pidfile: Path) -> int:
+    stopping = False
+    child: subprocess.Popen | None = None
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    restarts, young = 0, 0
+    while not stopping:
+        started = time.monotonic()
+        child = subprocess.Popen(command)
+        pidfile.write_text(f"{child.pid}\n")
+        _log("INFO", f"function server {name} started", pid=child.pid, restarts=restarts)
+        code = child.wait()
+        if stopping:
+            break
+        lived = time.monotonic() - started
+        young = 0 if lived >= HEALTHY_AFTER else young + 1
+        delay = min(MAX_DELAY, FIRST_DELAY * 2 ** max(0, young - 1))
+        restarts += 1
+        _log("WARNING", f"function server {name} {_exit_reason(code)} after {lived:.1f} s; "
+                        f"restarting in {delay:.1f} s", pid=child.pid, restarts=restarts)
+        pidfile.with_suffix(".restarts").write_text(f"{restarts}\n")
+        time.sleep(delay)
+    pidfile.unlink(missing_ok=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--pidfile", required=True, type=Path)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command to keep running")
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    return keep(args.name, command, args.pidfile)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

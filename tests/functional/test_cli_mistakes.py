@@ -1,0 +1,144 @@
+"""The mistakes people make with ``dcm-status`` without a running stack: each ends with one line on
+stderr and a non-zero exit, never a traceback; run through click's runner and through the installed
+script. (With a stack: tests/e2e/test_cli.py.)"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from infra.cli import cli
+
+SCRIPT = str(Path(sys.executable).parent / "dcm-status")
+PUBLISH = ["publish", "--type", "vm", "--id", "i-1", "--status", "RUNNING"]
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """No local stack, no Google Cloud or AWS credentials, nothing left from another shell."""
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("DCM_", "PUBSUB_", "FIRESTORE_", "GOOGLE_", "AWS_", "CLOUDSDK_"))}
+    clean.update({"DCM_STATE_DIR": str(tmp_path / "state"), "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+                  "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "no-credentials.json"),
+                  "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+                  "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+                  "AWS_EC2_METADATA_DISABLED": "true", "COLUMNS": "80"})
+    return clean
+
+
+@pytest.fixture
+def listener():
+    """Something answering on a port (stands for an emulator host; never spoken to)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    threading.Thread(target=lambda: [server.accept() for _ in iter(int, 1)], daemon=True).start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+def _dead_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+DEAD = _dead_port()
+CASES = [
+    # (name, args, extra env, exit code, what stderr says)
+    ("bad provider name", [*PUBLISH, "--provider", "AWS!"], {}, 2, "invalid provider name 'AWS!'"),
+    ("negative limit", ["list", "--limit", "-1"], {}, 2, "--limit"),
+    ("empty demo", ["demo", "--resources", "0"], {}, 2, "--resources"),
+    ("huge duration", ["billing", "report", "--from", "99999999999d"], {}, 2, "before the year 1"),
+    ("future billing window", ["billing", "report", "--from", "2999-01-01", "--to", "3000-01-01"], {}, 2,
+     "starts in the future"),
+    ("no stack, no project", ["list"], {}, 1, "the local stack is not running"),
+    ("project without credentials", ["list"], {"DCM_PROJECT": "some-project"}, 1, "no Google Cloud credentials"),
+    ("stale emulator environment", ["get", "aws/vm/i-1"], {"DCM_PROJECT": "p", "FIRESTORE_EMULATOR_HOST": DEAD},
+     1, f"FIRESTORE_EMULATOR_HOST={DEAD} does not answer"),
+    ("logs without a stack", ["logs"], {}, 1, "no local stack has run here"),
+    ("aws provider, invalid endpoint", ["provider", "run-aws", "--once", "--endpoint-url", "not a url"], {}, 2,
+     "is not an http(s) URL"),
+    ("aws provider, bad interval", ["provider", "run-aws", "--interval", "0"], {}, 2, "--interval"),
+]
+
+
+@pytest.mark.parametrize("name, args, extra, code, says", CASES, ids=[c[0] for c in CASES])
+def test_through_clicks_runner(env, name, args, extra, code, says):
+    result = CliRunner().invoke(cli, args, env=_runner_env({**env, **extra}), catch_exceptions=False)
+    _one_clear_line(result.exit_code, result.stderr, code, says)
+
+
+@pytest.mark.parametrize("name, args, extra, code, says", CASES, ids=[c[0] for c in CASES])
+def test_through_the_installed_script(env, name, args, extra, code, says):
+    result = subprocess.run([SCRIPT, *args], env={**env, **extra}, capture_output=True, text=True, timeout=60)
+    _one_clear_line(result.returncode, result.stderr, code, says)
+
+
+def test_aws_provider_without_aws_credentials_or_with_an_unreachable_endpoint(env, listener):
+    env = {**env, "DCM_PROJECT": "p", "PUBSUB_EMULATOR_HOST": listener}
+    no_credentials = subprocess.run([SCRIPT, "provider", "run-aws", "--once"], env=env, capture_output=True,
+                                    text=True, timeout=120)
+    _one_clear_line(no_credentials.returncode, no_credentials.stderr, 1, "no AWS credentials")
+    unreachable = subprocess.run([SCRIPT, "provider", "run-aws", "--once", "--endpoint-url", f"http://{DEAD}"],
+                                 env={**env, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"},
+                                 capture_output=True, text=True, timeout=120)
+    _one_clear_line(unreachable.returncode, unreachable.stderr, 1, "cannot reach the AWS endpoint")
+
+
+def test_help_version_and_the_types_publish_accepts(env):
+    for args in (["-h"], ["--help"], ["--version"], ["publish", "-h"], ["dlq", "show", "-h"]):
+        result = subprocess.run([SCRIPT, *args], env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0 and result.stdout and not result.stderr, args
+    publish = subprocess.run([SCRIPT, "publish", "--help"], env=env, capture_output=True, text=True).stdout
+    assert "vm: PROVISIONING, RUNNING" in publish and "Example: dcm-status publish" in publish
+    assert "0.1.0" in subprocess.run([SCRIPT, "--version"], env=env, capture_output=True, text=True).stdout
+
+
+def test_every_command_has_help_with_an_example():
+    def walk(group, path):
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from walk(command, [*path, name])
+            else:
+                yield [*path, name], command
+    missing = [" ".join(p) for p, c in walk(cli, []) if "Example:" not in (c.help or "")
+               and p not in (["down"], ["env"], ["stats"], ["status"], ["dlq", "purge"], ["dlq", "stats"],
+                             ["billing", "show"], ["demo"], ["get"])]
+    assert not missing
+
+
+def test_a_bug_is_one_line_too_and_debug_shows_the_traceback(env, monkeypatch):
+    import importlib
+
+    cli_main = importlib.import_module("infra.cli.main")
+
+    def broken(*_args, **_kwargs):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(cli_main.reports, "stats", broken)
+    monkeypatch.setattr(cli_main, "connect", lambda: type("C", (), {"firestore": lambda self: None})())
+    result = CliRunner().invoke(cli, ["stats"], env=_runner_env(env))
+    _one_clear_line(result.exit_code, result.stderr, 1, "unexpected ZeroDivisionError: division by zero")
+    debug = CliRunner().invoke(cli, ["stats"], env=_runner_env({**env, "DCM_DEBUG": "1"}))
+    assert isinstance(debug.exception, ZeroDivisionError)
+
+
+def _runner_env(env: dict[str, str]) -> dict[str, str | None]:
+    """click's runner adds to os.environ: unset what the test's environment leaves out."""
+    return {**{k: None for k in os.environ if k not in env}, **env}
+
+
+def _one_clear_line(code: int, stderr: str, want_code: int, says: str) -> None:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == want_code, stderr
+    assert "Traceback" not in stderr
+    assert says in stderr, stderr
+    errors = [line for line in lines if line.startswith("Error")]
+    assert len(errors) == 1, stderr

@@ -1,0 +1,82 @@
+"""The Firestore circuit breaker: fail fast while Firestore is known down, probe one call at a time."""
+
+from __future__ import annotations
+
+import pytest
+from google.api_core import exceptions as gexc
+
+from shared.contracts.errors import Rejected, Transient
+from shared.runtime.firestore import Breaker, guard
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _fail(breaker: Breaker) -> None:
+    with pytest.raises(Transient, match="failed"):
+        with guard("read", breaker):
+            raise gexc.ServiceUnavailable("down")
+
+
+def test_a_failure_opens_it_and_calls_fail_fast_without_touching_firestore():
+    clock = Clock()
+    breaker = Breaker(cool_off=1.0, clock=clock)
+    _fail(breaker)
+    touched = []
+    with pytest.raises(Transient, match="not tried"):
+        with guard("read", breaker):
+            touched.append(1)
+    assert touched == [] and breaker.open
+
+
+def test_after_the_cool_off_one_probe_goes_through_and_its_success_closes_it():
+    clock = Clock()
+    breaker = Breaker(cool_off=1.0, clock=clock)
+    _fail(breaker)
+    clock.now += 1.5
+    assert breaker.admit()          # the probe
+    assert not breaker.admit()      # a second caller while the probe runs fails fast
+    breaker.answered()
+    assert not breaker.open and breaker.admit() and breaker.admit()
+
+
+def test_a_failed_probe_opens_it_again():
+    clock = Clock()
+    breaker = Breaker(cool_off=1.0, clock=clock)
+    _fail(breaker)
+    clock.now += 1.5
+    _fail(breaker)
+    assert not breaker.admit()
+    clock.now += 1.5
+    assert breaker.admit()
+
+
+def test_a_refusal_or_a_bug_is_an_answer_and_never_leaves_a_probe_hanging():
+    clock = Clock()
+    breaker = Breaker(cool_off=1.0, clock=clock)
+    _fail(breaker)
+    clock.now += 1.5
+    with pytest.raises(Rejected):
+        with guard("write", breaker):
+            raise gexc.InvalidArgument("too deep")
+    assert not breaker.open
+    _fail(breaker)
+    clock.now += 1.5
+    with pytest.raises(KeyError):
+        with guard("write", breaker):
+            raise KeyError("bug")
+    assert not breaker.open and breaker.admit()
+
+
+def test_an_inner_guards_verdict_stands():
+    breaker = Breaker(cool_off=1.0, clock=Clock())
+    with pytest.raises(Transient):
+        with guard("outer", breaker):
+            with guard("inner", breaker):
+                raise gexc.DeadlineExceeded("slow")
+    assert breaker.open

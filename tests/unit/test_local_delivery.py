@@ -1,0 +1,87 @@
+"""How the local stack declares delivery on the Pub/Sub emulator (infra/stack.py) and keeps its function
+servers running (infra/supervise.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from infra.stack import REPO_ROOT, backoff_window, emulator_delivery_attempts
+from infra.topology import load
+
+
+def _spec(**changes):
+    spec = next(s for s in load().subscriptions if s.push == "upsert")
+    return dataclasses.replace(spec, **changes)
+
+
+@pytest.mark.parametrize("minimum, maximum, attempts, window, local", [
+    (1, 10, 5, 15, 16),     # the declared default: 1 + 2 + 4 + 8 s
+    (1, 1, 5, 4, 5),        # a flat 1 s schedule is what the emulator does anyway: never fewer attempts
+    (10, 600, 5, 150, 100),  # longer than 100 redeliveries: capped at Pub/Sub's maximum
+    (1, 10, 8, 45, 46),     # 1 + 2 + 4 + 8 + 10 + 10 + 10
+])
+def test_emulator_redeliveries_span_the_declared_back_off_schedule(minimum, maximum, attempts, window, local):
+    spec = _spec(minimum_backoff=minimum, maximum_backoff=maximum, max_delivery_attempts=attempts)
+    assert backoff_window(spec) == window
+    assert emulator_delivery_attempts(spec) == local
+
+
+def _keeper(tmp_path, script: str):
+    pidfile = tmp_path / "f.pid"
+    proc = subprocess.Popen([sys.executable, "-m", "infra.supervise", "--name", "f", "--pidfile", str(pidfile),
+                             "--", sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    return proc, pidfile
+
+
+def _wait_pid(pidfile, not_this=None, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            pid = int(pidfile.read_text())
+            if pid != not_this:
+                return pid
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    pytest.fail("the keeper did not (re)start its server")
+
+
+def test_a_killed_server_is_restarted_and_a_stopped_keeper_stops_it(tmp_path):
+    proc, pidfile = _keeper(tmp_path, "import time; time.sleep(60)")
+    try:
+        first = _wait_pid(pidfile)
+        os.kill(first, signal.SIGKILL)
+        second = _wait_pid(pidfile, not_this=first)
+        assert (tmp_path / "f.restarts").read_text().strip() == "1"
+        os.killpg(proc.pid, signal.SIGTERM)  # what `down` does: the keeper's group
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    records = [json.loads(line) for line in out.splitlines()]  # one JSON line per record
+    assert [r["severity"] for r in records] == ["INFO", "WARNING", "INFO"]
+    assert "killed by SIGKILL" in records[1]["message"] and records[1]["restarts"] == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(second, 0)
+    assert not pidfile.exists()
+
+
+def test_a_server_that_keeps_dying_young_is_restarted_with_growing_delays(tmp_path):
+    proc, _ = _keeper(tmp_path, "raise SystemExit(3)")
+    time.sleep(2.5)  # restarts after 0.5 s, 1 s, 2 s: three at most, not a spin
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    warnings = [json.loads(line) for line in out.splitlines() if '"WARNING"' in line]
+    assert 2 <= len(warnings) <= 3
+    assert "exited with status 3" in warnings[0]["message"]
+    delays = [w["message"].rsplit("restarting in ", 1)[1] for w in warnings]
+    assert delays == ["0.5 s", "1.0 s", "2.0 s"][:len(delays)]

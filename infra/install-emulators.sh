@@ -24,10 +24,22 @@ if have; then
 fi
 
 echo "emulators: missing, installing with apt-get (google-cloud-cli-pubsub-emulator, google-cloud-cli-firestore-emulator, JDK 17)"
+command -v apt-get >/dev/null 2>&1 \
+  || { echo "emulators: no apt-get here; install the Google Cloud CLI and its pubsub-emulator and cloud-firestore-emulator components (https://cloud.google.com/sdk/docs/install), and a JDK" >&2; exit 1; }
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# The emulators come from Google's apt repository: add it (key and source) when apt does not know them.
+if ! apt-cache show google-cloud-cli-pubsub-emulator >/dev/null 2>&1; then
+  echo "emulators: adding the Google Cloud CLI apt repository (packages.cloud.google.com)"
+  $SUDO apt-get install -y -qq ca-certificates curl gnupg
+  curl -fsSL https://packages.cloud.google.com/apt/doc/apt-key.gpg \
+    | $SUDO gpg --dearmor --yes -o /usr/share/keyrings/cloud.google.gpg
+  echo "deb [signed-by=/usr/share/keyrings/cloud.google.gpg] https://packages.cloud.google.com/apt cloud-sdk main" \
+    | $SUDO tee /etc/apt/sources.list.d/google-cloud-sdk.list >/dev/null
+  $SUDO apt-get update -qq
+fi
 $SUDO apt-get install -y -qq openjdk-17-jre-headless google-cloud-cli-pubsub-emulator google-cloud-cli-firestore-emulator \
   || { echo "emulators: apt-get could not install them; see https://cloud.google.com/sdk/docs/install" >&2; exit 1; }
 root=/usr/lib/google-cloud-sdk

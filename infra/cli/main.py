@@ -318,14 +318,18 @@ def stats(as_json: bool) -> None:
 @click.option("--seed", default=7, show_default=True, help="Random seed (same seed, same fleet).")
 @click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=1),
               help="Seconds to wait for processing.")
-def demo(resources: int, seed: int, timeout: float) -> None:
-    """Fleet simulation on the local stack; prints states, dead letters and the accounting line."""
+@click.option("--reset", is_flag=True, help="Erase what the local Firestore holds without asking.")
+def demo(resources: int, seed: int, timeout: float, reset: bool) -> None:
+    """Fleet simulation on the local stack; prints states, dead letters and the accounting line.
+
+    It starts from an empty Firestore: data you stored is erased only with --reset or your yes.
+    """
     from infra.demo import run as fleet_demo
 
     conn = connect()
     if not conn.local:
         raise click.ClickException("the demo runs on the local stack (it resets its Firestore): dcm-status up")
-    if not fleet_demo.run(conn, resources, seed, timeout):
+    if not fleet_demo.run(conn, resources, seed, timeout, reset=reset):
         sys.exit(1)
 
 

@@ -3,6 +3,7 @@ prove that nothing was lost."""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -34,13 +35,18 @@ def _progress(console: Console) -> Progress:
                     console=console, transient=False)
 
 
-def run(conn: Any, resources: int, seed: int, timeout: float) -> bool:
-    console = Console(width=max(Console().width, 110))
+def run(conn: Any, resources: int, seed: int, timeout: float, reset: bool = False) -> bool:
+    console = Console()
     fleet = build_fleet(resources, seed)
     db = conn.firestore()
-    if conn.local:
-        import os
-        emulators.reset_firestore(os.environ["FIRESTORE_EMULATOR_HOST"], conn.project)
+    held = queries.count(db.collection(queries.RESOURCES))
+    if held and not reset:
+        if not sys.stdin.isatty() or not click.confirm(
+                f"the local Firestore holds {held} resources; the demo starts from an empty one. Erase them?"):
+            raise click.ClickException(f"the local Firestore holds {held} resources the demo would erase: "
+                                       "dcm-status demo --reset (or dcm-status down && dcm-status up)")
+    import os
+    emulators.reset_firestore(os.environ["FIRESTORE_EMULATOR_HOST"], conn.project)
     publisher = conn.publisher()
     topic = {p: publisher.topic_path(conn.project, conn.topology.ingress_template.replace("{provider}", p))
              for p in {m.provider for m in fleet.messages}}

@@ -60,8 +60,56 @@ def _walk(value: Any, prefix: str) -> Iterator[tuple[str, Any, int, Any]]:
             stack.extend((f"{path}/{i}", v, depth + 1, node) for i, v in enumerate(node))
 
 
+def _depth_within(value: Any, limit: int) -> bool:
+    """Whether every node of ``value`` is at most ``limit`` levels down: the fast check, no paths built."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if type(node) is dict else node if type(node) is list else ()
+        if children and depth + 1 > limit:
+            return False
+        stack.extend((c, depth + 1) for c in children if type(c) is dict or type(c) is list)
+    return True
+
+
+def _storable_fast(value: Any, max_depth: int) -> bool:
+    """True only if ``storable`` finds nothing (it may say False for what is fine: the slow walk decides).
+    The common case, valid data, without building a path per node."""
+    low, high = INT64
+    if type(value) is int:
+        return low <= value <= high
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if type(node) is dict:
+            if node and depth + 1 > max_depth:
+                return False
+            for key, child in node.items():
+                if (type(key) is not str or not key or (key[:2] == "__" and RESERVED_NAME.match(key))
+                        or (len(key) * 4 > FIRESTORE_MAX_FIELD_NAME_BYTES
+                            and len(key.encode()) > FIRESTORE_MAX_FIELD_NAME_BYTES)):
+                    return False
+                if type(child) is dict or type(child) is list:
+                    stack.append((child, depth + 1))
+                elif type(child) is int and not low <= child <= high:
+                    return False
+        elif type(node) is list:
+            if node and depth + 1 > max_depth:
+                return False
+            for child in node:
+                if type(child) is list:  # an array directly inside an array
+                    return False
+                if type(child) is dict:
+                    stack.append((child, depth + 1))
+                elif type(child) is int and not low <= child <= high:
+                    return False
+    return True
+
+
 def too_deep(value: Any, limit: int, prefix: str = "") -> Breach | None:
     """The first place ``value`` nests deeper than ``limit`` levels, if any."""
+    if _depth_within(value, limit):
+        return None
     for path, node, depth, _ in _walk(value, prefix):
         if depth > limit:
             return Breach(path, "maxDepth", f"nested deeper than {limit} levels")
@@ -69,7 +117,11 @@ def too_deep(value: Any, limit: int, prefix: str = "") -> Breach | None:
 
 
 def storable(value: Any, prefix: str = "", max_depth: int = MAX_DATA_DEPTH) -> Breach | None:
-    """The first reason Firestore could not store ``value`` (a provider's data), if any."""
+    """The first reason Firestore could not store ``value`` (a provider's data), if any.
+
+    Valid data, the common case, takes the fast check; only a breach walks again to say where."""
+    if _storable_fast(value, max_depth):
+        return None
     for path, node, depth, parent in _walk(value, prefix):
         if depth > max_depth:
             return Breach(path, "maxDepth", f"nested deeper than {max_depth} levels (Firestore stores 20)")

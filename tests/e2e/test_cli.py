@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from google.cloud import pubsub_v1
@@ -152,3 +156,36 @@ def test_status_logs_and_watch(e2e, uid):
 def _line_with(process, text: str) -> str | None:
     line = process.stdout.readline()
     return line if text in line else None
+
+
+def test_demo_does_not_erase_what_a_user_stored_without_asking(e2e, uid):
+    e2e.cli("publish", "--provider", "aws", "--type", "vm", "--id", f"mine-{uid}", "--status", "RUNNING")
+    e2e.wait_for_status(f"aws/vm/mine-{uid}", "RUNNING")
+    refused = e2e.cli("demo", "--resources", "1", check=False, input="")
+    assert refused.returncode == 1 and "demo --reset" in refused.stderr and "Traceback" not in refused.stderr
+    assert e2e.resource(f"aws/vm/mine-{uid}") is not None
+
+
+@pytest.mark.timeout(240)
+def test_chaos_on_a_running_stack_keeps_its_data_and_down_says_what_goes(tmp_path):
+    """`up --chaos` on a stack started without the fault proxy moves the functions behind one, keeping
+    every stored state; `down` says the emulators' data is gone."""
+    env = {"DCM_STATE_DIR": str(tmp_path / "state")}
+    script = str(Path(sys.executable).parent / "dcm-status")
+
+    def run(*args):
+        return subprocess.run([script, *args], env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=180)
+    try:
+        assert run("up", "--providers", "aws").returncode == 0
+        assert run("publish", "--provider", "aws", "--type", "vm", "--id", "kept", "--status", "RUNNING").returncode == 0
+        wait_until(lambda: run("get", "aws/vm/kept").returncode == 0, 30, what="the first state")
+        chaos = run("up", "--chaos")
+        assert chaos.returncode == 0 and "behind a Firestore fault proxy (data kept)" in chaos.stderr
+        assert run("get", "aws/vm/kept").returncode == 0
+        state = json.loads((tmp_path / "state" / "state.json").read_text())
+        assert state["firestore_proxy"]
+        assert run("status").returncode == 0
+    finally:
+        down = run("down")
+    assert "data (resources, dead letters, undelivered messages) is gone" in down.stderr

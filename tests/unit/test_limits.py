@@ -78,3 +78,41 @@ def test_firestore_failures_map_to_retry_or_dead_letter(error, raised, reason):
         with fs.guard("write"):
             raise getattr(gexc, error)("boom")
     assert getattr(info.value, "reason", None) is reason
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_keys = st.one_of(st.text(max_size=3), st.sampled_from(["", "__x__", "__name__", "a" * 1501, "é" * 400]))
+_scalars = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3),
+                     st.integers(min_value=-(2 ** 64), max_value=2 ** 64))
+_json = st.recursive(_scalars, lambda children: st.one_of(st.lists(children, max_size=3),
+                                                           st.dictionaries(_keys, children, max_size=3)),
+                     max_leaves=30)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_json, st.integers(min_value=0, max_value=5))
+def test_the_fast_checks_agree_with_the_walks_that_say_where(value, limit):
+    """storable() and too_deep() answer valid data from a fast check and walk again only on a breach: the
+    fast check must never pass what the walk refuses."""
+    from shared.contracts import limits
+
+    walk_ok = _walk_finds_nothing(value, limit)
+    assert (limits.storable(value, max_depth=limit) is None) == walk_ok
+    if limits._storable_fast(value, limit):
+        assert walk_ok
+    deep = any(depth > limit for _, _, depth, _ in limits._walk(value, ""))
+    assert limits._depth_within(value, limit) == (not deep)
+    assert (limits.too_deep(value, limit) is None) == (not deep)
+
+
+def _walk_finds_nothing(value, limit) -> bool:
+    from shared.contracts import limits
+
+    original = limits._storable_fast
+    try:
+        limits._storable_fast = lambda *_: False  # force the walk
+        return limits.storable(value, max_depth=limit) is None
+    finally:
+        limits._storable_fast = original

@@ -12,6 +12,7 @@ started.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -117,23 +118,30 @@ def emulator_delivery_attempts(spec: SubscriptionSpec) -> int:
     return min(PUBSUB_MAX_DELIVERY_ATTEMPTS, max(spec.max_delivery_attempts, spanning))
 
 
+class Condition(enum.StrEnum):
+    UP = "up"
+    DOWN = "down"
+    RESTARTING = "restarting"  # its keeper is alive, its server not answering (yet)
+    OUTAGE = "outage (chaos)"  # the Firestore fault proxy is cutting Firestore off
+
+
 @dataclass(frozen=True)
 class Health:
     component: str
     where: str
-    status: str  # up | down | restarting
+    status: Condition
     restarts: int = 0
 
 
-def _probe(proc: Process) -> str:
-    """'up' when the process is alive and answers HTTP on its port."""
+def _probe(proc: Process) -> Condition:
+    """UP when the process is alive and answers HTTP on its port."""
     if not proc.alive():
-        return "down"
+        return Condition.DOWN
     try:
         requests.get(f"http://{proc.host}/", timeout=2)
-        return "up"
+        return Condition.UP
     except requests.RequestException:
-        return "down"
+        return Condition.DOWN
 
 
 class LocalStack:
@@ -177,26 +185,24 @@ class LocalStack:
                 Health("firestore-emulator", state.firestore_host, _probe(Process(**state.firestore)))]
         if state.firestore_proxy:
             proxy = Process(**state.firestore_proxy)
-            status = ("outage (chaos)" if self.firestore_outage() else "up") if proxy.alive() else "down"
+            status = ((Condition.OUTAGE if self.firestore_outage() else Condition.UP) if proxy.alive()
+                      else Condition.DOWN)
             rows.append(Health("firestore-proxy", proxy.host, status))
         for name in self.topology(state).functions:
             f = state.functions.get(name)
             if f is None:
-                rows.append(Health(f"function {name}", "-", "down"))
+                rows.append(Health(f"function {name}", "-", Condition.DOWN))
                 continue
             keeper = Process(**f)
-            if not keeper.alive():
-                status = "down"
-            else:
-                status = _probe(keeper)
-                if status == "down":
-                    status = "restarting"
+            status = _probe(keeper)
+            if status is Condition.DOWN and keeper.alive():
+                status = Condition.RESTARTING
             rows.append(Health(f"function {name}", f"http://{keeper.host}", status, self._restarts(name)))
         return rows
 
     def down_functions(self, state: StackState) -> list[str]:
         return [h.component.split(" ", 1)[1] for h in self.health(state)
-                if h.component.startswith("function ") and h.status != "up"]
+                if h.component.startswith("function ") and h.status is not Condition.UP]
 
     def _restarts(self, name: str) -> int:
         try:

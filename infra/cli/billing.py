@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from infra.cli.common import connect, emit_json, parse_time
-from infra.cli.output import WIDE, console
+from infra.cli.output import JSON, WIDE, console
 from shared.billing.intervals import usage
 from shared.billing.rates import RateCard, RateCardError
 from shared.billing.report import cell, columns, dimension, report, to_csv, totals
@@ -82,8 +82,8 @@ def billing() -> None:
 @click.option("--provider", default=None, help="Only this provider.")
 @click.option("--type", "resource_type", default=None, help="Only this resource type.")
 @click.option("--tenant", default=None, help="Only usage labelled with this tenant.")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--csv", "as_csv", is_flag=True)
+@JSON
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV, for spreadsheets.")
 @WIDE
 def report_cmd(start, end, by, rates_path, whole, provider, resource_type, tenant, as_json, as_csv, wide):
     """Resource-hours (and cost, with --rates) per UTC day and group, for [--from, --to).
@@ -128,10 +128,13 @@ def report_cmd(start, end, by, rates_path, whole, provider, resource_type, tenan
 @billing.command("show")
 @click.argument("key")
 @click.option("--from", "start", default=None, help="Window start (default: the first transition).")
-@click.option("--to", "end", default="now", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--to", "end", default="now", show_default=True, help="Window end (same forms as --from).")
+@JSON
 def show(key, start, end, as_json):
-    """One resource: its stored transitions and billable intervals (per UTC day)."""
+    """One resource: its stored transitions and billable intervals (per UTC day).
+
+    Example: dcm-status billing show aws/vm/i-0abc --from 7d
+    """
     try:
         rkey = ResourceKey.parse(key)
     except ValueError as exc:

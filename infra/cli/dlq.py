@@ -10,7 +10,7 @@ import click
 from rich.progress import Progress
 
 from infra.cli.common import connect, emit_json, parse_time
-from infra.cli.output import WIDE, fields, table
+from infra.cli.output import JSON, WIDE, fields, table
 from infra.reports import pipeline_outcome
 from shared.contracts import timeutil
 from shared.deadletter.replay import Replayer, ReplayOutcome
@@ -67,7 +67,7 @@ def select(conn, reason, provider, since, fingerprint):
 @dlq.command("list")
 @filters
 @click.option("--flat", is_flag=True, help="One line per entry instead of per group.")
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 @WIDE
 def list_cmd(reason, provider, since, fingerprint, flat, as_json, wide):
     """Grouped (default) or flat view of dead letters.
@@ -111,7 +111,7 @@ def resolve(conn, entry_id: str) -> dict[str, Any]:
 
 @dlq.command("show")
 @click.argument("entry_id")
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 def show(entry_id, as_json):
     """One dead letter: reason, details, original message, replays and their outcome.
 
@@ -137,7 +137,7 @@ def show(entry_id, as_json):
 @click.argument("entry_ids", nargs=-1)
 @filters
 @click.option("--force", is_flag=True, help="Replay even if in flight or past the poison limit.")
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 def replay(entry_ids, reason, provider, since, fingerprint, force, as_json):
     """Republish originals to the topic they came from (by id, --group, or --reason/--provider).
 
@@ -177,7 +177,10 @@ def replay(entry_ids, reason, provider, since, fingerprint, force, as_json):
 @filters
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def purge(reason, provider, since, fingerprint, yes):
-    """Delete dead letters matching the filters."""
+    """Delete dead letters matching the filters.
+
+    Example: dcm-status dlq purge --reason schema_invalid --provider aws --yes
+    """
     conn = connect()
     entries = select(conn, reason, provider, since, fingerprint)
     if not entries:
@@ -189,9 +192,12 @@ def purge(reason, provider, since, fingerprint, yes):
     click.echo(f"purged {n} entries", err=True)
 
 @dlq.command("stats")
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 def stats(as_json):
-    """Counts by reason, provider and state."""
+    """Counts by reason, provider and state.
+
+    Example: dcm-status dlq stats --json
+    """
     entries = select(connect(), None, None, None, None)
     value: dict[str, Any] = {"entries": len(entries), "occurrences": sum(e.get("occurrences", 1) for e in entries),
                              "byReason": {}, "byProvider": {}, "byState": {}}

@@ -8,44 +8,49 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+from typing import Callable
 
 import click
 
 
-def explain(exc: BaseException) -> str:
-    """One line for an exception a command did not handle itself."""
+def _explanations() -> list[tuple[type[BaseException], Callable[[BaseException], str]]]:
+    """(exception class, its one line), most specific first."""
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
-    if isinstance(exc, auth_exc.DefaultCredentialsError):
-        return ("no Google Cloud credentials: run 'gcloud auth application-default login' for project "
-                f"{os.environ.get('DCM_PROJECT', '?')}, or unset DCM_PROJECT and run 'dcm-status up'")
-    if isinstance(exc, auth_exc.GoogleAuthError):
-        return f"Google Cloud authentication failed: {_first_line(exc)}"
-    if isinstance(exc, gexc.PermissionDenied):
-        return f"permission denied: {_first_line(exc.message)}"
-    if isinstance(exc, gexc.NotFound):
-        return f"not found: {_first_line(exc.message)}"
-    if isinstance(exc, (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.RetryError)):
-        return f"Google Cloud did not answer in time ({type(exc).__name__}): {_first_line(exc)}"
-    if isinstance(exc, gexc.GoogleAPICallError):
-        return f"{type(exc).__name__}: {_first_line(exc.message)}"
-    if isinstance(exc, (concurrent.futures.TimeoutError, TimeoutError)):
-        return "timed out waiting for an answer: is the stack up (dcm-status status)?"
+    table: list[tuple[type[BaseException], Callable[[BaseException], str]]] = [
+        (auth_exc.DefaultCredentialsError, lambda e: (
+            "no Google Cloud credentials: run 'gcloud auth application-default login' for project "
+            f"{os.environ.get('DCM_PROJECT', '?')}, or unset DCM_PROJECT and run 'dcm-status up'")),
+        (auth_exc.GoogleAuthError, lambda e: f"Google Cloud authentication failed: {_first_line(e)}"),
+        (gexc.PermissionDenied, lambda e: f"permission denied: {_first_line(e.message)}"),
+        (gexc.NotFound, lambda e: f"not found: {_first_line(e.message)}"),
+        (gexc.ServiceUnavailable, lambda e: f"Google Cloud is unavailable: {_first_line(e)}"),
+        (gexc.DeadlineExceeded, lambda e: f"Google Cloud did not answer in time: {_first_line(e)}"),
+        (gexc.RetryError, lambda e: f"Google Cloud did not answer in time: {_first_line(e)}"),
+        (gexc.GoogleAPICallError, lambda e: f"{type(e).__name__}: {_first_line(e.message)}"),
+        (concurrent.futures.TimeoutError, lambda e: "timed out waiting for an answer: is the stack up "
+                                                    "(dcm-status status)?"),
+    ]
     try:
         from botocore import exceptions as boto_exc
     except ImportError:  # the aws extra is not installed
-        boto_exc = None
-    if boto_exc is not None:
-        if isinstance(exc, boto_exc.NoCredentialsError):
-            return ("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), "
-                    "or point --endpoint-url at an EC2-compatible endpoint such as a moto server")
-        if isinstance(exc, boto_exc.EndpointConnectionError):
-            return f"cannot reach the AWS endpoint: {_first_line(exc)}"
-        if isinstance(exc, boto_exc.ClientError):
-            return f"AWS refused: {_first_line(exc)}"
-        if isinstance(exc, boto_exc.BotoCoreError):
-            return f"AWS: {_first_line(exc)}"
+        return table
+    return table + [
+        (boto_exc.NoCredentialsError, lambda e: (
+            "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or point "
+            "--endpoint-url at an EC2-compatible endpoint such as a moto server")),
+        (boto_exc.EndpointConnectionError, lambda e: f"cannot reach the AWS endpoint: {_first_line(e)}"),
+        (boto_exc.ClientError, lambda e: f"AWS refused: {_first_line(e)}"),
+        (boto_exc.BotoCoreError, lambda e: f"AWS: {_first_line(e)}"),
+    ]
+
+
+def explain(exc: BaseException) -> str:
+    """One line for an exception a command did not handle itself."""
+    for kind, say in _explanations():
+        if isinstance(exc, kind):
+            return say(exc)
     return (f"unexpected {type(exc).__name__}: {_first_line(exc)} (a bug: please report it with the output "
             "of the same command run with DCM_DEBUG=1)")
 

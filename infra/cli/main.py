@@ -19,8 +19,8 @@ from infra.cli.common import connect, emit_json, to_text
 from infra.cli.dlq import dlq
 from infra.cli.errors import Group
 from infra.cli.live import logs, watch
-from infra.cli.output import WIDE, fields, table
-from infra.stack import LocalStack
+from infra.cli.output import JSON, WIDE, fields, table
+from infra.stack import Condition, LocalStack
 from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE
 from shared.contracts.model import ResourceKey
 from shared.upsert import queries
@@ -73,16 +73,22 @@ def up(providers: str | None, chaos: bool) -> None:
 @cli.command()
 def down() -> None:
     """Stop everything 'up' started. The emulators keep nothing: stored states, dead letters and
-    undelivered messages are gone."""
+    undelivered messages are gone.
+
+    Example: dcm-status down
+    """
     stopped = LocalStack().down()
     click.echo("local stack stopped; its emulator data (resources, dead letters, undelivered messages) is gone"
                if stopped else "local stack was not running", err=True)
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 def status(as_json: bool) -> None:
-    """Health of the local stack: each process up, down or restarting (exit 1 unless all are up)."""
+    """Health of the local stack: each process up, down or restarting (exit 1 unless all are up).
+
+    Example: dcm-status status || dcm-status up
+    """
     stack = LocalStack()
     state = stack.running()
     if state is None:
@@ -91,10 +97,9 @@ def status(as_json: bool) -> None:
     if as_json:
         emit_json([asdict(h) for h in rows])
     else:
-        click.echo(f"{'COMPONENT':<22} {'STATUS':<15} {'RESTARTS':>8}  WHERE")
-        for h in rows:
-            click.echo(f"{h.component:<22} {h.status:<15} {h.restarts:>8}  {h.where}")
-    unhealthy = [f"{h.component} {h.status}" for h in rows if h.status != "up"]
+        table(("component", "status", "restarts", "where"),
+              ((h.component, h.status, h.restarts, h.where) for h in rows), flexible=("where",))
+    unhealthy = [f"{h.component} {h.status}" for h in rows if h.status is not Condition.UP]
     if unhealthy:
         click.echo(f"unhealthy: {'; '.join(unhealthy)}", err=True)
         sys.exit(1)
@@ -122,7 +127,7 @@ def provider_add(name: str) -> None:
 
 
 @provider.command("run-aws")
-@click.option("--region", default="us-east-1", show_default=True)
+@click.option("--region", default="us-east-1", show_default=True, help="The AWS region to poll.")
 @click.option("--endpoint-url", default=None, help="An EC2-compatible endpoint (e.g. a moto server).")
 @click.option("--name", "provider_name", default="aws", show_default=True, help="The DCM provider name.")
 @click.option("--interval", default=15.0, show_default=True, type=click.FloatRange(min=1),
@@ -161,9 +166,12 @@ def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, 
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 def env(as_json: bool) -> None:
-    """Where the stack runs: project, emulator hosts, topics."""
+    """Where the stack runs: project, emulator hosts, topics.
+
+    Example: eval "$(dcm-status env)"   # point this shell's client libraries at the local stack
+    """
     stack = LocalStack()
     state = stack.running()
     if state is None:
@@ -195,7 +203,8 @@ def env(as_json: bool) -> None:
 @click.option("--message", default="", help="Human-readable detail.")
 @click.option("--time", "event_time", default=None, help="RFC 3339 event time (default: now).")
 @click.option("--event-id", default=None, help="CloudEvent id (default: a new UUID).")
-@click.option("--mode", type=click.Choice(["structured", "binary"]), default="structured", show_default=True)
+@click.option("--mode", type=click.Choice(["structured", "binary"]), default="structured", show_default=True,
+              help="CloudEvents binding: the JSON event as data, or ce-* attributes.")
 @click.option("--no-validate", is_flag=True, help="Publish even what ingest will reject (to test dead letters).")
 def publish(provider_name: str, resource_type: str, resource_id: str, status: str, message: str,
             event_time: str | None, event_id: str | None, mode: str, no_validate: bool) -> None:
@@ -246,10 +255,13 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
 
 @cli.command()
 @click.argument("key")
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 @click.option("--history", "with_history", is_flag=True, help="Include the update history.")
 def get(key: str, as_json: bool, with_history: bool) -> None:
-    """Show the stored state of PROVIDER/TYPE/ID (exit 1 when unknown)."""
+    """Show the stored state of PROVIDER/TYPE/ID (exit 1 when unknown).
+
+    Example: dcm-status get aws/vm/i-0abc --history
+    """
     try:
         rkey = ResourceKey.parse(key)
     except ValueError as exc:
@@ -276,7 +288,7 @@ def get(key: str, as_json: bool, with_history: bool) -> None:
 @click.option("--type", "resource_type", default=None, help="Only this resource type.")
 @click.option("--status", default=None, help="Only this status (any case: running = RUNNING).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many.")
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 @WIDE
 def list_cmd(provider_name: str | None, resource_type: str | None, status: str | None, limit: int | None,
              as_json: bool, wide: bool) -> None:
@@ -301,9 +313,12 @@ def list_cmd(provider_name: str | None, resource_type: str | None, status: str |
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True)
+@JSON
 def stats(as_json: bool) -> None:
-    """Counters: received, applied, duplicate, stale, deadlettered."""
+    """Counters: received, applied, duplicate, stale, deadlettered.
+
+    Example: dcm-status stats --json
+    """
     value = reports.stats(connect().firestore())
     if as_json:
         emit_json(value)
@@ -323,6 +338,8 @@ def demo(resources: int, seed: int, timeout: float, reset: bool) -> None:
     """Fleet simulation on the local stack; prints states, dead letters and the accounting line.
 
     It starts from an empty Firestore: data you stored is erased only with --reset or your yes.
+
+    Example: dcm-status demo --resources 1000 --seed 3
     """
     from infra.demo import run as fleet_demo
 

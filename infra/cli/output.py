@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 
 WIDE = click.option("--wide", is_flag=True, help="Print every value whole (tables may exceed the terminal).")
+JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON, for programs (the whole record).")
 
 
 def console(wide: bool = False) -> Console:

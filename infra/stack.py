@@ -122,6 +122,7 @@ class Condition(enum.StrEnum):
     UP = "up"
     DOWN = "down"
     RESTARTING = "restarting"  # its keeper is alive, its server not answering (yet)
+    UNSUPERVISED = "unsupervised"  # its server answers, its keeper is gone: nothing would restart it
     OUTAGE = "outage (chaos)"  # the Firestore fault proxy is cutting Firestore off
 
 
@@ -133,15 +134,17 @@ class Health:
     restarts: int = 0
 
 
+def _answers(host: str) -> bool:
+    try:
+        requests.get(f"http://{host}/", timeout=2)
+        return True
+    except requests.RequestException:
+        return False
+
+
 def _probe(proc: Process) -> Condition:
     """UP when the process is alive and answers HTTP on its port."""
-    if not proc.alive():
-        return Condition.DOWN
-    try:
-        requests.get(f"http://{proc.host}/", timeout=2)
-        return Condition.UP
-    except requests.RequestException:
-        return Condition.DOWN
+    return Condition.UP if proc.alive() and _answers(proc.host) else Condition.DOWN
 
 
 class LocalStack:
@@ -194,15 +197,16 @@ class LocalStack:
                 rows.append(Health(f"function {name}", "-", Condition.DOWN))
                 continue
             keeper = Process(**f)
-            status = _probe(keeper)
-            if status is Condition.DOWN and keeper.alive():
-                status = Condition.RESTARTING
+            if keeper.alive():
+                status = Condition.UP if _answers(keeper.host) else Condition.RESTARTING
+            else:
+                status = Condition.UNSUPERVISED if _answers(keeper.host) else Condition.DOWN
             rows.append(Health(f"function {name}", f"http://{keeper.host}", status, self._restarts(name)))
         return rows
 
-    def down_functions(self, state: StackState) -> list[str]:
-        return [h.component.split(" ", 1)[1] for h in self.health(state)
-                if h.component.startswith("function ") and h.status is not Condition.UP]
+    def unwell_functions(self, state: StackState) -> list[Health]:
+        """The functions not up and supervised."""
+        return [h for h in self.health(state) if h.component.startswith("function ") and h.status is not Condition.UP]
 
     def _restarts(self, name: str) -> int:
         try:

@@ -59,10 +59,10 @@ def connect() -> Connection:
     stack = LocalStack()
     state = stack.running()
     if state is not None:
-        down = stack.down_functions(state)
-        if down:
-            click.echo(f"warning: function {', '.join(down)} not answering (its keeper restarts it; "
-                       "dcm-status status)", err=True)
+        unwell = stack.unwell_functions(state)
+        if unwell:
+            click.echo(f"warning: {'; '.join(f'{h.component} {h.status}' for h in unwell)} "
+                       "(dcm-status status; dcm-status up restarts what is down)", err=True)
         os.environ.update(stack.client_env(state))
         return Connection(state.project, stack.topology(state), True)
     for variable in ("PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST"):

@@ -58,6 +58,28 @@ class CompiledSchema:
         except fastjsonschema.JsonSchemaException:
             return False
 
+    def first_violation(self, document: Any, prefix: str = "") -> Violation | None:
+        """The violation the compiled validator stops at (None when valid): the cheap answer for a hot
+        path; ``violations`` lists them all."""
+        try:
+            self.check(document)
+            return None
+        except fastjsonschema.JsonSchemaValueException as exc:
+            parts = [escape(str(p)) for p in (exc.path or [])[1:]]  # path[0] is the document ("data")
+            value = _short(exc.value)
+            if exc.rule == "required" and isinstance(exc.value, dict):  # point at the missing member itself
+                missing = next((m for m in exc.rule_definition or () if m not in exc.value), None)
+                if missing is not None:
+                    parts.append(escape(str(missing)))
+                value = None
+            message = exc.message[len(exc.name):].strip() if exc.name and exc.message.startswith(exc.name) \
+                else exc.message
+            pointer = prefix + "".join(f"/{p}" for p in parts)
+            return Violation(pointer or "/", str(exc.rule), _short(message), value)
+        except fastjsonschema.JsonSchemaException as exc:  # not a value error: let the full walk say
+            found = self.violations(document, prefix)
+            return found[0] if found else Violation(prefix or "/", "schema", _short(str(exc)), None)
+
     def violations(self, document: Any, prefix: str = "") -> list[Violation]:
         """Every violation, most specific first (empty when valid)."""
         found = []

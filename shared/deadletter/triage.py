@@ -24,6 +24,7 @@ from shared.contracts import dead_letter as dl
 from shared.contracts.errors import Reason, Rejected
 from shared.contracts.identity import resolve
 from shared.contracts.model import PubSubMessage
+from shared.contracts.schemas import registry
 from shared.contracts.status_report import decode
 
 _KNOWN = {r.value for r in Reason}
@@ -87,12 +88,27 @@ def _best_effort_identity(message: PubSubMessage) -> tuple[str | None, str | Non
     return attrs.get("provider"), attrs.get("key")
 
 
+def _every_violation(reason: str, detail: dict[str, Any], message: PubSubMessage) -> dict[str, Any]:
+    """Ingest names the first schema violation it met (its hot path stops there); the dead letter lists
+    them all, from the original event and the schema ingest named. Best effort: the detail as it came
+    when the event cannot be read again."""
+    uri = detail.get("schema")
+    if reason != Reason.SCHEMA_INVALID.value or "violations" in detail or not isinstance(uri, str):
+        return detail
+    try:
+        schema = registry().get(uri)
+        found = schema.violations(decode(message, max_bytes=1 << 30).data, prefix="/data")
+    except (KeyError, Rejected, ValueError, RecursionError):
+        return detail
+    return {**detail, "violations": [v.to_dict() for v in found[:10]]} if found else detail
+
+
 def classify(message: PubSubMessage) -> Classification:
     attrs = message.attributes
     replay_of = attrs.get(dl.REPLAY_OF)
     if dl.REASON in attrs:
         reason = attrs[dl.REASON] if attrs[dl.REASON] in _KNOWN else Reason.UNCLASSIFIED.value
-        detail = _detail(attrs)
+        detail = _every_violation(reason, _detail(attrs), message)
         provider = attrs.get(dl.PROVIDER) or None
         result = Classification(
             reason=reason,

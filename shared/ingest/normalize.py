@@ -80,12 +80,10 @@ def _validate(schema: StatusSchema, data: Any) -> dict[str, Any]:
         raise Rejected(Reason.SCHEMA_INVALID, "/data: status data must be a JSON object",
                        {"schema": schema.uri, "path": "/data", "rule": "type",
                         "value": type(data).__name__ if data is not None else None})
-    if not schema.compiled.is_valid(data):
-        violations = schema.compiled.violations(data, prefix="/data")
-        first = violations[0]
+    first = schema.compiled.first_violation(data, prefix="/data")
+    if first is not None:  # the first violation only: the dead-letter function lists them all, off this path
         raise Rejected(Reason.SCHEMA_INVALID, f"{first.path}: {first.message}",
-                       {"schema": schema.uri, "path": first.path, "rule": first.rule, "value": first.value,
-                        "violations": [v.to_dict() for v in violations[:10]]})
+                       {"schema": schema.uri, "path": first.path, "rule": first.rule, "value": first.value})
     breach = limits.storable(data, "/data")
     if breach:  # valid JSON Schema, but Firestore could not hold it
         raise Rejected(Reason.SCHEMA_INVALID, f"{breach.path}: {breach.message}",

@@ -114,3 +114,28 @@ def _exhausted(e2e, uid: str) -> int:
     finally:
         subscriber.close()
     return len(seen)
+
+
+def test_up_restarts_only_what_is_down_and_keeps_the_data(e2e, uid):
+    """A keeper killed too (so nothing restarts its function): `status` says so, read commands still work,
+    and `up` restarts that function alone, on its port; the emulators and their data stay."""
+    e2e.reporter("aws").report("vm", f"kept-{uid}", "RUNNING", "before").result(timeout=30)
+    e2e.wait_for_status(f"aws/vm/kept-{uid}", "RUNNING")
+    before = e2e.stack.load_state()
+    keeper = before.functions["audit"]["pid"]
+    os.kill(keeper, signal.SIGKILL)
+    wait_until(lambda: e2e.cli("status", check=False).returncode == 1, 30, what="status to see audit down")
+    down = e2e.cli("status", check=False)
+    assert "function audit unsupervised" in down.stderr  # its orphaned server still answers
+    listed = e2e.cli("get", f"aws/vm/kept-{uid}")
+    assert "warning: function audit unsupervised" in listed.stderr
+    e2e.cli("up", "--providers", ",".join(e2e.state.providers))
+    after = e2e.stack.load_state()
+    assert after.pubsub == before.pubsub and after.firestore == before.firestore
+    assert after.functions["audit"]["port"] == before.functions["audit"]["port"]
+    assert after.functions["audit"]["pid"] != keeper
+    assert {n: f for n, f in after.functions.items() if n != "audit"} == \
+        {n: f for n, f in before.functions.items() if n != "audit"}
+    assert e2e.cli("status").returncode == 0
+    assert e2e.resource(f"aws/vm/kept-{uid}")["status"] == "RUNNING"
+    e2e.state.functions.update(after.functions)  # the session's view of the stack

@@ -107,3 +107,25 @@ def test_attribute_names_firestore_reserves_are_kept_as_json_and_replayable(dead
 
     [entry] = [e for e in DeadLetterStore(firestore).query() if e["originalMessageId"] == "orig-reserved"]
     assert entry["attributes"] == {} and stored_attributes(entry)["__x__"] == "1"
+
+
+def test_a_schema_rejection_names_its_first_violation_and_the_dead_letter_lists_them_all(deadletter, firestore):
+    """Ingest stops at the first violation (its hot path); the dead-letter function, off that path, reads
+    the original again and stores every violation of the schema ingest named."""
+    from shared.contracts.errors import Rejected
+    from shared.contracts.model import PubSubMessage
+    from shared.ingest.normalize import normalize_message
+    from shared.runtime import settings
+
+    event = {"specversion": "1.0", "id": "two-bad", "source": "aws-prod", "type": "dcm.providers.aws.vm.i-2.status",
+             "dataschema": "https://schemas.dcm.org/vm/status-v1.json",
+             "data": {"status": 7, "message": "x", "lastTransitionTime": "not a time"}}
+    data = orjson.dumps(event)
+    with pytest.raises(Rejected) as info:
+        normalize_message(PubSubMessage(data, {}, "m-1", topic="dcm-status-ingress-aws"), settings.from_env())
+    assert "violations" not in info.value.detail and info.value.detail["path"].startswith("/data/")
+    attrs = {**rejection("orig-2"), dl.DETAIL: orjson.dumps(info.value.detail).decode()}
+    assert post(deadletter, attrs, "d-two", data=data).status_code == 200
+    [entry] = DeadLetterStore(firestore).query()
+    assert {(v["path"], v["rule"]) for v in entry["detail"]["violations"]} == {
+        ("/data/status", "type"), ("/data/lastTransitionTime", "format")}

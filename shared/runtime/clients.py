@@ -20,8 +20,10 @@ from shared.runtime.settings import Settings
 
 def publisher_client() -> pubsub_v1.PublisherClient:
     return pubsub_v1.PublisherClient(
-        # One message per call: publish at once (batching would add its latency to every event).
-        batch_settings=pubsub_v1.types.BatchSettings(max_messages=1),
+        # One message per call: publish at once. Both settings count: with an ordering key the client
+        # otherwise holds each message for max_latency (10 ms by default; measured 13 ms per publish on the
+        # emulator, 1.8 ms without), whatever max_messages says.
+        batch_settings=pubsub_v1.types.BatchSettings(max_messages=1, max_latency=0.0),
         publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True),
     )
 

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from shared.deadletter.replay import event_identity_of
 from shared.deadletter.store import DeadLetterStore, stored_attributes
+from shared.runtime import firestore as fs
 from shared.upsert import queries
 from shared.upsert.store import LEDGER
 
@@ -30,5 +31,5 @@ def pipeline_outcome(db, entry: Mapping[str, Any]) -> str | None:
     identity = event_identity_of(entry.get("data", b""), stored_attributes(entry))
     if not identity:
         return None
-    snap = db.collection(LEDGER).document(identity).get()
+    snap = db.collection(LEDGER).document(identity).get(**fs.read_options())
     return snap.to_dict().get("outcome") if snap.exists else None

@@ -15,6 +15,7 @@ from infra.reports import pipeline_outcome
 from shared.contracts import timeutil
 from shared.deadletter.replay import Replayer, ReplayOutcome
 from shared.deadletter.store import DEADLETTERS, DeadLetterStore, groups
+from shared.runtime import firestore as fs
 
 
 def parse_since(value: str | None) -> datetime | None:
@@ -102,7 +103,8 @@ def resolve(conn, entry_id: str) -> dict[str, Any]:
     collection = store.db.collection(DEADLETTERS)
     low = entry_id.lower()
     found = list(collection.where(filter=FieldFilter("__name__", ">=", collection.document(low)))
-                 .where(filter=FieldFilter("__name__", "<", collection.document(low + "g"))).limit(2).stream())
+                 .where(filter=FieldFilter("__name__", "<", collection.document(low + "g"))).limit(2)
+                 .stream(**fs.read_options()))
     if not found:
         raise click.ClickException(f"no dead-letter entry {entry_id} (dcm-status dlq list --flat)")
     if len(found) > 1:

@@ -25,9 +25,8 @@ def _explanations() -> list[tuple[type[BaseException], Callable[[BaseException],
         (auth_exc.GoogleAuthError, lambda e: f"Google Cloud authentication failed: {_first_line(e)}"),
         (gexc.PermissionDenied, lambda e: f"permission denied: {_first_line(e.message)}"),
         (gexc.NotFound, lambda e: f"not found: {_first_line(e.message)}"),
-        (gexc.ServiceUnavailable, lambda e: f"Google Cloud is unavailable: {_first_line(e)}"),
-        (gexc.DeadlineExceeded, lambda e: f"Google Cloud did not answer in time: {_first_line(e)}"),
-        (gexc.RetryError, lambda e: f"Google Cloud did not answer in time: {_first_line(e)}"),
+        *((kind, lambda e: f"Google Cloud did not answer in time ({type(e).__name__}): {_first_line(e)}")
+          for kind in (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.RetryError)),
         (gexc.GoogleAPICallError, lambda e: f"{type(e).__name__}: {_first_line(e.message)}"),
         (concurrent.futures.TimeoutError, lambda e: "timed out waiting for an answer: is the stack up "
                                                     "(dcm-status status)?"),

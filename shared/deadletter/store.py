@@ -92,7 +92,7 @@ class DeadLetterStore:
             return _record(self.db.transaction(max_attempts=5), self, message, c)
 
     def get(self, entry_id: str) -> dict[str, Any] | None:
-        snap = self.ref(entry_id).get()
+        snap = self.ref(entry_id).get(**fs.read_options())
         return snap.to_dict() if snap.exists else None
 
     def query(self, reason: str | None = None, provider: str | None = None, since: datetime | None = None,
@@ -103,12 +103,12 @@ class DeadLetterStore:
                 q = q.where(filter=FieldFilter(field, "==", value))
         if since:
             q = q.where(filter=FieldFilter("lastSeen", ">=", timeutil.format(since)))
-        for snap in q.stream():
+        for snap in q.stream(**fs.read_options()):
             yield snap.to_dict()
 
     def count(self) -> int:
         """Entries held (an aggregation query: no documents are read)."""
-        return int(self.db.collection(DEADLETTERS).count().get()[0][0].value)
+        return int(self.db.collection(DEADLETTERS).count().get(**fs.read_options())[0][0].value)
 
     def delete(self, entry_ids: list[str]) -> int:
         for start in range(0, len(entry_ids), 400):

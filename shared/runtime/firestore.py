@@ -27,6 +27,14 @@ from shared.contracts.errors import Reason, Rejected, Transient
 
 RETRY = gretry.Retry(initial=0.1, maximum=0.5, multiplier=2.0, timeout=2.0)  # Pub/Sub redelivers the rest
 TIMEOUT = 5.0
+READ_TIMEOUT = 30.0  # a read or query of the operator tools: a hung Firestore is an error, not a hang
+
+
+def read_options() -> dict:
+    """retry and timeout for an operator's read: retried while Firestore is unavailable, for READ_TIMEOUT
+    seconds in all (the library's default retries for a minute and more)."""
+    return {"retry": gretry.Retry(initial=0.2, maximum=2.0, multiplier=2.0, timeout=READ_TIMEOUT),
+            "timeout": READ_TIMEOUT}
 TRANSIENT_ERRORS = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError,
                     gexc.Aborted, gexc.TooManyRequests, gexc.RetryError, gexc.Unknown,
                     gexc.ResourceExhausted, gexc.GatewayTimeout, TimeoutError, ConnectionError)

@@ -39,9 +39,19 @@ def listener():
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
-    threading.Thread(target=lambda: [server.accept() for _ in iter(int, 1)], daemon=True).start()
+    accepted = []
+
+    def accept() -> None:
+        try:
+            while True:
+                accepted.append(server.accept()[0])  # held open, never answered
+        except OSError:  # closed at the end of the test
+            pass
+    threading.Thread(target=accept, daemon=True).start()
     yield f"127.0.0.1:{server.getsockname()[1]}"
     server.close()
+    for conn in accepted:
+        conn.close()
 
 
 def _dead_port() -> str:
@@ -145,3 +155,15 @@ def _one_clear_line(code: int, stderr: str, want_code: int, says: str) -> None:
     assert says in stderr, stderr
     errors = [line for line in lines if line.startswith("Error")]
     assert len(errors) == 1, stderr
+
+
+def test_a_hung_firestore_is_an_error_in_bounded_time_not_a_hang(env, listener, monkeypatch):
+    """Something accepts connections on the emulator port and never answers: every read is bounded by
+    the operator tools' timeout (shortened here to 1 s)."""
+    from shared.runtime import firestore as fs
+
+    monkeypatch.setattr(fs, "READ_TIMEOUT", 1.0)
+    hung = {**env, "DCM_PROJECT": "p", "FIRESTORE_EMULATOR_HOST": listener}
+    for args in (["get", "aws/vm/i-1"], ["list"], ["dlq", "show", "0123abcd"]):
+        result = CliRunner().invoke(cli, args, env=_runner_env(hung))
+        _one_clear_line(result.exit_code, result.stderr, 1, "did not answer in time")

@@ -407,10 +407,10 @@ class LocalStack:
     def outage_beyond_retries(self, state: StackState) -> float:
         """Seconds of Firestore outage that outlast upsert's whole local delivery schedule: its attempts
         ~1 s apart (failing fast, shared/runtime/firestore.py), with room for a probe's retry deadline."""
-        from shared.runtime.firestore import RETRY
+        from shared.runtime.firestore import RETRY_DEADLINE
 
         spec = next(s for s in self.topology(state).subscriptions if s.push == "upsert")
-        return emulator_delivery_attempts(spec) * 2 * EMULATOR_REDELIVERY_SECONDS + RETRY._timeout + 10
+        return emulator_delivery_attempts(spec) * 2 * EMULATOR_REDELIVERY_SECONDS + RETRY_DEADLINE + 10
 
     def firestore_outage(self) -> bool:
         return self.outage_flag.exists()

@@ -195,7 +195,16 @@ def env(as_json: bool) -> None:
             click.echo(f"export {k}={v}")
 
 
-@cli.command(epilog="\b\nResource types and their statuses (case-insensitive):\n" + _types_and_statuses())
+class _ListsTypes(click.Command):
+    """`publish --help` ends with the resource types and their statuses, read from the schemas when the
+    help is shown (not on every start of the CLI)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.epilog = "\b\nResource types and their statuses (case-insensitive):\n" + _types_and_statuses()
+        super().format_epilog(ctx, formatter)
+
+
+@cli.command(cls=_ListsTypes)
 @click.option("--provider", "provider_name", required=True, help="The provider publishing (e.g. aws).")
 @click.option("--type", "resource_type", required=True, help="Resource type (listed below).")
 @click.option("--id", "resource_id", required=True, help="The resource's id at its provider.")

@@ -25,7 +25,8 @@ from google.api_core import retry as gretry
 
 from shared.contracts.errors import Reason, Rejected, Transient
 
-RETRY = gretry.Retry(initial=0.1, maximum=0.5, multiplier=2.0, timeout=2.0)  # Pub/Sub redelivers the rest
+RETRY_DEADLINE = 2.0  # seconds a function retries Firestore within one delivery: Pub/Sub redelivers the rest
+RETRY = gretry.Retry(initial=0.1, maximum=0.5, multiplier=2.0, timeout=RETRY_DEADLINE)
 TIMEOUT = 5.0
 READ_TIMEOUT = 30.0  # a read or query of the operator tools: a hung Firestore is an error, not a hang
 

@@ -33,7 +33,8 @@ def test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_sa
         assert health.returncode == 1 and "firestore-proxy" in health.stderr and "outage" in health.stderr
         # hold the outage until Pub/Sub has given up on every one of them (read off the archive,
         # which Firestore does not gate)
-        wait_until(lambda: _exhausted(e2e, uid) >= len(during), timeout=240, interval=2,
+        archived: set[bytes] = set()
+        wait_until(lambda: _exhausted(e2e, uid, archived) >= len(during), timeout=240, interval=2,
                    what="every update of the outage to be dead-lettered")
     outage = time.monotonic() - started
     after = [f"after-{uid}-{i}" for i in range(5)]
@@ -94,13 +95,13 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
     assert "function server upsert killed by SIGKILL" in log
 
 
-def _exhausted(e2e, uid: str) -> int:
-    """How many of our updates the emulator has dead-lettered from upsert (pulled off the archive)."""
+def _exhausted(e2e, uid: str, seen: set[bytes]) -> int:
+    """How many of our updates the emulator has dead-lettered from upsert (pulled off the archive into
+    ``seen``)."""
     from google.cloud import pubsub_v1
 
     subscriber = pubsub_v1.SubscriberClient()
     archive = subscriber.subscription_path(e2e.project, "dcm-deadletter-archive")
-    seen = e2e.__dict__.setdefault("_archived", set())
     try:
         response = subscriber.pull(subscription=archive, max_messages=100, timeout=5)
         ours = [m for m in response.received_messages

@@ -19,6 +19,7 @@ from rich.progress import (
 from rich.table import Table
 
 from infra import emulators, reports
+from infra.cli import output
 from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
 from infra.stack import REPO_ROOT
@@ -73,15 +74,17 @@ def run(conn: Any, resources: int, seed: int, timeout: float, reset: bool = Fals
             time.sleep(0.5)
     elapsed = time.monotonic() - started
 
+    # statuses down, types across: six types fit 80 columns where ten statuses would not
     table = Table(title="Observed state per resource type", box=None)
     counts = queries.status_counts(db)
     statuses = sorted({st for per in counts.values() for st in per})
-    table.add_column("type")
+    types = sorted(counts)
+    table.add_column("status", no_wrap=True)
+    for rtype in types:
+        table.add_column(rtype, justify="right", no_wrap=True)
     for st in statuses:
-        table.add_column(st, justify="right")
-    table.add_column("total", justify="right")
-    for rtype in sorted(counts):
-        table.add_row(rtype, *[str(counts[rtype].get(st, "")) for st in statuses], str(sum(counts[rtype].values())))
+        table.add_row(st, *[str(counts[t].get(st, "")) for t in types])
+    table.add_row("total", *[str(sum(counts[t].values())) for t in types], style="bold")
     console.print(table)
 
     wrong = [k for k, status in fleet.expected.items()
@@ -89,17 +92,13 @@ def run(conn: Any, resources: int, seed: int, timeout: float, reset: bool = Fals
     console.print(f"final states: {len(fleet.expected) - len(wrong)}/{len(fleet.expected)} as expected"
                   + (f"  [red]wrong: {wrong[:5]}[/]" if wrong else ""))
 
-    dlq = Table(title="Dead letters by reason (dcm-status dlq list: groups by provider and detail)", box=None)
-    for col in ("reason", "entries", "providers", "groups"):
-        dlq.add_column(col)
-    dlq.add_column("example", no_wrap=True, overflow="ellipsis", max_width=60)
+    console.print("Dead letters by reason (dcm-status dlq list: groups by provider and detail)", style="italic")
     by_reason: dict[str, list[dict]] = {}
     for g in groups(list(DeadLetterStore(db).query())):
         by_reason.setdefault(g["reason"], []).append(g)
-    for reason, gs in sorted(by_reason.items()):
-        dlq.add_row(reason, str(sum(g["entries"] for g in gs)),
-                    ", ".join(sorted({g["provider"] or "-" for g in gs})), str(len(gs)), gs[0]["message"])
-    console.print(dlq)
+    table_rows = [(reason, sum(g["entries"] for g in gs), len(gs), ",".join(sorted({g["provider"] or "-" for g in gs})),
+                   gs[0]["message"]) for reason, gs in sorted(by_reason.items())]
+    output.table(("reason", "entries", "groups", "providers", "example"), table_rows, flexible=("providers", "example"))
 
     now = timeutil.now()
     expected = aggregate(usage_from_lifecycles(fleet.lifecycles, fleet.labels, fleet.start, now, now=now),

@@ -99,6 +99,16 @@ class Process:
             pass
 
 
+def reachable(host: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts TCP connections at ``host`` ("name:port")."""
+    name, _, port = host.rpartition(":")
+    try:
+        socket.create_connection((name or "localhost", int(port)), timeout=timeout).close()
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def spawn(args: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: str | None = None) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:

@@ -191,6 +191,10 @@ class LocalStack:
             status = ((Condition.OUTAGE if self.firestore_outage() else Condition.UP) if proxy.alive()
                       else Condition.DOWN)
             rows.append(Health("firestore-proxy", proxy.host, status))
+        return rows + self.function_health(state)
+
+    def function_health(self, state: StackState) -> list[Health]:
+        rows = []
         for name in self.topology(state).functions:
             f = state.functions.get(name)
             if f is None:
@@ -206,7 +210,7 @@ class LocalStack:
 
     def unwell_functions(self, state: StackState) -> list[Health]:
         """The functions not up and supervised."""
-        return [h for h in self.health(state) if h.component.startswith("function ") and h.status is not Condition.UP]
+        return [h for h in self.function_health(state) if h.status is not Condition.UP]
 
     def _restarts(self, name: str) -> int:
         try:
@@ -293,12 +297,9 @@ class LocalStack:
         proc = Process(pid, port)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            try:
-                import socket
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            if emulators.reachable(proc.host, timeout=0.5):
                 return proc
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         raise emulators.EmulatorError("firestore fault proxy did not start")
 
     def function_env(self, state: StackState) -> dict[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import click
 import orjson
 
+from infra import emulators
 from infra.stack import LocalStack
 from infra.topology import Topology, load
 from shared.billing.intervals import day_start
@@ -67,22 +67,13 @@ def connect() -> Connection:
         return Connection(state.project, stack.topology(state), True)
     for variable in ("PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST"):
         host = os.environ.get(variable)
-        if host and not _answers(host):
+        if host and not emulators.reachable(host):
             raise click.ClickException(f"{variable}={host} does not answer (left from 'dcm-status env' after "
                                        f"'down'?): run 'dcm-status up', or unset {variable}")
     project = os.environ.get("DCM_PROJECT")
     if not project:
         raise click.ClickException("the local stack is not running (dcm-status up) and DCM_PROJECT is not set")
     return Connection(project, load(), False)
-
-
-def _answers(host: str, timeout: float = 1.0) -> bool:
-    name, _, port = host.rpartition(":")
-    try:
-        socket.create_connection((name or "localhost", int(port)), timeout=timeout).close()
-        return True
-    except (OSError, ValueError):
-        return False
 
 
 def parse_time(value: str, now: datetime, param: str) -> datetime:

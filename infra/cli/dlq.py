@@ -14,8 +14,7 @@ from infra.cli.output import JSON, WIDE, fields, table
 from infra.reports import pipeline_outcome
 from shared.contracts import timeutil
 from shared.deadletter.replay import Replayer, ReplayOutcome
-from shared.deadletter.store import DEADLETTERS, DeadLetterStore, groups
-from shared.runtime import firestore as fs
+from shared.deadletter.store import DeadLetterStore, groups
 
 
 def parse_since(value: str | None) -> datetime | None:
@@ -98,18 +97,12 @@ def resolve(conn, entry_id: str) -> dict[str, Any]:
         return entry
     if not entry_id or not all(c in "0123456789abcdef" for c in entry_id.lower()):
         raise click.ClickException(f"no dead-letter entry {entry_id!r} (ids are hexadecimal)")
-    from google.cloud.firestore_v1.base_query import FieldFilter
-
-    collection = store.db.collection(DEADLETTERS)
-    low = entry_id.lower()
-    found = list(collection.where(filter=FieldFilter("__name__", ">=", collection.document(low)))
-                 .where(filter=FieldFilter("__name__", "<", collection.document(low + "g"))).limit(2)
-                 .stream(**fs.read_options()))
+    found = store.starting_with(entry_id.lower())
     if not found:
         raise click.ClickException(f"no dead-letter entry {entry_id} (dcm-status dlq list --flat)")
     if len(found) > 1:
         raise click.ClickException(f"{entry_id} is the start of several entries: give more of the id")
-    return found[0].to_dict()
+    return found[0]
 
 @dlq.command("show")
 @click.argument("entry_id")

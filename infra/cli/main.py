@@ -244,7 +244,7 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
                         time=event_time, last_transition_time=event_time)
     if not no_validate:
         data, attrs = to_message(event, mode)
-        topic = conn.topology.ingress_template.replace("{provider}", provider_name)
+        topic = reporter.topic_path.rsplit("/", 1)[1]
         logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
         try:
             update = normalize_message(PubSubMessage(data, attrs, "local-check", topic=topic),

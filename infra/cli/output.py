@@ -13,6 +13,8 @@ from typing import Any, Iterable, Sequence
 import click
 from rich.console import Console
 
+from infra.cli.common import to_text
+
 WIDE = click.option("--wide", is_flag=True, help="Print every value whole (tables may exceed the terminal).")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON, for programs (the whole record).")
 
@@ -63,7 +65,5 @@ def _clip(value: str, limit: int) -> str:
 
 def fields(pairs: Iterable[tuple[str, Any]]) -> None:
     """A record as ``name  value`` lines: values as text (JSON for structures), never Python reprs."""
-    from infra.cli.common import to_text
-
     for name, value in pairs:
         click.echo(f"{name:<20}{to_text(value)}")

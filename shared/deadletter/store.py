@@ -95,6 +95,13 @@ class DeadLetterStore:
         snap = self.ref(entry_id).get(**fs.read_options())
         return snap.to_dict() if snap.exists else None
 
+    def starting_with(self, prefix: str, limit: int = 2) -> list[dict[str, Any]]:
+        """Entries whose id starts with ``prefix`` (ids are lowercase hex), at most ``limit``."""
+        collection = self.db.collection(DEADLETTERS)
+        query = (collection.where(filter=FieldFilter("__name__", ">=", collection.document(prefix)))
+                 .where(filter=FieldFilter("__name__", "<", collection.document(prefix + "g"))).limit(limit))
+        return [snap.to_dict() for snap in query.stream(**fs.read_options())]
+
     def query(self, reason: str | None = None, provider: str | None = None, since: datetime | None = None,
               fingerprint: str | None = None) -> Iterator[dict[str, Any]]:
         q: Any = self.db.collection(DEADLETTERS)

@@ -51,6 +51,8 @@ class Topology:
     deadletter_topic: str
     ingress_template: str
     provider_profiles: Mapping[str, Any] = field(default_factory=dict)
+    http_functions: tuple[str, ...] = ()  # called over HTTP by people and tools, not pushed to
+
 
     def topic(self, key: str, provider: str | None = None) -> str:
         return next(t.name for t in self.topics if t.key == key and t.provider == provider)
@@ -107,6 +109,7 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         topics=tuple(topics),
         subscriptions=tuple(subs),
         functions=tuple(doc["functions"]),
+        http_functions=tuple(n for n, f in doc["functions"].items() if (f or {}).get("http")),
         providers=providers,
         deadletter_topic=doc["topics"]["deadletter"]["name"],
         ingress_template=doc["topics"]["ingress"]["name"],

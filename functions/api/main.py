@@ -1,0 +1,7 @@
+"""Cloud Function `api` (HTTP): a thin entry point; the behaviour lives in `shared/api/`."""
+
+import functions_framework
+
+from shared.api.app import http_function
+
+api = functions_framework.http(http_function())

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from shared.api import queries
+from shared.contracts.state import LEDGER
 from shared.deadletter.replay import event_identity_of
-from shared.deadletter.store import DeadLetterStore, stored_attributes
+from shared.deadletter.store import stored_attributes
 from shared.runtime import firestore as fs
-from shared.upsert import queries
-from shared.upsert.store import LEDGER
 
 
 def stats(db) -> dict[str, int]:
-    """Outcome counters over the ledger's retention window.
-
-    ``received`` is every provider message that reached a final outcome:
-    applied + unchanged (re-reports) + duplicate + stale + deadlettered.
-    """
-    outcomes = queries.outcome_counts(db)
-    counts = {k: outcomes[k] for k in ("applied", "unchanged", "stale", "duplicate")}
-    counts["deadlettered"] = DeadLetterStore(db).count()
-    counts["resources"] = outcomes["resources"]
-    counts["received"] = sum(counts[k] for k in ("applied", "unchanged", "stale", "duplicate", "deadlettered"))
-    return counts
+    """The pipeline's accounting (shared/api/queries.py: the api serves the same figures)."""
+    return queries.stats(db)
 
 
 def pipeline_outcome(db, entry: Mapping[str, Any]) -> str | None:

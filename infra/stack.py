@@ -303,7 +303,8 @@ class LocalStack:
         raise emulators.EmulatorError("firestore fault proxy did not start")
 
     def function_env(self, state: StackState) -> dict[str, str]:
-        passed = ("DCM_SCHEMAS_DIR", "DCM_LEDGER_TTL_DAYS", "DCM_MAX_EVENT_BYTES", "DCM_DEADLETTER_TTL_DAYS")
+        passed = ("DCM_SCHEMAS_DIR", "DCM_LEDGER_TTL_DAYS", "DCM_MAX_EVENT_BYTES", "DCM_DEADLETTER_TTL_DAYS",
+                  "DCM_FEED_SETTLE_SECONDS", "DCM_STREAM_SECONDS")
         env = {k: v for k, v in os.environ.items()
                if k in passed or not k.startswith(("DCM_", "PUBSUB_", "FIRESTORE_"))}
         env.update(self.client_env(state))
@@ -320,9 +321,10 @@ class LocalStack:
         """Start function `name`'s server under its keeper (infra/supervise.py), which restarts it on its port."""
         port = port or emulators.free_port()
         ff = Path(sys.executable).parent / "functions-framework"
+        signature = "http" if name in self.topology(state).http_functions else "cloudevent"
         server = [str(ff) if ff.exists() else "functions-framework", "--target", name,
                   "--source", str(REPO_ROOT / "functions" / name / "main.py"),
-                  "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)]
+                  "--signature-type", signature, "--host", "127.0.0.1", "--port", str(port)]
         pidfile = self.pidfile(name)
         pidfile.parent.mkdir(parents=True, exist_ok=True)
         pidfile.with_suffix(".restarts").unlink(missing_ok=True)
@@ -353,6 +355,10 @@ class LocalStack:
         return True
 
     # ---- topology ------------------------------------------------------------
+    def function_url(self, state: StackState, name: str) -> str:
+        """Where a function answers HTTP (the api: the dashboard and the status API)."""
+        return f"http://127.0.0.1:{state.functions[name]['port']}/"
+
     def push_endpoint(self, state: StackState, spec: SubscriptionSpec) -> str:
         port = state.functions[spec.push]["port"]
         return f"http://127.0.0.1:{port}/projects/{state.project}/topics/{spec.topic}"

@@ -64,6 +64,7 @@ class Topology:
             "DCM_TOPIC_CHANGED": self.topic("changed"),
             "DCM_TOPIC_DEADLETTER": self.deadletter_topic,
             "DCM_INGRESS_TOPIC_TEMPLATE": self.ingress_template,
+            "DCM_PROVIDERS": ",".join(self.providers),
             # compact, keys sorted: byte for byte what Terraform's jsonencode() writes
             "DCM_PROVIDER_PROFILES": json.dumps(self.provider_profiles, separators=(",", ":"), sort_keys=True),
         }

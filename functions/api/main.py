@@ -2,6 +2,7 @@
 
 import functions_framework
 
-from shared.api.app import http_function
+from shared.api.app import Api
+from shared.runtime.entrypoint import http_function
 
-api = functions_framework.http(http_function())
+api = functions_framework.http(http_function("api", Api.build))

@@ -12,9 +12,10 @@ from rich.progress import Progress
 from infra.cli.common import connect, emit_json, parse_time
 from infra.cli.output import JSON, WIDE, fields, table
 from infra.reports import pipeline_outcome
+from shared.api.queries import groups
 from shared.contracts import timeutil
 from shared.deadletter.replay import Replayer, ReplayOutcome
-from shared.deadletter.store import DeadLetterStore, groups
+from shared.deadletter.store import DeadLetterStore
 
 
 def parse_since(value: str | None) -> datetime | None:

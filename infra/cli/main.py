@@ -21,9 +21,9 @@ from infra.cli.errors import Group
 from infra.cli.live import logs, watch
 from infra.cli.output import JSON, WIDE, fields, table
 from infra.stack import Condition, LocalStack
+from shared.api import queries
 from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE
 from shared.contracts.model import ResourceKey
-from shared.upsert import queries
 
 
 def _types_and_statuses() -> str:

@@ -8,13 +8,13 @@ from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from infra.cli.billing import billing_table
+from shared.api import queries
 from shared.billing.intervals import Transition, as_datetime, day_start, usage
 from shared.billing.rates import RateCard
 from shared.billing.report import ResourceUsage, cell, dimension, report, totals, window
 from shared.billing.store import RESOURCES, BillingStore
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey
-from shared.upsert import queries
 
 
 def backlog(db) -> int:

@@ -23,12 +23,13 @@ from infra.cli import output
 from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
 from infra.stack import REPO_ROOT
+from shared.api import queries
+from shared.api.queries import groups
 from shared.billing.rates import RateCard
 from shared.billing.report import aggregate
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey
-from shared.deadletter.store import DeadLetterStore, groups
-from shared.upsert import queries
+from shared.deadletter.store import DeadLetterStore
 
 
 def _progress(console: Console) -> Progress:

@@ -58,3 +58,27 @@ class ConfigError(DcmError):
 
 class Unauthorized(DcmError):
     """A push request without a valid OIDC token (production mode only)."""
+
+
+class InvalidRequest(DcmError):
+    """An API request that cannot be answered as asked: an HTTP 4xx problem (RFC 9457)."""
+
+    status = 400
+    title = "Bad request"
+
+    def __init__(self, detail: str, parameter: str | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        self.parameter = parameter
+
+
+class NotFound(InvalidRequest):
+    status = 404
+    title = "Not found"
+
+
+class Gone(InvalidRequest):
+    """A change-feed cursor older than the feed's retention: resynchronise from the resources."""
+
+    status = 410
+    title = "Cursor expired"

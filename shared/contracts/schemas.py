@@ -24,6 +24,7 @@ from shared.contracts.diff import escape
 SCHEMA_URI_PREFIX = "https://schemas.dcm.org/"
 ENVELOPE_URI = SCHEMA_URI_PREFIX + "envelope/cloudevent-v1.json"
 VOCABULARIES = "vocabularies"  # folder of provider vocabularies (not schemas)
+OPENAPI = "openapi"  # folder of the API's OpenAPI documents (not event schemas)
 
 
 def schemas_dir() -> Path:
@@ -157,7 +158,7 @@ class SchemaRegistry:
         self.root = root
         raw: dict[str, dict[str, Any]] = {}
         for path in sorted(root.rglob("*.json")):
-            if {"samples", VOCABULARIES}.intersection(path.relative_to(root).parts):
+            if {"samples", VOCABULARIES, OPENAPI}.intersection(path.relative_to(root).parts):
                 continue
             doc = orjson.loads(path.read_bytes())
             uri = doc.get("$id")

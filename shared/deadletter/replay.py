@@ -18,7 +18,8 @@ from google.cloud import firestore
 from shared.contracts import dead_letter as dl
 from shared.contracts import timeutil
 from shared.contracts.model import event_identity
-from shared.deadletter.store import DeadLetterStore, EntryState, stored_attributes
+from shared.contracts.state import EntryState
+from shared.deadletter.store import DeadLetterStore, stored_attributes
 from shared.runtime.publishing import publish
 
 MAX_REPLAYS = 3

@@ -23,22 +23,14 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.contracts import limits, timeutil
 from shared.contracts.model import PubSubMessage
+from shared.contracts.state import DEADLETTERS, EntryState
 from shared.deadletter.triage import Classification
 from shared.runtime import firestore as fs
 
-DEADLETTERS = "deadletters"
 # A Firestore document holds at most 1 MiB: the original's bytes, and room for up to 100 attributes and the rest.
 MAX_STORED_BYTES = limits.FIRESTORE_MAX_DOCUMENT_BYTES - 200_000
 MAX_REMEMBERED_DELIVERIES = 50
 
-
-
-class EntryState(enum.StrEnum):
-    """Where a dead-letter entry stands (stored as ``state``)."""
-
-    OPEN = "open"  # waiting for an operator
-    REPLAYED = "replayed"  # sent back; its outcome is the pipeline's (dcm-status dlq show)
-    REPLAY_FAILED = "replay_failed"  # a replay failed again and came back here
 
 
 class Recorded(enum.StrEnum):
@@ -124,22 +116,6 @@ class DeadLetterStore:
                 batch.delete(self.ref(entry_id))
             batch.commit()
         return len(entry_ids)
-
-
-def groups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Entries grouped by fingerprint, biggest first."""
-    table: dict[str, dict[str, Any]] = {}
-    for e in entries:
-        g = table.setdefault(e["fingerprint"], {
-            "fingerprint": e["fingerprint"], "reason": e["reason"], "provider": e.get("provider"),
-            "message": e["message"], "entries": 0, "occurrences": 0, "open": 0,
-            "firstSeen": e["firstSeen"], "lastSeen": e["lastSeen"]})
-        g["entries"] += 1
-        g["occurrences"] += e.get("occurrences", 1)
-        g["open"] += e.get("state") != EntryState.REPLAYED
-        g["firstSeen"] = min(g["firstSeen"], e["firstSeen"])
-        g["lastSeen"] = max(g["lastSeen"], e["lastSeen"])
-    return sorted(table.values(), key=lambda g: (-g["occurrences"], g["fingerprint"]))
 
 
 @firestore.transactional

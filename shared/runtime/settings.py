@@ -48,6 +48,9 @@ class Settings:
     push_service_account: str | None
     provider_profiles: Mapping[str, ProviderProfile] = field(default_factory=dict)
     max_clock_skew_seconds: int = 300  # an event time further ahead than this is clamped to the receive time
+    providers: tuple[str, ...] = ()  # the providers of the topology (the api counts resources per provider)
+    feed_settle_seconds: float = 2.0  # the change feed serves a change this long after its commit
+    stream_seconds: float = 300.0  # a live stream ends after this long; EventSource reconnects at once
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -93,4 +96,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         push_service_account=env.get("DCM_PUSH_SERVICE_ACCOUNT") or None,
         provider_profiles=_profiles(env.get("DCM_PROVIDER_PROFILES", "")),
         max_clock_skew_seconds=int(env.get("DCM_MAX_CLOCK_SKEW_SECONDS", "300")),
+        providers=tuple(p for p in env.get("DCM_PROVIDERS", "").split(",") if p),
+        feed_settle_seconds=float(env.get("DCM_FEED_SETTLE_SECONDS", "2")),
+        stream_seconds=float(env.get("DCM_STREAM_SECONDS", "300")),
     )

@@ -1,6 +1,6 @@
 """The observed state in Firestore: one atomic commit per status update.
 
-Collections:
+Collections (shared/contracts/state.py):
 
 - ``resources/{provider~type~id}``: the current observed state of a resource;
   ``resources/{..}/history/{dedupId}``: every update that changed something,
@@ -11,7 +11,9 @@ Collections:
   change event is written with the state and published after the commit. The
   first delivery does not spend a write on saying so: only a redelivery (the
   function may have died before publishing) publishes it again, same id, and
-  then marks it ``changeAnnounced`` so later copies do not.
+  then marks it ``changeAnnounced`` so later copies do not. An entry with a
+  change is also an entry of the change feed: ``committedAt`` is the server's
+  time of the write (a transform of the same write: no extra cost).
 - ``duplicates/{ingressTopic~ingressMessageId}``: distinct duplicate
   publications (not redeliveries of one message), for stats.
 """
@@ -28,26 +30,20 @@ from google.cloud import firestore
 
 from shared.contracts import status_changed, timeutil
 from shared.contracts.errors import Transient
+from shared.contracts.state import (
+    COMMITTED_AT,
+    DUPLICATES,
+    HISTORY,
+    LEDGER,
+    RESOURCES,
+    Outcome,
+)
 from shared.contracts.status_changed import ChangeEvent
 from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
 
-RESOURCES = "resources"
-HISTORY = "history"
-LEDGER = "events"
-DUPLICATES = "duplicates"
-
 MAX_ATTEMPTS = 5
 CONFLICTS = (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Conflict)
-
-
-class Outcome(enum.StrEnum):
-    """What became of one status update (stored in the ledger as ``outcome``)."""
-
-    APPLIED = "applied"  # the resource now shows it
-    STALE = "stale"  # older than what the resource shows: kept in history, announced as late
-    DUPLICATE = "duplicate"  # this event (source + id) was processed before
-    UNCHANGED = "unchanged"  # a re-report of what the resource shows: only last-seen is recorded
 
 
 class WriteOp(enum.Enum):
@@ -173,6 +169,12 @@ class StateStore:
                 {"changeAnnounced": True, "changeAnnouncedAt": timeutil.now_str()}, timeout=fs.TIMEOUT)
 
 
+def _feed_entry(update: StatusUpdate) -> dict[str, Any]:
+    """The fields that make a ledger entry with a change an entry of the change feed."""
+    return {COMMITTED_AT: firestore.SERVER_TIMESTAMP, "provider": update.key.provider,
+            "resourceType": update.key.resource_type}
+
+
 def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: Any) -> tuple[Result, list[_Write]]:
     """What to write for this update, given what is stored: a pure decision, no I/O."""
     db = store.db
@@ -217,7 +219,7 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
             return Result(Outcome.DUPLICATE, None, current["status"], None), []
         late = status_changed.build(update, None, new_doc, late=True)
         return Result(Outcome.STALE, current["status"], update.status, late), [
-            _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, "outcome": Outcome.STALE.value,
+            _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, **_feed_entry(update), "outcome": Outcome.STALE.value,
                                                 "change": late.to_record(), "changeAnnounced": False}),
             _Write(WriteOp.SET, history_ref, {**history, "outcome": Outcome.STALE.value}),
         ]
@@ -245,7 +247,8 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
     resource_write = (_Write(WriteOp.UPDATE, resource_ref, new_doc, current_snap.update_time) if current
                       else _Write(WriteOp.CREATE, resource_ref, new_doc))
     return Result(Outcome.APPLIED, current.get("status") if current else None, update.status, change), [
-        _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, "outcome": Outcome.APPLIED.value,
+        _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, **(_feed_entry(update) if change else {}),
+                                            "outcome": Outcome.APPLIED.value,
                                             "change": change.to_record() if change else None,
                                             "changeAnnounced": change is None}),
         resource_write,

@@ -105,6 +105,11 @@ class E2EStack:
     def restart_function(self, name: str) -> None:
         self.stack.restart_function(self.state, name)
 
+    @property
+    def api_url(self) -> str:
+        """The api function's base URL (the dashboard at /, the API under /v1/)."""
+        return self.stack.function_url(self.state, "api")
+
 
 @pytest.fixture(scope="session")
 def e2e(tmp_path_factory) -> Iterator[E2EStack]:

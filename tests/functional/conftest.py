@@ -65,9 +65,9 @@ def bind_all(runtime) -> None:
         entry.bind(runtime)
 
 
-def client_for(name: str):
+def client_for(name: str, signature_type: str = "cloudevent"):
     source = REPO / "functions" / name / "main.py"
-    app = create_app(target=name, source=str(source), signature_type="cloudevent")
+    app = create_app(target=name, source=str(source), signature_type=signature_type)
     _ENTRIES.append(getattr(sys.modules[source.stem], name))  # create_app loaded main.py as module "main"
     return app.test_client()
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from shared.api.queries import groups
 from shared.contracts import dead_letter as dl
-from shared.deadletter.store import DeadLetterStore, groups
+from shared.deadletter.store import DeadLetterStore
 from tests.functional.conftest import SHAPES, client_for
 
 BAD = b'{"specversion": "1.0", "id": "x", "source": "s", "type": "dcm.providers.aws.vm.a.status", "data": {"status": 1}}'

@@ -23,4 +23,6 @@ def test_every_subscription_has_retry_and_dead_letter_except_the_dead_letter_rea
 def test_upsert_subscription_is_ordered_and_every_function_has_a_trigger():
     topo = load()
     assert next(s for s in topo.subscriptions if s.push == "upsert").enable_message_ordering
-    assert set(topo.functions) <= {s.push for s in topo.subscriptions if s.push}
+    pushed = {s.push for s in topo.subscriptions if s.push}
+    assert set(topo.functions) - set(topo.http_functions) <= pushed
+    assert topo.http_functions == ("api",) and not pushed & set(topo.http_functions)  # people call it, not Pub/Sub

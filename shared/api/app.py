@@ -1,0 +1,257 @@
+"""The status API and the dashboard: routes, parameters, answers.
+
+Read only. Every answer is JSON (the OpenAPI document schemas/openapi/status-api-v1.json
+says its shape); every refusal an RFC 9457 problem (``application/problem+json``) with
+the parameter at fault. Firestore not answering is a 503 with ``Retry-After``, never
+a 500. The dashboard is the static page in ``static/``, served at ``/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import flask
+import orjson
+from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
+from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.exceptions import NotFound as NoRoute
+from werkzeug.routing import Map, Rule
+
+from shared.api import queries
+from shared.api.feed import ChangeFeed, FeedFilter, Live, stream
+from shared.api.queries import ResourceFilter, Sort
+from shared.contracts import change_feed, limits
+from shared.contracts.change_feed import Cursor
+from shared.contracts.errors import InvalidRequest, NotFound, Transient
+from shared.contracts.model import ResourceKey
+from shared.contracts.schemas import OPENAPI, schemas_dir
+from shared.runtime import firestore as fs
+from shared.runtime.clients import Runtime
+from shared.runtime.logs import get_logger
+
+log = get_logger("api")
+
+STATIC_DIR = Path(__file__).parent / "static"
+STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                ".css": "text/css; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}
+OPENAPI_FILE = "status-api-v1.json"
+# An API read waits 5 s at most (retried while Firestore is unavailable), then answers 503.
+READ_OPTIONS = {"retry": gretry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=5.0), "timeout": 5.0}
+MAX_TEXT = 256
+
+ROUTES = Map([Rule(path, endpoint=endpoint, methods=["GET"]) for path, endpoint in (  # HEAD comes with GET
+    ("/", "dashboard"),
+    ("/static/<name>", "static"),
+    ("/v1/openapi.json", "openapi"),
+    ("/v1/resources", "resources"),
+    ("/v1/resources/<provider>/<rtype>/<path:rid>/history", "history"),
+    ("/v1/resources/<provider>/<rtype>/<path:rid>", "resource"),
+    ("/v1/changes", "changes"),
+    ("/v1/changes/stream", "stream"),
+    ("/v1/summary", "summary"),
+    ("/v1/deadletters", "deadletters"),
+    ("/v1/stats", "stats"),
+)], strict_slashes=False, merge_slashes=False)
+
+
+def problem(status: int, title: str, detail: str, parameter: str | None = None,
+            headers: Mapping[str, str] | None = None) -> flask.Response:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if parameter:
+        body["parameter"] = parameter
+    response = flask.Response(orjson.dumps(body), status, mimetype="application/problem+json")
+    response.headers.update(headers or {})
+    return response
+
+
+def json_response(body: Any) -> flask.Response:
+    response = flask.Response(orjson.dumps(body, default=str), 200, mimetype="application/json")
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+class Params:
+    """The query parameters of one request, checked: each known, given once, of its type and range."""
+
+    def __init__(self, args: Any, allowed: tuple[str, ...]):
+        self.args = args
+        unknown = sorted(set(args) - set(allowed))
+        if unknown:
+            raise InvalidRequest(f"unknown parameter {unknown[0]!r}; this endpoint takes: "
+                                 f"{', '.join(allowed) or 'none'}", unknown[0])
+        for name in args:
+            if len(args.getlist(name)) > 1:
+                raise InvalidRequest(f"{name}: given more than once", name)
+
+    def text(self, name: str, max_len: int = MAX_TEXT) -> str | None:
+        value = self.args.get(name)
+        if value is None:
+            return None
+        if not value or len(value) > max_len:
+            raise InvalidRequest(f"{name}: expected 1 to {max_len} characters", name)
+        return value
+
+    def integer(self, name: str, default: int | None, low: int, high: int) -> int | None:
+        value = self.args.get(name)
+        if value is None:
+            return default
+        if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
+            raise InvalidRequest(f"{name}: expected an integer from {low} to {high}, got {value[:40]!r}", name)
+        return int(value)
+
+    def boolean(self, name: str) -> bool:
+        value = self.args.get(name)
+        if value is None:
+            return False
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise InvalidRequest(f"{name}: expected true or false, got {value[:40]!r}", name)
+        return value.lower() in ("true", "1")
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.args.get(name, default)
+        if value not in choices:
+            raise InvalidRequest(f"{name}: expected one of {', '.join(choices)}, got {value[:40]!r}", name)
+        return value
+
+
+class Api:
+    def __init__(self, db: Any, providers: tuple[str, ...], retention_days: int, settle: float,
+                 stream_seconds: float):
+        self.db = db
+        self.providers = providers
+        self.feed = ChangeFeed(db, retention_days, settle, options=READ_OPTIONS)
+        self.live = Live(db)
+        self.stream_seconds = stream_seconds
+        self.static = {p.name: p.read_bytes() for p in STATIC_DIR.iterdir() if p.suffix in STATIC_TYPES}
+        self.openapi = (schemas_dir() / OPENAPI / OPENAPI_FILE).read_bytes()
+
+    @classmethod
+    def build(cls, runtime: Runtime) -> "Api":
+        s = runtime.settings
+        return cls(runtime.firestore, s.providers, s.ledger_ttl_days, s.feed_settle_seconds, s.stream_seconds)
+
+    def __call__(self, request: flask.Request) -> flask.Response:
+        try:
+            endpoint, values = ROUTES.bind_to_environ(request.environ).match()
+        except NoRoute:
+            return problem(404, "Not found", f"no such path: {request.path[:200]}; see /v1/openapi.json")
+        except MethodNotAllowed:
+            return problem(405, "Method not allowed", "this API is read only: GET", headers={"Allow": "GET, HEAD"})
+        handler: Callable[..., flask.Response] = getattr(self, f"_{endpoint}")
+        try:
+            return handler(request, **values)
+        except InvalidRequest as exc:
+            return problem(exc.status, exc.title, exc.detail, exc.parameter)
+        except (Transient, *fs.TRANSIENT_ERRORS) as exc:
+            log.warning("Firestore did not answer", extra={"path": request.path, "error": repr(exc)[:300]})
+            return problem(503, "Unavailable", "the state store did not answer in time; retry",
+                           headers={"Retry-After": "1"})
+        except gexc.InvalidArgument as exc:
+            return problem(400, "Bad request", f"the state store refused the query: {exc.message}"[:500])
+
+    # ---- the dashboard ----------------------------------------------------------------------
+    def _dashboard(self, request: flask.Request) -> flask.Response:
+        return self._static(request, "index.html")
+
+    def _static(self, request: flask.Request, name: str) -> flask.Response:
+        body = self.static.get(name)
+        if body is None:
+            return problem(404, "Not found", f"no such file: {name[:100]}")
+        response = flask.Response(body, 200, content_type=STATIC_TYPES[Path(name).suffix])
+        response.headers["Cache-Control"] = "no-cache"
+        return response
+
+    def _openapi(self, request: flask.Request) -> flask.Response:
+        Params(request.args, ())
+        return flask.Response(self.openapi, 200, mimetype="application/json")
+
+    # ---- resources --------------------------------------------------------------------------
+    def _resources(self, request: flask.Request) -> flask.Response:
+        p = Params(request.args, ("provider", "type", "status", "label", "q", "sort", "withCounts",
+                                  "pageSize", "pageToken"))
+        label = p.text("label")
+        where = ResourceFilter(p.text("provider", 64), p.text("type", 64), p.text("status", 64),
+                               ResourceFilter.parse_label(label) if label else None, p.text("q"))
+        sort = p.choice("sort", (Sort.KEY, Sort.RECENT), Sort.KEY)
+        size = p.integer("pageSize", 50, 1, queries.MAX_PAGE_SIZE)
+        docs, token = queries.resource_page(self.db, where, sort, size, p.text("pageToken", 2048), READ_OPTIONS)
+        body: dict[str, Any] = {"resources": docs, "nextPageToken": token,
+                                "total": queries.count(where.query(self.db), READ_OPTIONS)}
+        if p.boolean("withCounts"):
+            body["counts"] = queries.status_counts_of(self.db, where, READ_OPTIONS)
+        return json_response(body)
+
+    def _resource(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
+        p = Params(request.args, ("at",))
+        key = _key(provider, rtype, rid)
+        at = p.text("at", 64)
+        if at is not None:
+            at = queries.canonical_time(at, "at")
+            state = queries.state_at(self.db, key, at, READ_OPTIONS)
+            if state is None:
+                raise NotFound(f"nothing was known of {key} at {at}")
+            return json_response({"key": str(key), "at": at, "state": state})
+        doc = queries.get_resource(self.db, key, READ_OPTIONS)
+        if doc is None:
+            raise NotFound(f"no resource {key}")
+        return json_response(doc)
+
+    def _history(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
+        p = Params(request.args, ("pageSize", "pageToken"))
+        key = _key(provider, rtype, rid)
+        size = p.integer("pageSize", 50, 1, queries.MAX_PAGE_SIZE)
+        entries, token = queries.history_page(self.db, key, size, p.text("pageToken", 2048), READ_OPTIONS)
+        if not entries and not p.text("pageToken", 2048) and queries.get_resource(self.db, key, READ_OPTIONS) is None:
+            raise NotFound(f"no resource {key}")
+        return json_response({"key": str(key), "entries": entries, "nextPageToken": token})
+
+    # ---- the change feed ----------------------------------------------------------------------
+    def _feed_filter(self, p: Params) -> FeedFilter:
+        return FeedFilter(p.text("provider", 64), p.text("type", 64), p.text("status", 64))
+
+    def _changes(self, request: flask.Request) -> flask.Response:
+        p = Params(request.args, ("after", "last", "provider", "type", "status", "limit"))
+        after = p.text("after", 512)
+        last = p.integer("last", None, 1, 500)
+        if after is not None and last is not None:
+            raise InvalidRequest("after and last: give one or the other", "last")
+        cursor = Cursor.decode(after) if after is not None else None
+        return json_response(self.feed.page(cursor, self._feed_filter(p), p.integer("limit", 100, 1, 1000), last))
+
+    def _stream(self, request: flask.Request) -> flask.Response:
+        p = Params(request.args, ("after", "provider", "type", "status"))
+        parameter = "Last-Event-ID" if request.headers.get("Last-Event-ID") else "after"
+        resume = request.headers.get("Last-Event-ID") or p.text("after", 512)
+        cursor = Cursor.decode(resume, parameter) if resume else None
+        where = self._feed_filter(p)
+        if cursor is not None:  # refuse an expired cursor now, as a problem, not inside the stream
+            change_feed.check_retained(cursor, self.feed.clock(), self.feed.retention_days, parameter)
+        response = flask.Response(stream(self.feed, self.live, cursor, where, self.stream_seconds),
+                                  200, mimetype="text/event-stream")
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Accel-Buffering"] = "no"  # proxies must not hold events back
+        return response
+
+    # ---- fleet, dead letters, accounting --------------------------------------------------------
+    def _summary(self, request: flask.Request) -> flask.Response:
+        Params(request.args, ())
+        return json_response(queries.summary(self.db, self.providers, READ_OPTIONS))
+
+    def _deadletters(self, request: flask.Request) -> flask.Response:
+        p = Params(request.args, ("provider", "reason"))
+        return json_response(queries.deadletter_summary(self.db, p.text("provider", 64), p.text("reason", 64),
+                                                        READ_OPTIONS))
+
+    def _stats(self, request: flask.Request) -> flask.Response:
+        Params(request.args, ())
+        return json_response({**queries.stats(self.db, READ_OPTIONS), "windowDays": self.feed.retention_days})
+
+
+def _key(provider: str, rtype: str, rid: str) -> ResourceKey:
+    key = ResourceKey(provider, rtype, rid)
+    if not limits.document_id_fits(key.doc_id):
+        raise InvalidRequest(f"no resource key is that long ({len(key.doc_id.encode())} bytes as a document id; "
+                             f"at most {limits.FIRESTORE_MAX_DOCUMENT_ID_BYTES})", "id")
+    return key

@@ -1,0 +1,208 @@
+"""The change feed, paged (``GET /v1/changes``) and live (``GET /v1/changes/stream``).
+
+Paged: settled entries only, in commit order (shared/contracts/change_feed.py says
+why that makes the cursor safe). Live: one Firestore listener per instance on the
+newest ledger entries wakes every open stream as soon as a change commits; the
+stream sends it at once, then sends the settled feed from its resume point, so a
+change the listener missed (or that committed while the stream reconnected)
+still arrives. A change can therefore reach a stream twice (live, then settled,
+when the stream resumed before it settled): clients deduplicate by ``id``. The
+event id of every server-sent event is a settled cursor, the resume point
+``EventSource`` sends back as ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Iterator, Mapping
+
+import orjson
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.contracts import change_feed, timeutil
+from shared.contracts.change_feed import Cursor
+from shared.contracts.state import CHANGE, COMMITTED_AT, LEDGER
+from shared.runtime.logs import get_logger
+
+log = get_logger("api.feed")
+
+MAX_PAGE = 1000
+LIVE_WINDOW = 50  # the newest ledger entries the listener watches (a commit enters it, so it is seen)
+LIVE_BUFFER = 2000  # live changes an instance keeps for its streams
+HEARTBEAT_SECONDS = 15.0  # an SSE comment line keeps proxies from closing an idle stream
+RESYNC_SECONDS = 30.0  # an idle stream reads the settled feed this often anyway
+RETRY_MS = 1000  # how soon EventSource reconnects when a stream ends
+
+
+@dataclass(frozen=True)
+class FeedFilter:
+    provider: str | None = None
+    resource_type: str | None = None
+    status: str | None = None
+
+    def equalities(self) -> list[tuple[str, str]]:
+        pairs = (("provider", self.provider), ("resourceType", self.resource_type), ("status", self.status))
+        return [(f, v) for f, v in pairs if v]
+
+    def matches(self, item: Mapping[str, Any]) -> bool:
+        return ((not self.provider or item["provider"] == self.provider)
+                and (not self.resource_type or item["resourceType"] == self.resource_type)
+                and (not self.status or item["newStatus"] == self.status))
+
+
+class ChangeFeed:
+    def __init__(self, db: firestore.Client, retention_days: int,
+                 settle: float = change_feed.DEFAULT_SETTLE_SECONDS,
+                 clock: Callable[[], datetime] = timeutil.now, options: Mapping[str, Any] | None = None):
+        self.db, self.retention_days, self.settle, self.clock = db, retention_days, settle, clock
+        self.options = dict(options or {})
+
+    def page(self, after: Cursor | None = None, where: FeedFilter = FeedFilter(), limit: int = 100,
+             last: int | None = None) -> dict[str, Any]:
+        """Settled changes after ``after`` (from the oldest retained without it; the ``last`` newest
+        instead), oldest first, and the cursor to continue from."""
+        read_at = self.clock()
+        horizon = change_feed.horizon(read_at, self.settle)
+        if after is not None:
+            change_feed.check_retained(after, read_at, self.retention_days)
+        ledger = self.db.collection(LEDGER)
+        query: Any = ledger
+        for field, value in where.equalities():
+            query = query.where(filter=FieldFilter(field, "==", value))
+        query = query.where(filter=FieldFilter(COMMITTED_AT, "<=", horizon))
+        if last:
+            query = (query.order_by(COMMITTED_AT, direction=firestore.Query.DESCENDING)
+                     .order_by("__name__", direction=firestore.Query.DESCENDING).limit(last))
+            snaps = list(reversed(list(query.stream(**self.options))))
+        else:
+            query = query.order_by(COMMITTED_AT).order_by("__name__")
+            if after is not None:
+                query = query.start_after({COMMITTED_AT: after.committed_at,
+                                           "__name__": ledger.document(after.entry_id)})
+            snaps = list(query.limit(limit).stream(**self.options))
+        items = [_item(s) for s in snaps]
+        if not last and len(items) == limit:
+            next_cursor = items[-1]["cursor"]
+        else:
+            # Everything stamped up to the horizon was served; never move a cursor backwards.
+            next_cursor = max(Cursor.after(horizon), after or Cursor.after(horizon)).encode()
+        return {"changes": items, "nextCursor": next_cursor, "settleSeconds": self.settle,
+                "retentionDays": self.retention_days}
+
+
+def _item(snap: Any) -> dict[str, Any]:
+    data = snap.to_dict()
+    return change_feed.item(snap.id, data[COMMITTED_AT], data[CHANGE])
+
+
+class Live:
+    """The instance's listener on the newest ledger entries, and what it heard."""
+
+    def __init__(self, db: firestore.Client):
+        self.db = db
+        self.changed = threading.Condition()
+        self.seq = 0
+        self.buffer: collections.deque[tuple[int, dict[str, Any]]] = collections.deque(maxlen=LIVE_BUFFER)
+        self._watch: Any = None
+        self._baseline = False
+        self.last_activity = 0.0
+
+    def start(self) -> None:
+        with self.changed:
+            if self._watch is not None:
+                return
+            query = (self.db.collection(LEDGER).order_by(COMMITTED_AT, direction=firestore.Query.DESCENDING)
+                     .limit(LIVE_WINDOW))
+            self._watch = query.on_snapshot(self._heard)
+
+    def _heard(self, snaps: Any, changes: Any, read_time: Any) -> None:
+        with self.changed:
+            if self._baseline:  # the first snapshot is what was there before: not news
+                for c in changes:
+                    if c.type.name == "ADDED" and (c.document.to_dict() or {}).get(CHANGE):
+                        self.seq += 1
+                        self.buffer.append((self.seq, _item(c.document)))
+            self._baseline = True
+            self.last_activity = time.monotonic()
+            self.changed.notify_all()
+
+    def since(self, seq: int) -> list[tuple[int, dict[str, Any]]]:
+        with self.changed:
+            return [(s, item) for s, item in self.buffer if s > seq]
+
+    def wait(self, seq: int, timeout: float) -> None:
+        with self.changed:
+            if self.seq == seq:
+                self.changed.wait(timeout)
+
+    def stop(self) -> None:
+        with self.changed:
+            if self._watch is not None:
+                self._watch.unsubscribe()
+                self._watch = None
+
+
+def sse(event: str | None = None, data: Any = None, event_id: str | None = None, comment: str | None = None,
+        retry_ms: int | None = None) -> bytes:
+    """One server-sent event (text/event-stream framing)."""
+    lines = []
+    if comment is not None:
+        lines.append(f": {comment}")
+    if retry_ms is not None:
+        lines.append(f"retry: {retry_ms}")
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    if data is not None:
+        lines.append("data: " + orjson.dumps(data).decode())
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def stream(feed: ChangeFeed, live: Live, after: Cursor | None, where: FeedFilter, duration: float,
+           clock: Callable[[], float] = time.monotonic) -> Iterator[bytes]:
+    """The live feed as server-sent events, for ``duration`` seconds (EventSource then reconnects)."""
+    live.start()
+    settled = after or Cursor.after(change_feed.horizon(feed.clock(), feed.settle))
+    sent: dict[str, datetime] = {}  # ids sent and not yet behind the settled cursor
+    seq = live.seq
+    ends = clock() + duration
+    yield sse(comment="dcm-status change feed", retry_ms=RETRY_MS)
+
+    def catch_up() -> Iterator[bytes]:
+        nonlocal settled
+        while True:
+            page = feed.page(settled, where, limit=MAX_PAGE)
+            settled = Cursor.decode(page["nextCursor"])
+            for item in page["changes"]:
+                if item["id"] not in sent:
+                    yield sse("change", item, event_id=item["cursor"])
+            for change_id, committed_at in list(sent.items()):
+                if committed_at <= settled.committed_at:
+                    del sent[change_id]
+            if len(page["changes"]) < MAX_PAGE:
+                return
+
+    yield from catch_up()
+    yield sse("ready", {"cursor": settled.encode()}, event_id=settled.encode())
+    last_read = last_beat = clock()
+    dirty = False  # heard changes not yet read from the settled feed
+    while clock() < ends:
+        live.wait(seq, timeout=min(HEARTBEAT_SECONDS, feed.settle) if dirty else HEARTBEAT_SECONDS)
+        for seq, item in live.since(seq):
+            dirty = True
+            if where.matches(item) and item["id"] not in sent:
+                sent[item["id"]] = timeutil.parse(item["committedAt"])
+                yield sse("change", {**item, "cursor": settled.encode()}, event_id=settled.encode())
+        now = clock()
+        if (dirty and now - last_read >= feed.settle) or now - last_read >= RESYNC_SECONDS:
+            yield from catch_up()
+            dirty, last_read = False, now
+        if now - last_beat >= HEARTBEAT_SECONDS:
+            yield sse(comment="keepalive")
+            last_beat = now

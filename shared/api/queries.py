@@ -1,0 +1,311 @@
+"""Read side: look resources up, page through them, count them, and the pipeline's accounting.
+
+Counting never reads the documents counted: every count is an aggregation query
+(Firestore bills one read per 1,000 index entries matched), run concurrently.
+Page tokens are opaque to clients: ``base64url(JSON [sort, last values...])``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping
+
+import orjson
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.contracts import timeutil
+from shared.contracts.errors import InvalidRequest, Reason
+from shared.contracts.model import ResourceKey
+from shared.contracts.schemas import registry
+from shared.contracts.state import (
+    DEADLETTERS,
+    DUPLICATES,
+    HISTORY,
+    LEDGER,
+    RESOURCES,
+    EntryState,
+    Outcome,
+)
+from shared.contracts.status_changed import LABEL_KEYS
+from shared.runtime import firestore as fs
+
+UNKNOWN = "UNKNOWN"
+SEARCH_END = "\uf8ff"  # the last code point Firestore orders: [q, q + SEARCH_END) is "starts with q"
+MAX_PAGE_SIZE = 500
+DEADLETTER_GROUPS_OF = 500  # the latest entries the dead-letter groups are computed from
+_COUNTING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="count")
+
+
+class Sort:
+    KEY = "key"
+    RECENT = "-updatedAt"
+    SEARCH = "resourceId"  # forced by a prefix search (Firestore orders by the range field first)
+
+
+# ---- point reads -------------------------------------------------------------------------
+def get_resource(db: firestore.Client, key: ResourceKey, options: Mapping[str, Any] | None = None
+                 ) -> dict[str, Any] | None:
+    snap = db.collection(RESOURCES).document(key.doc_id).get(**(options or fs.read_options()))
+    return snap.to_dict() if snap.exists else None
+
+
+def history(db: firestore.Client, key: ResourceKey, limit: int = 50) -> list[dict[str, Any]]:
+    return history_page(db, key, limit)[0]
+
+
+def history_page(db: firestore.Client, key: ResourceKey, limit: int = 50, token: str | None = None,
+                 options: Mapping[str, Any] | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a resource's history, newest observation first, and the next page's token."""
+    ref = db.collection(RESOURCES).document(key.doc_id).collection(HISTORY)
+    query = (ref.order_by("observedAt", direction=firestore.Query.DESCENDING)
+             .order_by("__name__", direction=firestore.Query.DESCENDING))
+    if token:
+        observed_at, entry_id = _token_values(token, "history", 2)
+        query = query.start_after({"observedAt": observed_at, "__name__": ref.document(entry_id)})
+    snaps = list(query.limit(limit + 1).stream(**(options or fs.read_options())))
+    more = len(snaps) > limit
+    snaps = snaps[:limit]
+    entries = [s.to_dict() for s in snaps]
+    next_token = _token("history", entries[-1]["observedAt"], snaps[-1].id) if more else None
+    return entries, next_token
+
+
+def state_at(db: firestore.Client, key: ResourceKey, at: str,
+             options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The state the platform knew at ``at`` (canonical): the last update applied by then."""
+    ref = db.collection(RESOURCES).document(key.doc_id).collection(HISTORY)
+    query = (ref.where(filter=FieldFilter("recordedAt", "<=", at))
+             .order_by("recordedAt", direction=firestore.Query.DESCENDING))
+    for snap in query.stream(**(options or fs.read_options())):  # stale entries are skipped: a few at most
+        entry = snap.to_dict()
+        if entry.get("outcome") == Outcome.APPLIED.value:
+            return entry
+    return None
+
+
+# ---- lists --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResourceFilter:
+    provider: str | None = None
+    resource_type: str | None = None
+    status: str | None = None
+    label: tuple[str, str] | None = None  # (tenant|region|environment, value)
+    search: str | None = None  # resource id prefix
+
+    def equalities(self) -> list[tuple[str, str]]:
+        pairs = [("provider", self.provider), ("resourceType", self.resource_type), ("status", self.status)]
+        if self.label:
+            pairs.append((f"metadata.{self.label[0]}", self.label[1]))
+        return [(f, v) for f, v in pairs if v]
+
+    def query(self, db: firestore.Client) -> Any:
+        query: Any = db.collection(RESOURCES)
+        for field, value in self.equalities():
+            query = query.where(filter=FieldFilter(field, "==", value))
+        if self.search:
+            query = (query.where(filter=FieldFilter("resourceId", ">=", self.search))
+                     .where(filter=FieldFilter("resourceId", "<", self.search + SEARCH_END)))
+        return query
+
+    @staticmethod
+    def parse_label(text: str) -> tuple[str, str]:
+        name, sep, value = text.partition(":")
+        if not sep or not value or name not in LABEL_KEYS:
+            raise InvalidRequest(f"label: expected LABEL:VALUE with LABEL one of {', '.join(LABEL_KEYS)}, "
+                                 f"got {text!r}", "label")
+        return name, value
+
+
+def list_resources(db: firestore.Client, provider: str | None = None, resource_type: str | None = None,
+                   status: str | None = None, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    query = ResourceFilter(provider, resource_type, status).query(db)
+    if limit:
+        query = query.limit(limit)
+    for doc in query.stream(**fs.read_options()):
+        yield doc.to_dict()
+
+
+def resource_page(db: firestore.Client, where: ResourceFilter, sort: str = Sort.KEY, limit: int = 50,
+                  token: str | None = None, options: Mapping[str, Any] | None = None
+                  ) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of resources matching ``where``, sorted, and the next page's token (None on the last)."""
+    collection = db.collection(RESOURCES)
+    query = where.query(db)
+    if where.search:
+        sort = Sort.SEARCH
+        query = query.order_by("resourceId").order_by("__name__")
+    elif sort == Sort.RECENT:
+        query = (query.order_by("updatedAt", direction=firestore.Query.DESCENDING)
+                 .order_by("__name__", direction=firestore.Query.DESCENDING))
+    else:
+        query = query.order_by("__name__")
+    if token:
+        if sort == Sort.KEY:
+            (doc_id,) = _token_values(token, sort, 1)
+            query = query.start_after({"__name__": collection.document(doc_id)})
+        else:
+            field = "resourceId" if sort == Sort.SEARCH else "updatedAt"
+            value, doc_id = _token_values(token, sort, 2)
+            query = query.start_after({field: value, "__name__": collection.document(doc_id)})
+    snaps = list(query.limit(limit + 1).stream(**(options or fs.read_options())))
+    more = len(snaps) > limit
+    snaps = snaps[:limit]
+    docs = [s.to_dict() for s in snaps]
+    if not more:
+        return docs, None
+    last, last_id = docs[-1], snaps[-1].id
+    if sort == Sort.KEY:
+        return docs, _token(sort, last_id)
+    return docs, _token(sort, last["resourceId" if sort == Sort.SEARCH else "updatedAt"], last_id)
+
+
+def _token(kind: str, *values: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps([kind, *values])).decode().rstrip("=")
+
+
+def _token_values(token: str, kind: str, n: int) -> list[str]:
+    try:
+        got = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error, orjson.JSONDecodeError) as exc:
+        raise InvalidRequest("pageToken: not a page token of this list", "pageToken") from exc
+    if (not isinstance(got, list) or len(got) != n + 1 or got[0] != kind
+            or not all(isinstance(v, str) for v in got)):
+        raise InvalidRequest("pageToken: not a page token of this list (filters or sort changed?)", "pageToken")
+    return got[1:]
+
+
+# ---- counts ---------------------------------------------------------------------------------
+def count(query: Any, options: Mapping[str, Any] | None = None) -> int:
+    """A server-side count (an aggregation query: no documents are read)."""
+    result = query.count().get(**(options or fs.read_options()))
+    return int(result[0][0].value)
+
+
+def counts(queries: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """``{name: count}`` of several aggregation queries, run concurrently."""
+    futures = {name: _COUNTING.submit(count, q, options) for name, q in queries.items()}
+    return {name: f.result() for name, f in futures.items()}
+
+
+def statuses(resource_type: str | None = None) -> tuple[str, ...]:
+    """The normalised statuses of a resource type (of every type when None), UNKNOWN included."""
+    reg = registry()
+    types = [resource_type] if resource_type else list(reg.resource_types)
+    found: list[str] = []
+    for t in types:
+        schema = reg.current.get(t)
+        found += [s for s in (schema.statuses if schema else ()) if s not in found]
+    return tuple(found + ([UNKNOWN] if UNKNOWN not in found else []))
+
+
+def status_counts_of(db: firestore.Client, where: ResourceFilter,
+                     options: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Matching resources per status (only the statuses some resource has)."""
+    names = [where.status] if where.status else list(statuses(where.resource_type))
+    base = ResourceFilter(where.provider, where.resource_type, None, where.label, where.search)
+    got = counts({s: base.query(db).where(filter=FieldFilter("status", "==", s)) for s in names}, options)
+    return {s: n for s, n in got.items() if n}
+
+
+def summary(db: firestore.Client, providers: Iterable[str], options: Mapping[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """Resources per type and status, and per provider: aggregation queries only."""
+    resources = db.collection(RESOURCES)
+    queries: dict[str, Any] = {"total": resources}
+    for t in registry().resource_types:
+        for s in statuses(t):
+            queries[f"type:{t}:{s}"] = (resources.where(filter=FieldFilter("resourceType", "==", t))
+                                        .where(filter=FieldFilter("status", "==", s)))
+    for p in providers:
+        queries[f"provider:{p}"] = resources.where(filter=FieldFilter("provider", "==", p))
+    got = counts(queries, options)
+    by_type: dict[str, dict[str, int]] = {}
+    by_provider: dict[str, int] = {}
+    for name, n in got.items():
+        if name.startswith("type:") and n:
+            _, t, s = name.split(":", 2)
+            by_type.setdefault(t, {})[s] = n
+        elif name.startswith("provider:") and n:
+            by_provider[name.split(":", 1)[1]] = n
+    return {"total": got["total"], "byType": by_type, "byProvider": by_provider}
+
+
+def status_counts(db: firestore.Client) -> dict[str, dict[str, int]]:
+    """{resourceType: {status: n}} over all resources."""
+    return summary(db, ())["byType"]
+
+
+def outcome_counts(db: firestore.Client, options: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Updates per outcome over the ledger's retention window, and the resources held."""
+    ledger = db.collection(LEDGER)
+    return counts({
+        **{o.value: ledger.where(filter=FieldFilter("outcome", "==", o.value))
+           for o in (Outcome.APPLIED, Outcome.UNCHANGED, Outcome.STALE)},
+        Outcome.DUPLICATE.value: db.collection(DUPLICATES),
+        "resources": db.collection(RESOURCES),
+    }, options)
+
+
+def stats(db: firestore.Client, options: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Outcome counters over the ledger's retention window.
+
+    ``received`` is every provider message that reached a final outcome:
+    applied + unchanged (re-reports) + duplicate + stale + deadlettered.
+    """
+    outcomes = outcome_counts(db, options)
+    result = {k: outcomes[k] for k in ("applied", "unchanged", "stale", "duplicate")}
+    result["deadlettered"] = count(db.collection(DEADLETTERS), options)
+    result["resources"] = outcomes["resources"]
+    result["received"] = sum(result[k] for k in ("applied", "unchanged", "stale", "duplicate", "deadlettered"))
+    return result
+
+
+def announced_changes(db: firestore.Client) -> int:
+    """Ledger entries that carry a change event (what upsert announced in the retention window)."""
+    return count(db.collection(LEDGER).where(filter=FieldFilter("change", "!=", None)))
+
+
+# ---- dead letters -----------------------------------------------------------------------------
+def deadletter_summary(db: firestore.Client, provider: str | None = None, reason: str | None = None,
+                       options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Dead letters per reason (aggregation queries) and the groups of the latest entries."""
+    base: Any = db.collection(DEADLETTERS)
+    if provider:
+        base = base.where(filter=FieldFilter("provider", "==", provider))
+    reasons = [reason] if reason else [r.value for r in Reason]
+    got = counts({"total": base, **{r: base.where(filter=FieldFilter("reason", "==", r)) for r in reasons}},
+                 options)
+    latest = base.where(filter=FieldFilter("reason", "==", reason)) if reason else base
+    fields = ["fingerprint", "reason", "provider", "message", "occurrences", "state", "firstSeen", "lastSeen"]
+    entries = [s.to_dict() for s in latest.order_by("lastSeen", direction=firestore.Query.DESCENDING)
+               .limit(DEADLETTER_GROUPS_OF).select(fields).stream(**(options or fs.read_options()))]
+    return {"total": got.pop("total") if not reason else got[reason],
+            "byReason": {r: n for r, n in got.items() if n and r != "total"},
+            "groups": groups(entries), "groupsOf": len(entries)}
+
+
+def groups(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Entries grouped by fingerprint, biggest first."""
+    table: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        g = table.setdefault(e["fingerprint"], {
+            "fingerprint": e["fingerprint"], "reason": e["reason"], "provider": e.get("provider"),
+            "message": e["message"], "entries": 0, "occurrences": 0, "open": 0,
+            "firstSeen": e["firstSeen"], "lastSeen": e["lastSeen"]})
+        g["entries"] += 1
+        g["occurrences"] += e.get("occurrences", 1)
+        g["open"] += e.get("state") != EntryState.REPLAYED
+        g["firstSeen"] = min(g["firstSeen"], e["firstSeen"])
+        g["lastSeen"] = max(g["lastSeen"], e["lastSeen"])
+    return sorted(table.values(), key=lambda g: (-g["occurrences"], g["fingerprint"]))
+
+
+def canonical_time(value: str, parameter: str) -> str:
+    try:
+        return timeutil.canonical(value)
+    except ValueError as exc:
+        raise InvalidRequest(f"{parameter}: {exc}", parameter) from exc

@@ -1,0 +1,44 @@
+"""The stored state: what upsert and deadletter write to Firestore and the api, the CLI
+and the operators read. Collection names, the outcome of an update, and the fields the
+change feed is read by. No I/O.
+
+- ``resources/{provider~type~id}``: the current observed state of a resource;
+  ``resources/{..}/history/{dedupId}``: every update that changed something.
+- ``events/{dedupId}``: the dedup ledger and transactional outbox. An entry that
+  carries a change event also carries ``committedAt`` (the server's time of the
+  write), ``provider`` and ``resourceType``: it is an entry of the change feed
+  (shared/contracts/change_feed.py), kept as long as the ledger (its TTL).
+- ``duplicates/{ingressTopic~messageId}``: distinct duplicate publications.
+- ``deadletters/{entryId}``: what could not be processed (shared/deadletter/store.py).
+"""
+
+from __future__ import annotations
+
+import enum
+
+RESOURCES = "resources"
+HISTORY = "history"
+LEDGER = "events"
+DUPLICATES = "duplicates"
+DEADLETTERS = "deadletters"
+
+# Ledger fields of a change-feed entry.
+COMMITTED_AT = "committedAt"
+CHANGE = "change"
+
+
+class Outcome(enum.StrEnum):
+    """What became of one status update (stored in the ledger as ``outcome``)."""
+
+    APPLIED = "applied"  # the resource now shows it
+    STALE = "stale"  # older than what the resource shows: kept in history, announced as late
+    DUPLICATE = "duplicate"  # this event (source + id) was processed before
+    UNCHANGED = "unchanged"  # a re-report of what the resource shows: only last-seen is recorded
+
+
+class EntryState(enum.StrEnum):
+    """Where a dead-letter entry stands (stored as ``state``)."""
+
+    OPEN = "open"  # waiting for an operator
+    REPLAYED = "replayed"  # sent back; its outcome is the pipeline's (dcm-status dlq show)
+    REPLAY_FAILED = "replay_failed"  # a replay failed again and came back here

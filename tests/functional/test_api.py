@@ -1,0 +1,290 @@
+"""The status API through functions-framework's test client, on the Firestore emulator.
+
+Every answer is checked against the OpenAPI document (openapi-core) by the ``api``
+fixture: a response the document does not describe fails the test that got it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+from google.cloud import firestore as gfirestore
+from openapi_core import Config, OpenAPI
+from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+
+from infra import emulators
+from shared.api import app as api_app
+from shared.api.feed import ChangeFeed, FeedFilter
+from shared.contracts import status_update, timeutil
+from shared.contracts.change_feed import Cursor
+from shared.contracts.errors import Gone
+from shared.contracts.model import PubSubMessage
+from shared.contracts.status_report import build_event, to_message
+from shared.ingest.normalize import normalize_message
+from shared.runtime import settings
+from shared.upsert.store import StateStore
+from tests.fakes import runtime_of
+from tests.functional.conftest import PROJECT, REPO, bind_all, client_for
+
+OPENAPI = OpenAPI.from_file_path(str(REPO / "schemas" / "openapi" / "status-api-v1.json"),
+                                 config=Config(extra_media_type_deserializers={"application/problem+json": orjson.loads}))
+
+
+class Checked:
+    """The test client, every response validated against the OpenAPI document."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def get(self, path: str, **kwargs):
+        response = self.client.get(path, **kwargs)
+        if path.startswith("/v1/") and "/stream" not in path:
+            OPENAPI.validate_response(WerkzeugOpenAPIRequest(response.request), WerkzeugOpenAPIResponse(response))
+            if response.status_code >= 400:
+                assert response.mimetype == "application/problem+json"
+                assert response.json["status"] == response.status_code and response.json["detail"]
+        return response
+
+
+@pytest.fixture(scope="module")
+def client():
+    return client_for("api", signature_type="http")
+
+
+@pytest.fixture
+def api(client, firestore):
+    bind_all(runtime_of(firestore=firestore, DCM_PROJECT=PROJECT, DCM_FEED_SETTLE_SECONDS="0",
+                        DCM_STREAM_SECONDS="0.5"))
+    return Checked(client)
+
+
+def seed(db, provider: str, rtype: str, rid: str, status: str, time: str, event_id: str, **metadata: str):
+    data, attrs = to_message(build_event(provider, rtype, rid, status, f"{status.lower()} now", event_id=event_id,
+                                         time=time, last_transition_time=time, metadata=metadata or None))
+    message = PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}")
+    update = status_update.decode(status_update.encode(normalize_message(message, settings.from_env())))
+    return StateStore(db).apply(update)
+
+
+@pytest.fixture
+def fleet(firestore):
+    rows = [("aws", "vm", "i-1", "RUNNING", {"tenant": "acme"}), ("aws", "vm", "i-2", "STOPPED", {"tenant": "acme"}),
+            ("aws", "vm", "i-3", "RUNNING", {"tenant": "zeta"}), ("aws", "container", "c-1", "Running", {}),
+            ("azure", "vm", "web-1", "RUNNING", {}), ("azure", "vm", "web-2", "FAILED", {"tenant": "acme"}),
+            ("kubernetes", "cluster", "k-1", "ACTIVE", {})]
+    for n, (p, t, i, s, m) in enumerate(rows):
+        seed(firestore, p, t, i, s, f"2026-03-01T10:00:0{n}Z", f"e{n}", **m)
+    return rows
+
+
+def test_the_resource_list_pages_through_every_resource_once_in_key_order(api, fleet):
+    seen, token = [], None
+    while True:
+        body = api.get("/v1/resources?pageSize=3" + (f"&pageToken={token}" if token else "")).json
+        assert body["total"] == 7
+        seen += [r["key"] for r in body["resources"]]
+        token = body["nextPageToken"]
+        if token is None:
+            break
+    assert seen == sorted(f"{p}/{t}/{i}" for p, t, i, *_ in fleet)
+
+
+def test_the_resource_list_filters_searches_sorts_and_counts(api, fleet):
+    keys = lambda q: [r["key"] for r in api.get(f"/v1/resources?{q}").json["resources"]]  # noqa: E731
+    assert keys("provider=azure") == ["azure/vm/web-1", "azure/vm/web-2"]
+    assert keys("type=vm&status=RUNNING") == ["aws/vm/i-1", "aws/vm/i-3", "azure/vm/web-1"]
+    assert keys("label=tenant:acme") == ["aws/vm/i-1", "aws/vm/i-2", "azure/vm/web-2"]
+    assert keys("q=web") == ["azure/vm/web-1", "azure/vm/web-2"]
+    assert keys("provider=aws&q=i-") == ["aws/vm/i-1", "aws/vm/i-2", "aws/vm/i-3"]
+    assert keys("sort=-updatedAt&pageSize=2") == ["kubernetes/cluster/k-1", "azure/vm/web-2"]
+    body = api.get("/v1/resources?type=vm&withCounts=true").json
+    assert body["total"] == 5 and body["counts"] == {"RUNNING": 3, "STOPPED": 1, "FAILED": 1}
+    assert "counts" not in api.get("/v1/resources").json
+
+
+def test_a_search_pages_by_resource_id(api, fleet):
+    first = api.get("/v1/resources?q=i-&pageSize=2").json
+    rest = api.get(f"/v1/resources?q=i-&pageSize=2&pageToken={first['nextPageToken']}").json
+    assert [r["resourceId"] for r in first["resources"] + rest["resources"]] == ["i-1", "i-2", "i-3"]
+    assert rest["nextPageToken"] is None and first["total"] == 3
+
+
+def test_one_resource_now_at_a_time_and_its_history(api, firestore):
+    seed(firestore, "aws", "vm", "h-1", "PROVISIONING", "2026-03-01T10:00:00Z", "h1")
+    between = timeutil.now_str()
+    seed(firestore, "aws", "vm", "h-1", "RUNNING", "2026-03-01T10:05:00Z", "h2")
+    seed(firestore, "aws", "vm", "h-1", "STOPPED", "2026-03-01T10:10:00Z", "h3")
+    assert api.get("/v1/resources/aws/vm/h-1").json["status"] == "STOPPED"
+    at = api.get(f"/v1/resources/aws/vm/h-1?at={between}").json
+    assert at["state"]["status"] == "PROVISIONING" and at["key"] == "aws/vm/h-1"
+    assert api.get("/v1/resources/aws/vm/h-1?at=2020-01-01T00:00:00Z").status_code == 404
+    page = api.get("/v1/resources/aws/vm/h-1/history?pageSize=2").json
+    assert [e["status"] for e in page["entries"]] == ["STOPPED", "RUNNING"]
+    rest = api.get(f"/v1/resources/aws/vm/h-1/history?pageSize=2&pageToken={page['nextPageToken']}").json
+    assert [e["status"] for e in rest["entries"]] == ["PROVISIONING"] and rest["nextPageToken"] is None
+    assert api.get("/v1/resources/aws/vm/nope/history").status_code == 404
+
+
+def test_a_resource_id_with_slashes_is_reached_percent_encoded(api, firestore):
+    # OpenAPI path templates cannot match '/', so this one is not checked against the document.
+    seed(firestore, "kubevirt", "vm", "ns/vm-1", "RUNNING", "2026-03-01T10:00:00Z", "s1")
+    assert api.client.get("/v1/resources/kubevirt/vm/ns%2Fvm-1").json["key"] == "kubevirt/vm/ns/vm-1"
+    assert len(api.client.get("/v1/resources/kubevirt/vm/ns%2Fvm-1/history").json["entries"]) == 1
+
+
+def test_the_change_feed_serves_every_change_once_in_commit_order(api, firestore):
+    for n, status in enumerate(["PROVISIONING", "RUNNING", "STOPPED"]):
+        seed(firestore, "aws", "vm", "f-1", status, f"2026-03-01T10:0{n}:00Z", f"f{n}")
+    seed(firestore, "azure", "vm", "f-2", "RUNNING", "2026-03-01T10:00:00Z", "g0")
+    seed(firestore, "aws", "vm", "f-1", "STOPPED", "2026-03-01T10:02:00Z", "f2-again")  # a re-report: no change
+    first = api.get("/v1/changes?limit=2").json
+    rest = api.get(f"/v1/changes?after={first['nextCursor']}").json
+    changes = first["changes"] + rest["changes"]
+    assert [(c["key"], c["oldStatus"], c["newStatus"]) for c in changes] == [
+        ("aws/vm/f-1", None, "PROVISIONING"), ("aws/vm/f-1", "PROVISIONING", "RUNNING"),
+        ("aws/vm/f-1", "RUNNING", "STOPPED"), ("azure/vm/f-2", None, "RUNNING")]
+    assert len({c["id"] for c in changes}) == 4
+    assert {"attribute": "/status", "old": "RUNNING", "new": "STOPPED"} in changes[2]["changes"]
+    assert changes[2]["resource"]["status"] == "STOPPED"
+    assert api.get(f"/v1/changes?after={rest['nextCursor']}").json["changes"] == []
+    seed(firestore, "azure", "vm", "f-2", "FAILED", "2026-03-01T10:09:00Z", "g1")
+    [new] = api.get(f"/v1/changes?after={rest['nextCursor']}").json["changes"]
+    assert new["newStatus"] == "FAILED"
+    assert [(c["key"], c["newStatus"]) for c in api.get("/v1/changes?last=2").json["changes"]] == [
+        ("azure/vm/f-2", "RUNNING"), ("azure/vm/f-2", "FAILED")]
+    assert [c["key"] for c in api.get("/v1/changes?provider=azure").json["changes"]] == ["azure/vm/f-2"] * 2
+    assert [c["newStatus"] for c in api.get("/v1/changes?status=RUNNING").json["changes"]] == ["RUNNING"] * 2
+
+
+def test_a_late_update_is_in_the_feed_marked_late(api, firestore):
+    seed(firestore, "aws", "vm", "l-1", "RUNNING", "2026-03-01T10:05:00Z", "l1")
+    seed(firestore, "aws", "vm", "l-1", "PROVISIONING", "2026-03-01T10:00:00Z", "l0")
+    changes = api.get("/v1/changes").json["changes"]
+    assert [(c["newStatus"], c["late"]) for c in changes] == [("RUNNING", False), ("PROVISIONING", True)]
+
+
+def test_the_feed_serves_a_change_only_once_it_has_settled(firestore):
+    seed(firestore, "aws", "vm", "s-1", "RUNNING", "2026-03-01T10:00:00Z", "s1")
+    page = ChangeFeed(firestore, 7, settle=60).page()
+    assert page["changes"] == []
+    # ...and the cursor it gives does not pass the unsettled change: served once settled.
+    later = ChangeFeed(firestore, 7, settle=0).page(Cursor.decode(page["nextCursor"]))
+    assert [c["key"] for c in later["changes"]] == ["aws/vm/s-1"]
+
+
+def test_a_cursor_resumes_after_hours_and_expires_with_the_ledger(firestore):
+    seed(firestore, "aws", "vm", "r-1", "RUNNING", "2026-03-01T10:00:00Z", "r1")
+    [change] = ChangeFeed(firestore, 7, settle=0).page()["changes"]
+    cursor = Cursor.decode(change["cursor"])
+    seed(firestore, "aws", "vm", "r-1", "STOPPED", "2026-03-01T10:05:00Z", "r2")
+    in_five_hours = lambda: timeutil.now() + timedelta(hours=5)  # noqa: E731
+    [resumed] = ChangeFeed(firestore, 7, settle=0, clock=in_five_hours).page(cursor)["changes"]
+    assert resumed["newStatus"] == "STOPPED"
+    in_eight_days = lambda: timeutil.now() + timedelta(days=8)  # noqa: E731
+    with pytest.raises(Gone):
+        ChangeFeed(firestore, 7, settle=0, clock=in_eight_days).page(cursor)
+
+
+def test_the_stream_sends_the_changes_after_its_cursor_then_says_ready(api, firestore):
+    seed(firestore, "aws", "vm", "t-1", "RUNNING", "2026-03-01T10:00:00Z", "t1")
+    start = api.get("/v1/changes").json["nextCursor"]
+    seed(firestore, "aws", "vm", "t-1", "STOPPED", "2026-03-01T10:05:00Z", "t2")
+    response = api.get("/v1/changes/stream", headers={"Last-Event-ID": start})
+    assert response.mimetype == "text/event-stream" and response.status_code == 200
+    events = [block for block in response.get_data(as_text=True).split("\n\n") if "event:" in block]
+    assert [e.split("event: ")[1].split("\n")[0] for e in events] == ["change", "ready"]
+    change = orjson.loads(events[0].split("data: ", 1)[1])
+    assert change["newStatus"] == "STOPPED" and f"id: {change['cursor']}" in events[0]
+
+
+def test_fleet_summary_stats_and_dead_letters(api, fleet, firestore):
+    summary = api.get("/v1/summary").json
+    assert summary["total"] == 7
+    assert summary["byType"]["vm"] == {"RUNNING": 3, "STOPPED": 1, "FAILED": 1}
+    assert summary["byType"]["container"] == {"RUNNING": 1} and summary["byType"]["cluster"] == {"ACTIVE": 1}
+    assert summary["byProvider"] == {"aws": 4, "azure": 2, "kubernetes": 1}
+    stats = api.get("/v1/stats").json
+    assert stats["applied"] == 7 and stats["resources"] == 7 and stats["received"] == 7
+    firestore.collection("deadletters").document("d1").set({
+        "fingerprint": "fp", "reason": "schema_invalid", "provider": "aws", "message": "/status: required",
+        "occurrences": 3, "state": "open", "firstSeen": "2026-03-01T10:00:00.000000Z",
+        "lastSeen": "2026-03-01T11:00:00.000000Z"})
+    dead = api.get("/v1/deadletters").json
+    assert dead["total"] == 1 and dead["byReason"] == {"schema_invalid": 1}
+    assert dead["groups"][0]["occurrences"] == 3 and dead["groupsOf"] == 1
+    assert api.get("/v1/deadletters?provider=azure").json["total"] == 0
+
+
+def test_the_dashboard_and_the_openapi_document_are_served(api):
+    page = api.get("/")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    assert api.get("/static/app.js").mimetype == "text/javascript"
+    assert api.get("/static/nope.js").status_code == 404
+    doc = api.get("/v1/openapi.json").json
+    assert doc["openapi"].startswith("3.1") and "/v1/changes" in doc["paths"]
+
+
+@pytest.mark.parametrize("path, status, parameter", [
+    ("/v1/resources?pageSize=0", 400, "pageSize"),
+    ("/v1/resources?pageSize=abc", 400, "pageSize"),
+    ("/v1/resources?pageToken=bm9wZQ", 400, "pageToken"),
+    ("/v1/resources?stauts=RUNNING", 400, "stauts"),
+    ("/v1/resources?provider=aws&provider=azure", 400, "provider"),
+    ("/v1/resources?label=owner:me", 400, "label"),
+    ("/v1/resources?sort=name", 400, "sort"),
+    ("/v1/resources?withCounts=maybe", 400, "withCounts"),
+    ("/v1/resources?q=", 400, "q"),
+    ("/v1/resources/aws/vm/nope", 404, None),
+    ("/v1/resources/aws/vm/i-1?at=yesterday", 400, "at"),
+    ("/v1/resources/aws/vm/" + "x" * 1600, 400, "id"),
+    ("/v1/changes?after=%%%", 400, "after"),
+    ("/v1/changes?after=" + base64.urlsafe_b64encode(b'["not a time","x"]').decode(), 400, "after"),
+    ("/v1/changes?after=" + Cursor.after(timeutil.parse("2020-01-01T00:00:00Z")).encode(), 410, "after"),
+    ("/v1/changes?last=5&after=" + Cursor.after(timeutil.now()).encode(), 400, "last"),
+    ("/v1/changes?limit=5000", 400, "limit"),
+    ("/v1/nothing", 404, None),
+])
+def test_a_bad_request_is_a_problem_naming_the_parameter(api, path, status, parameter):
+    response = api.client.get(path)
+    assert response.status_code == status and response.mimetype == "application/problem+json"
+    assert response.json.get("parameter") == parameter and response.json["detail"]
+
+
+def test_the_api_is_read_only(api):
+    response = api.client.post("/v1/resources", json={})
+    assert response.status_code == 405 and response.headers["Allow"] == "GET, HEAD"
+
+
+def test_an_expired_cursor_on_the_stream_is_a_problem_not_a_stream(api):
+    old = Cursor.after(timeutil.parse("2020-01-01T00:00:00Z")).encode()
+    response = api.client.get("/v1/changes/stream", headers={"Last-Event-ID": old})
+    assert response.status_code == 410 and response.json["parameter"] == "Last-Event-ID"
+
+
+def test_firestore_down_is_a_503_with_retry_after(client, monkeypatch, tmp_path):
+    dead_port = emulators.free_port()
+    monkeypatch.setattr(api_app, "READ_OPTIONS", {"retry": None, "timeout": 1.0})
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"127.0.0.1:{dead_port}")
+    db = gfirestore.Client(project=PROJECT)
+    bind_all(runtime_of(firestore=db, DCM_PROJECT=PROJECT))
+    response = client.get("/v1/summary")
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    assert response.mimetype == "application/problem+json"
+
+
+def test_feed_filter_matches_what_the_query_filters(firestore):
+    item = {"provider": "aws", "resourceType": "vm", "newStatus": "RUNNING"}
+    assert FeedFilter("aws", "vm", "RUNNING").matches(item) and FeedFilter().matches(item)
+    assert not FeedFilter(provider="azure").matches(item) and not FeedFilter(status="STOPPED").matches(item)
+
+
+def test_the_openapi_document_in_the_repo_is_valid_openapi_3_1():
+    from openapi_spec_validator import validate
+    doc = orjson.loads(Path(REPO / "schemas" / "openapi" / "status-api-v1.json").read_bytes())
+    validate(doc)
+    assert doc["openapi"] == "3.1.0" and os.path.basename(api_app.OPENAPI_FILE) == "status-api-v1.json"

@@ -7,9 +7,14 @@ Cloud Functions (gen2) Python buildpack expects it::
     requirements.txt   <- [project.dependencies] of pyproject.toml
     shared/__init__.py, shared/runtime/, shared/contracts/
                        <- what every function needs
-    shared/<name>/     <- the function's own use-case package, and no other
-    schemas/...        <- the JSON Schemas (samples/ directories left out, as
-                          shared/schemas.py skips them)
+    shared/<name>/     <- the function's own use-case package, and no other:
+                          every file in it, not only *.py (the api's dashboard,
+                          shared/api/static/index.html, app.js, app.css)
+    schemas/...        <- the JSON Schemas and the OpenAPI document the api serves
+                          (schemas/openapi/status-api-v1.json); samples/
+                          directories left out, as shared/schemas.py skips them
+
+Left out everywhere: __pycache__ and tool caches, dotfiles, *.pyc / *.pyo.
 
 The zips are deterministic: sorted entries, fixed timestamps and permissions,
 so the sha256 changes only when the content does. Terraform

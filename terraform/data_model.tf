@@ -3,17 +3,28 @@
 # them). Like topology.tf, this file uses only variables and functions, so
 # tests/deploy/test_terraform.py can evaluate it without providers.
 #
-# Collections (shared/upsert/store.py, shared/upsert/queries.py, shared/deadletter/store.py):
-#   resources/{key}            current state; queried by equality filters only
-#                              (provider, resourceType, status), which the
-#                              automatic single-field indexes serve (merged).
-#   resources/{key}/history    order_by observedAt desc: single-field index, automatic.
-#   events/{dedupId}           dedup ledger + outbox; counted by outcome ==,
-#                              change != null: automatic. TTL on expireAt.
+# Collections (shared/upsert/store.py, shared/deadletter/store.py, and the
+# read side shared/api/queries.py, shared/api/feed.py):
+#   resources/{key}            current state. Equality filters on any of
+#                              provider, resourceType, status, metadata.tenant,
+#                              metadata.region, metadata.environment, ordered
+#                              by __name__: single-field indexes, merged. Sorted
+#                              by updatedAt desc, or searched by a resourceId
+#                              prefix (range, ordered by resourceId), with those
+#                              filters: composite indexes below.
+#   resources/{key}/history    order_by observedAt desc; recordedAt <= t order_by
+#                              recordedAt desc: single-field indexes, automatic.
+#   events/{dedupId}           dedup ledger + outbox + change feed; counted by
+#                              outcome ==, change != null: automatic. The feed:
+#                              committedAt <= horizon, ordered by committedAt,
+#                              __name__ (asc, or desc for the latest N), with
+#                              equality on provider, resourceType, status:
+#                              composite indexes below. TTL on expireAt.
 #   duplicates/{messageId}     TTL on expireAt.
-#   deadletters/{entryId}      filtered by reason / provider / fingerprint ==,
-#                              ranged and ordered on lastSeen: composite
-#                              indexes below. TTL on expireAt.
+#   deadletters/{entryId}      counted by reason / provider ==; filtered by
+#                              reason / provider / fingerprint ==, ranged and
+#                              ordered on lastSeen: composite indexes below.
+#                              TTL on expireAt.
 #   billing_resources/{key}    provider ==, resourceType ==, tenants array-contains:
 #                              automatic single-field indexes (merged).
 #     .../transitions          read whole, counted: automatic.
@@ -31,20 +42,37 @@ locals {
     deadletters = "expireAt"
   }
 
-  # Composite indexes: equality on one field, range and order on lastSeen, in
-  # both directions (the range query without order_by scans ascending, the
-  # listings show the newest first). Two equality filters together are served
-  # by merging these indexes, so no combination needs an index of its own.
+  # Composite indexes, one per (equality field, ordering): equality on one
+  # field, then the range / order field. Several equality filters together are
+  # served by merging the indexes of their fields (same ordering suffix), so no
+  # combination needs an index of its own. Firestore appends __name__ in the
+  # direction of the last field, which is the tie-break every query orders by.
+  firestore_index_specs = [
+    # Dead letters by reason / provider / fingerprint, newest first (and the
+    # range query without order_by, which scans ascending).
+    { collection = "deadletters", equality = ["reason", "provider", "fingerprint"], order_by = "lastSeen", orders = ["ASCENDING", "DESCENDING"] },
+    # Resources, most recently updated first (sort=-updatedAt).
+    { collection = "resources", equality = local.resource_filter_fields, order_by = "updatedAt", orders = ["DESCENDING"] },
+    # Resources whose id starts with q: resourceId >= q and < q + "\uf8ff", ordered by resourceId.
+    { collection = "resources", equality = local.resource_filter_fields, order_by = "resourceId", orders = ["ASCENDING"] },
+    # The change feed in commit order, and its latest N (descending).
+    { collection = "events", equality = ["provider", "resourceType", "status"], order_by = "committedAt", orders = ["ASCENDING", "DESCENDING"] },
+  ]
+
+  # The equality filters of the api's resource lists (shared/api/queries.py ResourceFilter).
+  resource_filter_fields = ["provider", "resourceType", "status", "metadata.tenant", "metadata.region", "metadata.environment"]
+
+  # "collection-field-orderfield-order" => index
   firestore_indexes = merge([
-    for field in ["reason", "provider", "fingerprint"] : {
-      for order in ["ASCENDING", "DESCENDING"] : "deadletters-${lower(field)}-lastseen-${lower(order)}" => {
-        collection = "deadletters"
+    for spec in local.firestore_index_specs : {
+      for pair in setproduct(spec.equality, spec.orders) :
+      "${spec.collection}-${replace(lower(pair[0]), ".", "-")}-${lower(spec.order_by)}-${lower(pair[1])}" => {
+        collection = spec.collection
         fields = [
-          { field_path = field, order = "ASCENDING" },
-          { field_path = "lastSeen", order = order },
+          { field_path = pair[0], order = "ASCENDING" },
+          { field_path = spec.order_by, order = pair[1] },
         ]
       }
     }
   ]...)
 }
-

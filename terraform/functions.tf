@@ -7,7 +7,10 @@
 #
 # No Eventarc trigger: the functions are reached only through our own push
 # subscriptions (pubsub.tf), authenticated by an OIDC token of the push
-# invoker, the only principal allowed to invoke them.
+# invoker, the only principal allowed to invoke them. The exception is a
+# function declared `http: true` (the status API, api): Pub/Sub never calls
+# it, the push invoker may not invoke it, only the members of api_invokers may
+# (api.tf).
 
 locals {
   function_source_dir = coalesce(var.function_source_dir, "${path.module}/../build")
@@ -16,7 +19,8 @@ locals {
   # Deterministic Cloud Run URL of each function, known before it exists
   # (https://SERVICE-PROJECT_NUMBER.REGION.run.app). It is the push endpoint
   # and the OIDC audience, and the function is told it (DCM_PUSH_AUDIENCE):
-  # service_config[0].uri could not be, it would be a dependency cycle.
+  # service_config[0].uri could not be, it would be a dependency cycle. For the
+  # api it is the address admins open (output api_url).
   function_urls = {
     for name, f in local.functions : name => "https://${f.name}-${data.google_project.this.number}.${var.region}.run.app"
   }
@@ -84,8 +88,10 @@ resource "google_cloudfunctions2_function" "function" {
   }
 
   service_config {
-    service_account_email          = google_service_account.function[each.key].email
-    ingress_settings               = var.ingress_settings
+    service_account_email = google_service_account.function[each.key].email
+    # Private at the network level like every function; the status API alone
+    # may be opened wider (api_ingress_settings), IAM still admitting only api_invokers.
+    ingress_settings               = each.value.http ? coalesce(var.api_ingress_settings, var.ingress_settings) : var.ingress_settings
     all_traffic_on_latest_revision = true
 
     available_memory                 = each.value.settings.available_memory
@@ -97,7 +103,8 @@ resource "google_cloudfunctions2_function" "function" {
 
     # shared/runtime/settings.py. The push token is verified (audience, issuer, invoker
     # email): DCM_LOCAL_MODE, which turns that off for the emulator stack, is
-    # never set here.
+    # never set here. The api verifies no push token (the Cloud Run invoker
+    # check is its authentication): the push settings it is given are unused.
     environment_variables = merge(local.topology_env, {
       DCM_PROJECT                = var.project_id
       DCM_LEDGER_TTL_DAYS        = tostring(var.ledger_ttl_days)
@@ -106,6 +113,11 @@ resource "google_cloudfunctions2_function" "function" {
       DCM_MAX_CLOCK_SKEW_SECONDS = tostring(var.max_clock_skew_seconds)
       DCM_PUSH_AUDIENCE          = local.function_urls[each.key]
       DCM_PUSH_SERVICE_ACCOUNT   = google_service_account.push_invoker.email
+      # A live change stream of the api (GET /v1/changes/stream) ends by itself
+      # before the request timeout would cut it (a 504): its last wait for news
+      # lasts up to 15 s (shared/api/feed.py), hence the 20 s margin; EventSource
+      # reconnects at once. Raise the api's timeout_seconds for longer streams.
+      DCM_STREAM_SECONDS = tostring(max(each.value.settings.timeout_seconds - 20, 10))
       # functions-framework runs one gunicorn worker with THREADS threads:
       # as many as the requests an instance is given.
       THREADS = tostring(each.value.settings.max_instance_request_concurrency)
@@ -116,6 +128,18 @@ resource "google_cloudfunctions2_function" "function" {
     precondition {
       condition     = contains(keys(local.function_access), each.key)
       error_message = "Function ${each.key} has no entry in local.function_access (terraform/topology.tf): declare what its service account may do."
+    }
+    precondition {
+      condition     = contains(["none", "read", "write"], try(local.function_access[each.key].firestore, ""))
+      error_message = "local.function_access.${each.key}.firestore (terraform/topology.tf) must be \"none\", \"read\" or \"write\"."
+    }
+    precondition {
+      condition     = !each.value.http || (length(try(local.function_access[each.key].publishes, [])) == 0 && try(local.function_access[each.key].firestore, "") != "write")
+      error_message = "Function ${each.key} is called over HTTP (http: true in infra/topology.yaml): it is the read side, it may neither publish nor write Firestore (local.function_access)."
+    }
+    precondition {
+      condition     = !each.value.http || each.value.settings.timeout_seconds >= 30
+      error_message = "Function ${each.key} serves live streams that end 20 s before its timeout: give it timeout_seconds >= 30 (function_overrides)."
     }
     precondition {
       condition     = length("${each.value.name}-${data.google_project.this.number}") <= 63
@@ -131,9 +155,10 @@ resource "google_cloudfunctions2_function" "function" {
 }
 
 # Functions are not publicly invokable: the push invoker is the only member
-# with roles/run.invoker on their Cloud Run services.
+# with roles/run.invoker on the Cloud Run services of the pushed functions.
+# The status API (http: true) is not one of them: api.tf grants its invokers.
 resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
-  for_each = local.functions
+  for_each = local.push_functions
 
   project  = var.project_id
   location = var.region

@@ -1,10 +1,12 @@
 # Identities, each with only what it needs:
 #
 #   function/<name>  runtime of one function: publish to the topics its use
-#                    case writes, Firestore if it stores (topology.tf:
+#                    case writes, Firestore read/write if it stores, read
+#                    only if it only reads (the api) (topology.tf:
 #                    function_access). Nothing else.
 #   push invoker     the identity Pub/Sub signs push requests as; may invoke
-#                    the functions, nothing else.
+#                    the pushed functions (not the api), nothing else.
+#   api_invokers     people and tools allowed to call the status API (api.tf).
 #   build            builds the function images (Cloud Build).
 #   pub-<provider>   publishes to that provider's ingress topic only (unless
 #                    var.provider_publishers names an existing identity).
@@ -38,11 +40,13 @@ resource "google_service_account" "function" {
   }
 }
 
+# roles/datastore.user (read and write documents) or roles/datastore.viewer
+# (read only: the api), as function_access says.
 resource "google_project_iam_member" "function_firestore" {
-  for_each = { for fn, access in local.function_access : fn => access if access.firestore && contains(keys(local.functions), fn) }
+  for_each = { for fn, access in local.function_access : fn => access if access.firestore != "none" && contains(keys(local.functions), fn) }
 
   project = var.project_id
-  role    = "roles/datastore.user"
+  role    = local.firestore_roles[each.value.firestore]
   member  = google_service_account.function[each.key].member
 }
 

@@ -39,7 +39,7 @@ output "deadletter_archive_subscriptions" {
 }
 
 output "function_urls" {
-  description = "Function => URL of its Cloud Run service (not publicly invokable: only the push invoker may call it)."
+  description = "Function => URL of its Cloud Run service (not publicly invokable: only the push invoker may call it; the status API only api_invokers, see api_url)."
   value       = { for name, f in google_cloudfunctions2_function.function : name => f.service_config[0].uri }
 }
 

@@ -89,6 +89,10 @@ resource "google_pubsub_subscription" "subscription" {
       error_message = "Subscription ${each.value.name} pushes to a function that infra/topology.yaml does not declare."
     }
     precondition {
+      condition     = each.value.push == null || !try(local.functions[each.value.push].http, false)
+      error_message = "Subscription ${each.value.name} pushes to ${coalesce(each.value.push, "-")}, a function called over HTTP (http: true): the push invoker may not invoke it."
+    }
+    precondition {
       condition     = !(each.value.dead_letter && each.value.topic_key == "deadletter")
       error_message = "Subscription ${each.value.name} reads the dead-letter topic: it must set `dead_letter: false`, or failures would loop into it."
     }

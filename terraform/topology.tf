@@ -70,32 +70,50 @@ locals {
   topic_retention = format("%ds", tonumber(trimsuffix(tostring(local.topology_defaults.message_retention_duration), "s")))
 
   # function => its deployment: one gen2 function per declared function,
-  # entry point named like the folder functions/<name>/.
+  # entry point named like the folder functions/<name>/. `http: true` marks a
+  # function called over HTTP by people and their tools (the status API), never
+  # pushed to by Pub/Sub: no push-invoker grant, its invokers are api_invokers
+  # (api.tf).
   functions = {
     for name, f in local.topology.functions : name => {
       name        = "${var.name_prefix}-${name}"
       entry_point = name
       description = try(f.description, "")
+      http        = try(f.http, false) == true
       settings = merge(var.function_defaults, {
         for k, v in try(var.function_overrides[name], {}) : k => v if v != null
       })
     }
   }
 
+  # The functions Pub/Sub pushes to, and the ones called over HTTP (Topology.http_functions).
+  push_functions = { for name, f in local.functions : name => f if !f.http }
+  http_functions = { for name, f in local.functions : name => f if f.http }
+
   # What each function's own service account may do, and nothing more.
   # publishes: topic keys of the declaration (a per-provider key would mean
-  # every provider's topic). firestore: read/write documents
-  # (roles/datastore.user). Every function but deadletter dead-letters the
-  # messages it rejects (shared/runtime/entrypoint.py), so it publishes to deadletter;
-  # the deadletter function never publishes (replay runs with the operator's
-  # identity, from the CLI). A function missing here fails the plan
-  # (precondition in functions.tf).
+  # every provider's topic). firestore: "none", "read" (read documents, run
+  # queries and listeners: roles/datastore.viewer) or "write" (read and write
+  # documents: roles/datastore.user). Every pushed function but deadletter
+  # dead-letters the messages it rejects (shared/runtime/entrypoint.py), so it
+  # publishes to deadletter; the deadletter function never publishes (replay
+  # runs with the operator's identity, from the CLI). The api (HTTP, read side)
+  # never publishes and never writes: it answers a bad request itself. A
+  # function missing here, or an unknown firestore value, fails the plan
+  # (preconditions in functions.tf).
   function_access = {
-    ingest     = { publishes = ["normalized", "deadletter"], firestore = false }
-    upsert     = { publishes = ["changed", "deadletter"], firestore = true }
-    deadletter = { publishes = [], firestore = true }
-    billing    = { publishes = ["deadletter"], firestore = true }
-    audit      = { publishes = ["deadletter"], firestore = true }
+    ingest     = { publishes = ["normalized", "deadletter"], firestore = "none" }
+    upsert     = { publishes = ["changed", "deadletter"], firestore = "write" }
+    deadletter = { publishes = [], firestore = "write" }
+    billing    = { publishes = ["deadletter"], firestore = "write" }
+    audit      = { publishes = ["deadletter"], firestore = "write" }
+    api        = { publishes = [], firestore = "read" }
+  }
+
+  # firestore access of function_access => the project role that grants it ("none": no grant).
+  firestore_roles = {
+    read  = "roles/datastore.viewer"
+    write = "roles/datastore.user"
   }
 
   # "function/topic key" => grant of roles/pubsub.publisher
@@ -113,6 +131,7 @@ locals {
     DCM_TOPIC_CHANGED          = local.topology.topics.changed.name
     DCM_TOPIC_DEADLETTER       = local.topology.topics.deadletter.name
     DCM_INGRESS_TOPIC_TEMPLATE = local.topology.topics.ingress.name
+    DCM_PROVIDERS              = join(",", local.cloud_providers)
     DCM_PROVIDER_PROFILES      = jsonencode(try(local.topology.provider_profiles, {}))
   }
 }

@@ -226,13 +226,47 @@ variable "function_overrides" {
 }
 
 variable "ingress_settings" {
-  description = "Who may reach the functions at the network level. ALLOW_INTERNAL_ONLY admits Pub/Sub push from the same project and nothing from the internet; IAM (roles/run.invoker for the push invoker only) applies on top in every case."
+  description = "Who may reach the functions at the network level. ALLOW_INTERNAL_ONLY admits Pub/Sub push from the same project and nothing from the internet; IAM applies on top in every case: roles/run.invoker for the push invoker only (for the status API: api_invokers only, see api_ingress_settings)."
   type        = string
   default     = "ALLOW_INTERNAL_ONLY"
 
   validation {
     condition     = contains(["ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL"], var.ingress_settings)
     error_message = "ingress_settings must be ALLOW_INTERNAL_ONLY, ALLOW_INTERNAL_AND_GCLB or ALLOW_ALL."
+  }
+}
+
+# ---- the status API (functions with `http: true` in infra/topology.yaml) ----
+
+variable "api_invokers" {
+  description = "IAM members who may call the status API and open its dashboard (roles/run.invoker on the api function's Cloud Run service only), e.g. [\"group:platform-admins@example.com\"]. Default: nobody. See terraform/api.tf for how an admin opens it."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.api_invokers : can(regex("^(user|group|serviceAccount|domain):[^\\s:]+$", m))])
+    error_message = "api_invokers must be IAM members: user:EMAIL, group:EMAIL, serviceAccount:EMAIL or domain:DOMAIN."
+  }
+
+  validation {
+    condition     = !anytrue([for m in var.api_invokers : contains(["allusers", "allauthenticatedusers"], lower(trimspace(m)))])
+    error_message = "api_invokers must not be allUsers or allAuthenticatedUsers: the status API is private, it is opened through IAM (terraform/api.tf)."
+  }
+
+  validation {
+    condition     = length(distinct(var.api_invokers)) == length(var.api_invokers)
+    error_message = "api_invokers must not contain duplicates."
+  }
+}
+
+variable "api_ingress_settings" {
+  description = "Network ingress of the status API only. null (default) = var.ingress_settings, like every function. With ALLOW_INTERNAL_ONLY, `gcloud run services proxy` works only from inside the project's VPC network; set ALLOW_ALL to open the API from an admin's workstation: IAM (api_invokers) still refuses everyone else."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.api_ingress_settings == null ? true : contains(["ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL"], var.api_ingress_settings)
+    error_message = "api_ingress_settings must be null, ALLOW_INTERNAL_ONLY, ALLOW_INTERNAL_AND_GCLB or ALLOW_ALL."
   }
 }
 

@@ -2,7 +2,8 @@
 
 import functions_framework
 
-from shared.api.app import Api
+from shared.api.app import Api, unrouted
 from shared.runtime.entrypoint import http_function
 
 api = functions_framework.http(http_function("api", Api.build))
+functions_framework.errorhandler(404)(unrouted)  # a path the framework itself cannot route (e.g. a newline in it)

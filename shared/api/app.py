@@ -43,7 +43,7 @@ MAX_TEXT = 256
 
 ROUTES = Map([Rule(path, endpoint=endpoint, methods=["GET"]) for path, endpoint in (  # HEAD comes with GET
     ("/", "dashboard"),
-    ("/static/<name>", "static"),
+    ("/assets/<name>", "static"),  # not /static/: the framework's Flask app keeps that path for itself
     ("/v1/openapi.json", "openapi"),
     ("/v1/resources", "resources"),
     ("/v1/resources/<provider>/<rtype>/<path:rid>/history", "history"),
@@ -247,6 +247,11 @@ class Api:
     def _stats(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
         return json_response({**queries.stats(self.db, READ_OPTIONS), "windowDays": self.feed.retention_days})
+
+
+def unrouted(exc: Exception) -> flask.Response:
+    """The framework's own 404 (a path its router refuses before the function sees it), as a problem."""
+    return problem(404, "Not found", "no such path; see /v1/openapi.json")
 
 
 def _key(provider: str, rtype: str, rid: str) -> ResourceKey:

@@ -22,10 +22,16 @@ from pathlib import Path
 import pytest
 
 from infra import package
+from infra import topology as topo
 from infra.topology import read as read_topology
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = list(read_topology()["functions"])
+HTTP_FUNCTIONS = topo.load().http_functions  # called over HTTP (the status API), never pushed to
+# What the api serves besides JSON: the dashboard (shared/api/static/, its page at /
+# and its assets) and the OpenAPI document (GET /v1/openapi.json), read from the deployed tree.
+API_FILES = ("shared/api/static/index.html", "shared/api/static/app.js", "shared/api/static/app.css",
+             "schemas/openapi/status-api-v1.json")
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +76,50 @@ def test_zip_layout(built, name):
     assert "requirements.txt" in entries
     assert not [e for e in entries if "__pycache__" in e or e.endswith(".pyc")]
     assert not [e for e in entries if e.startswith(("tests/", "infra/", "functions/", "terraform/"))]
+
+
+def test_api_zip_carries_the_dashboard_and_the_openapi_document(built):
+    assert "api" in FUNCTIONS
+    zip_path = built["api"].path
+    entries = set(names(zip_path))
+    for rel in API_FILES:
+        assert rel in entries, f"{rel} missing from api.zip"
+        assert read(zip_path, rel) == (REPO_ROOT / rel).read_bytes(), rel
+    static = REPO_ROOT / "shared" / "api" / "static"
+    for path in static.rglob("*"):  # and whatever else the dashboard grows
+        rel = path.relative_to(static)
+        if path.is_file() and not any(part.startswith(".") for part in rel.parts):
+            assert f"shared/api/static/{rel.as_posix()}" in entries, rel
+    for name, p in built.items():  # the dashboard is the api's alone; the OpenAPI document is in schemas/
+        if name != "api":
+            assert not [e for e in names(p.path) if e.startswith("shared/api/")], name
+
+
+def test_non_python_files_of_the_own_package_are_packaged(tmp_path):
+    """Every file of shared/<name>/ goes in its zip, whatever its suffix; caches and dotfiles do not."""
+    root = tmp_path / "repo"
+    for part in ("functions", "shared", "schemas"):
+        shutil.copytree(REPO_ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "infra").mkdir()
+    shutil.copy(REPO_ROOT / "infra" / "topology.yaml", root / "infra" / "topology.yaml")
+    shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    static = root / "shared" / "api" / "static"
+    shutil.rmtree(static, ignore_errors=True)
+    static.mkdir()
+    carried = {"index.html": b"<!doctype html>", "app.js": b"'use strict';", "app.css": b"body{}",
+               "img/logo.svg": b"<svg/>"}
+    for rel, data in carried.items():
+        (static / rel).parent.mkdir(parents=True, exist_ok=True)
+        (static / rel).write_bytes(data)
+    for rel in (".DS_Store", "__pycache__/app.cpython-312.pyc", "app.pyc"):
+        (static / rel).parent.mkdir(parents=True, exist_ok=True)
+        (static / rel).write_bytes(b"x")
+    content = package.entries("api", root)
+    for rel, data in carried.items():
+        assert content[f"shared/api/static/{rel}"] == data, rel
+    assert not [e for e in content if e.startswith("shared/api/static/") and e.removeprefix(
+        "shared/api/static/") not in carried], "dotfiles and bytecode are left out"
+    assert "schemas/openapi/status-api-v1.json" in content
 
 
 def test_requirements_are_the_project_dependencies(built):
@@ -135,7 +185,7 @@ def clean_venv(built, tmp_path_factory) -> Path:
 
 
 SMOKE = """
-import os, sys
+import json, os, sys
 import main
 import shared
 here = os.getcwd()
@@ -143,11 +193,26 @@ assert main.__file__.startswith(here) and shared.__file__.startswith(here), (mai
 assert callable(getattr(main, NAME)), NAME
 from functions_framework import create_app
 app = create_app(NAME, "main.py")  # what the Cloud Functions runtime does
+client = app.test_client()
 body = {"message": {"data": "e30=", "attributes": {}, "messageId": "1",
                     "publishTime": "2024-01-01T00:00:00Z"},
         "subscription": "projects/test/subscriptions/s"}
-resp = app.test_client().post("/projects/test/topics/t", json=body)
-assert resp.status_code == 401, resp.status_code  # production mode: a push without token is refused
+resp = client.post("/v1/resources" if HTTP else "/projects/test/topics/t", json=body)
+if HTTP:  # the status API: read only, and it serves its dashboard and OpenAPI document from the zip
+    assert resp.status_code == 405, resp.status_code
+    resp = client.get("/v1/openapi.json")
+    assert resp.status_code == 200 and json.loads(resp.data)["openapi"].startswith("3."), resp.status_code
+    resp = client.get("/")
+    assert resp.status_code == 200 and resp.mimetype == "text/html", (resp.status_code, resp.mimetype)
+    # every script and style sheet the page refers to is served (through functions-framework's app)
+    import re
+    assets = [a for a in re.findall(r'(?:src|href)="([^"#?]+)', resp.get_data(as_text=True))
+              if not re.match(r"[a-z]+:|//", a)]
+    for asset in assets:
+        got = client.get("/" + asset.lstrip("./").lstrip("/"))
+        assert got.status_code == 200, (asset, got.status_code)
+else:
+    assert resp.status_code == 401, resp.status_code  # production mode: a push without token is refused
 print("started", NAME)
 """
 
@@ -160,7 +225,12 @@ def test_deploy_zip_starts_in_a_clean_virtualenv(built, clean_venv, tmp_path, na
         zf.extractall(tmp_path)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "DCM_PROJECT": "test",
            "LANG": "C.UTF-8"}
-    proc = subprocess.run([str(clean_venv), "-E", "-s", "-c", f"NAME = {name!r}\n" + SMOKE], cwd=tmp_path,
+    if name in HTTP_FUNCTIONS:
+        # No Google credentials here: a Firestore client that needs none (never connected, as
+        # the pages checked read no document).
+        env["FIRESTORE_EMULATOR_HOST"] = "127.0.0.1:9"
+    code = f"NAME = {name!r}\nHTTP = {name in HTTP_FUNCTIONS}\n" + SMOKE
+    proc = subprocess.run([str(clean_venv), "-E", "-s", "-c", code], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{name}: import main failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     assert f"started {name}" in proc.stdout

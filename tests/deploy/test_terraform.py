@@ -119,8 +119,11 @@ def test_variables_override_the_declared_defaults_like_editing_them(terraform, t
 
 def test_every_function_has_a_push_subscription_and_the_deadletter_topic_is_read(terraform):
     got = expansion(terraform)
+    http = {name for name, f in got["functions"].items() if f["http"]}
+    assert http == set(topo.load().http_functions) == {"api"}, "http: true of infra/topology.yaml"
     pushed = {s["push"] for s in got["subscriptions"].values() if s["push"]}
-    assert pushed == set(got["functions"]), "every declared function is a push target, and only those"
+    assert pushed == set(got["functions"]) - http, "every declared function but the http ones is a push target"
+    assert not pushed & http, "no subscription pushes to a function called over HTTP"
     on_dlq = [s for s in got["subscriptions"].values() if s["topic_key"] == "deadletter"]
     assert any(s["push"] == "deadletter" for s in on_dlq), "the deadletter function reads the dead-letter topic"
     assert any(s["pull"] for s in on_dlq), "an archive subscription keeps every dead letter"
@@ -132,7 +135,10 @@ def test_every_function_has_a_push_subscription_and_the_deadletter_topic_is_read
 
 def test_function_entry_points_and_env_match_the_local_stack(terraform):
     got = tf.evaluate({"functions": "local.functions", "env": "local.topology_env",
-                       "access": "local.function_access"}, terraform=terraform)
+                       "access": "local.function_access", "push": "local.push_functions",
+                       "http": "local.http_functions"}, terraform=terraform)
+    assert sorted(got["http"]) == sorted(topo.load().http_functions)
+    assert sorted(got["push"]) == sorted(set(got["functions"]) - set(got["http"]))
     for name, f in got["functions"].items():
         assert f["entry_point"] == name
         main = (REPO_ROOT / "functions" / name / "main.py").read_text()
@@ -198,8 +204,11 @@ def test_functions_are_deployed_from_hash_named_zips_with_their_own_identity(con
     for attr in ("max_instance_count", "min_instance_count", "max_instance_request_concurrency",
                  "available_memory", "available_cpu", "timeout_seconds"):
         assert service[attr] == f"${{each.value.settings.{attr}}}", attr
-    assert service["ingress_settings"] == "${var.ingress_settings}"
+    # private at the network level; the status API alone may be opened wider, by choice (IAM still applies)
+    assert service["ingress_settings"] == \
+        "${each.value.http ? coalesce(var.api_ingress_settings, var.ingress_settings) : var.ingress_settings}"
     assert config.variables["ingress_settings"]["default"] == "ALLOW_INTERNAL_ONLY"
+    assert config.variables["api_ingress_settings"]["default"] is None, "the api as private as the others"
     assert config.resource("google_service_account", "function")["for_each"] == "${local.functions}"
 
 
@@ -211,12 +220,17 @@ def test_functions_verify_the_push_token_in_production(config: tf.Config):
     assert assigned["DCM_PROJECT"] == "var.project_id"
     assert assigned["DCM_PUSH_AUDIENCE"] == "local.function_urls[each.key]", "audience = the push token's audience"
     assert assigned["DCM_PUSH_SERVICE_ACCOUNT"] == "google_service_account.push_invoker.email"
-    # every setting the code reads is set, except the local-mode switch and a test override
+    assert assigned["DCM_LEDGER_TTL_DAYS"] == "tostring(var.ledger_ttl_days)", "the api's change feed retention"
+    # a live stream of the api ends before the request timeout (shared/api/feed.py waits 15 s at most)
+    assert re.search(r"DCM_STREAM_SECONDS = tostring\(max\(each\.value\.settings\.timeout_seconds - (\d+), ", env)
+    assert int(re.search(r"timeout_seconds - (\d+),", env).group(1)) > 15
+    # every setting the code reads is set, except the local-mode switch and test overrides (the
+    # feed's settle time: its default is the contract's, shared/contracts/change_feed.py)
     read_by_code = set()
     for path in (REPO_ROOT / "shared").rglob("*.py"):
         read_by_code |= set(re.findall(r'(?:environ\.get|env\.get|_flag)\(\s*(?:env,\s*)?"(DCM_[A-Z0-9_]+)"',
                                        path.read_text()))
-    not_in_production = {"DCM_LOCAL_MODE", "DCM_SCHEMAS_DIR"}
+    not_in_production = {"DCM_LOCAL_MODE", "DCM_SCHEMAS_DIR", "DCM_FEED_SETTLE_SECONDS"}
     set_here = set(assigned) | set(topo.load().env())
     assert read_by_code - not_in_production <= set_here, sorted(read_by_code - not_in_production - set_here)
     assert "DCM_LOCAL_MODE" in read_by_code
@@ -233,17 +247,62 @@ def test_local_mode_is_set_nowhere():
 
 
 def test_nothing_is_public(config: tf.Config):
-    text = config.dump() + "".join(json.dumps(tf.parse(p)) for p in tf.TF_DIR.rglob("examples/**/*.tf"))
+    # everything but the variables (api_invokers names the public members to refuse them)
+    text = json.dumps({name: {k: v for k, v in doc.items() if k != "variable"} for name, doc in config.files.items()})
+    text += "".join(json.dumps(tf.parse(p)) for p in tf.TF_DIR.rglob("examples/**/*.tf"))
+    text += (tf.TF_DIR / "terraform.tfvars.example").read_text()
     for member in ("allUsers", "allAuthenticatedUsers"):
         assert member not in text
     iam = {key: body for key, body in config.resources.items() if "_iam_" in key[0]}
     assert not [k for k in iam if k[0].endswith(("_iam_policy", "_iam_binding"))], "additive members only"
     invokers = {k: b for k, b in iam.items() if b.get("role") in ("roles/run.invoker", "roles/cloudfunctions.invoker")}
-    assert list(invokers) == [("google_cloud_run_v2_service_iam_member", "push_invoker")]
+    assert sorted(invokers) == [("google_cloud_run_v2_service_iam_member", "api_invoker"),
+                                ("google_cloud_run_v2_service_iam_member", "push_invoker")]
     inv = invokers[("google_cloud_run_v2_service_iam_member", "push_invoker")]
-    assert inv["for_each"] == "${local.functions}"
+    assert inv["for_each"] == "${local.push_functions}", "the push invoker may not invoke the api"
     assert inv["name"] == "${google_cloudfunctions2_function.function[each.key].name}"
     assert inv["member"] == "${google_service_account.push_invoker.member}"
+    api = invokers[("google_cloud_run_v2_service_iam_member", "api_invoker")]
+    assert "setproduct(keys(local.http_functions), var.api_invokers)" in api["for_each"]
+    assert api["name"] == "${google_cloudfunctions2_function.function[each.value.function].name}"
+    assert api["member"] == "${each.value.member}", "the members of api_invokers, and only those"
+    assert config.variables["api_invokers"]["default"] == []
+
+
+def test_push_and_http_functions_are_kept_apart(config: tf.Config, terraform):
+    got = tf.evaluate({"push": "keys(local.push_functions)", "http": "keys(local.http_functions)",
+                       "all": "keys(local.functions)"}, terraform=terraform)
+    assert got["http"] == ["api"] and "api" not in got["push"]
+    assert sorted(got["push"] + got["http"]) == sorted(got["all"])
+    preconditions = block(config.resource("google_pubsub_subscription", "subscription"), "lifecycle")["precondition"]
+    assert any("!try(local.functions[each.value.push].http, false)" in p["condition"] for p in preconditions), \
+        "a plan refuses a subscription that pushes to an http function"
+
+
+@pytest.mark.parametrize("members", [["allUsers"], ["allAuthenticatedUsers"], ["group:admins@example.com", "allUsers"],
+                                     ["admin@example.com"], ["user:"], ["principalSet://iam.googleapis.com/x"],
+                                     ["user:a@example.com", "user:a@example.com"]])
+def test_api_invokers_refuse_public_and_malformed_members(terraform, members):
+    with pytest.raises(AssertionError, match="api_invokers must"):
+        tf.evaluate({"members": "var.api_invokers"}, {"api_invokers": members}, terraform)
+
+
+def test_api_invokers_accept_iam_members(terraform):
+    members = ["group:platform-admins@example.com", "user:alice@example.com",
+               "serviceAccount:ops-bot@other-project.iam.gserviceaccount.com", "domain:example.com"]
+    assert tf.evaluate({"members": "var.api_invokers"}, {"api_invokers": members}, terraform)["members"] == members
+    assert tf.evaluate({"members": "var.api_invokers"}, terraform=terraform)["members"] == []
+
+
+def test_api_is_opened_through_iam_and_its_outputs_say_how(config: tf.Config):
+    assert config.outputs["api_url"]["value"] == '${try(local.function_urls["api"], null)}'
+    command = config.outputs["api_proxy_command"]["value"]
+    assert command.startswith('${try("gcloud run services proxy ${local.functions["api"].name} ')
+    assert "--region ${var.region} --project ${var.project_id} --port 8080" in command
+    for doc in (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "deploy.md", tf.TF_DIR / "api.tf"):
+        text = " ".join(doc.read_text().split())
+        assert "gcloud run services proxy" in text and "api_invokers" in text, doc
+        assert 'Authorization: Bearer $(gcloud auth print-identity-token)' in text, doc
 
 
 def test_publishers_are_scoped_to_their_topics(config: tf.Config):
@@ -259,12 +318,14 @@ def test_publishers_are_scoped_to_their_topics(config: tf.Config):
                      if not b["role"].startswith("${")}
     assert "roles/pubsub.publisher" not in project_roles and "roles/editor" not in project_roles
     firestore = config.resource("google_project_iam_member", "function_firestore")
-    assert firestore["role"] == "roles/datastore.user"
+    assert firestore["role"] == "${local.firestore_roles[each.value.firestore]}"
+    assert 'access.firestore != "none"' in firestore["for_each"]
 
 
 def test_function_grants_follow_what_each_use_case_does(terraform):
     got = tf.evaluate({"grants": "local.function_publisher_grants", "access": "local.function_access",
-                       "functions": "local.functions"}, terraform=terraform)
+                       "functions": "local.functions", "roles": "local.firestore_roles"}, terraform=terraform)
+    http = set(topo.load().http_functions)
     publishes: dict[str, set[str]] = {name: set() for name in got["functions"]}
     for g in got["grants"].values():
         publishes[g["function"]].add(g["topic"])
@@ -273,10 +334,15 @@ def test_function_grants_follow_what_each_use_case_does(terraform):
     assert publishes["deadletter"] == set(), "the deadletter function must never publish (into its own topic)"
     for name, topics in publishes.items():
         assert not any(t.startswith("ingress") for t in topics), f"{name} may not pose as a provider"
-        if name != "deadletter":
+        if name != "deadletter" and name not in http:
             assert "deadletter" in topics, f"{name} dead-letters what it rejects (shared/entrypoint.py)"
-    assert got["access"]["ingest"]["firestore"] is False
-    assert got["access"]["upsert"]["firestore"] and got["access"]["deadletter"]["firestore"]
+    assert got["roles"] == {"read": "roles/datastore.viewer", "write": "roles/datastore.user"}
+    firestore = {name: a["firestore"] for name, a in got["access"].items()}
+    assert set(firestore.values()) <= {"none", "read", "write"}
+    assert firestore["ingest"] == "none"
+    assert {firestore[n] for n in ("upsert", "deadletter", "billing", "audit")} == {"write"}
+    # the read side: Firestore read only (roles/datastore.viewer), never publishes
+    assert http and all(firestore[n] == "read" and not publishes[n] for n in http)
 
 
 def test_pubsub_service_agent_can_dead_letter(config: tf.Config):
@@ -296,8 +362,8 @@ def test_pubsub_service_agent_can_dead_letter(config: tf.Config):
 
 
 def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
+    from shared.contracts.state import DUPLICATES, LEDGER
     from shared.deadletter.store import DEADLETTERS
-    from shared.upsert.store import DUPLICATES, LEDGER
 
     got = tf.evaluate({"ttl": "local.firestore_ttl_fields", "indexes": "local.firestore_indexes",
                        "database": "local.firestore_database"}, terraform=terraform)
@@ -312,6 +378,7 @@ def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
 
     indexed = {(i["collection"], tuple((f["field_path"], f["order"]) for f in i["fields"]))
                for i in got["indexes"].values()}
+    assert len(indexed) == len(got["indexes"]), "no index declared twice"
     for f in ("reason", "provider", "fingerprint"):
         assert (DEADLETTERS, ((f, "ASCENDING"), ("lastSeen", "DESCENDING"))) in indexed
     index = config.resource("google_firestore_index", "index")
@@ -321,6 +388,40 @@ def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
     db = config.resource("google_firestore_database", "database")
     assert got["database"] == "(default)" and db["name"] == "${local.firestore_database}"
     assert db["type"] == "FIRESTORE_NATIVE"
+
+
+def test_firestore_indexes_serve_the_api_queries(terraform):
+    """One composite index per equality field and ordering; Firestore merges them for several filters."""
+    from shared.api.feed import FeedFilter
+    from shared.api.queries import ResourceFilter
+    from shared.contracts.state import COMMITTED_AT, DEADLETTERS, HISTORY, LEDGER, RESOURCES
+    from shared.contracts.status_changed import LABEL_KEYS
+
+    indexes = tf.evaluate({"indexes": "local.firestore_indexes"}, terraform=terraform)["indexes"]
+    indexed = {(i["collection"], tuple((f["field_path"], f["order"]) for f in i["fields"])) for i in indexes.values()}
+    asc, desc = "ASCENDING", "DESCENDING"
+
+    # resources: equality on any filter field, sorted by -updatedAt, or searched by resourceId prefix
+    resource_fields = {f for label in LABEL_KEYS
+                       for f, _ in ResourceFilter("p", "t", "s", (label, "x")).equalities()}
+    assert resource_fields == {"provider", "resourceType", "status",
+                               "metadata.tenant", "metadata.region", "metadata.environment"}
+    for f in resource_fields:
+        assert (RESOURCES, ((f, asc), ("updatedAt", desc))) in indexed, f
+        assert (RESOURCES, ((f, asc), ("resourceId", asc))) in indexed, f
+    # events (the change feed): equality filters, commit order both ways (the latest N descending)
+    feed_fields = {f for f, _ in FeedFilter("p", "t", "s").equalities()}
+    assert feed_fields == {"provider", "resourceType", "status"}
+    for f in feed_fields:
+        for order in (asc, desc):
+            assert (LEDGER, ((f, asc), (COMMITTED_AT, order))) in indexed, (f, order)
+    # dead letters: newest first, by provider or reason
+    for f in ("provider", "reason"):
+        assert (DEADLETTERS, ((f, asc), ("lastSeen", desc))) in indexed, f
+    # history (one resource's subcollection): ordered on one field, single-field indexes suffice
+    assert HISTORY not in {c for c, _ in indexed}
+    for collection, fields in indexed:  # equality field first, then the one ordering
+        assert len(fields) == 2 and fields[0][1] == asc and fields[1][0] != fields[0][0], (collection, fields)
 
 
 # ---- module hygiene --------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,6 +25,7 @@ import hcl2
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TF_DIR = REPO_ROOT / "terraform"
 PURE_FILES = ("variables.tf", "topology.tf", "data_model.tf")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 OPTIONS = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
 
 
@@ -126,8 +128,10 @@ def evaluate(expressions: Mapping[str, str], variables: Mapping[str, Any] | None
                "TF_CLI_CONFIG_FILE": os.devnull}
         proc = subprocess.run([terraform, "console"], input=f"jsonencode({{{body}}})\n", cwd=tmp,
                               capture_output=True, text=True, timeout=60, env=env)
-    if proc.returncode != 0:
-        raise AssertionError(f"terraform console failed:\n{proc.stderr}\n{proc.stdout}")
+    # An invalid variable value (a failed validation) is reported, yet the console answers and exits 0.
+    stderr = ANSI.sub("", proc.stderr)
+    if proc.returncode != 0 or "Error: " in stderr:
+        raise AssertionError(f"terraform console failed:\n{stderr}\n{proc.stdout}")
     # The console prints an HCL string literal: JSON escapes plus $${ and %%{.
     text = proc.stdout.strip().replace("$${", "${").replace("%%{", "%{")
     return json.loads(json.loads(text))

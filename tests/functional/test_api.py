@@ -223,8 +223,8 @@ def test_fleet_summary_stats_and_dead_letters(api, fleet, firestore):
 def test_the_dashboard_and_the_openapi_document_are_served(api):
     page = api.get("/")
     assert page.status_code == 200 and page.mimetype == "text/html"
-    assert api.get("/static/app.js").mimetype == "text/javascript"
-    assert api.get("/static/nope.js").status_code == 404
+    assert api.get("/assets/app.js").mimetype == "text/javascript"
+    assert api.get("/assets/nope.js").status_code == 404
     doc = api.get("/v1/openapi.json").json
     assert doc["openapi"].startswith("3.1") and "/v1/changes" in doc["paths"]
 

@@ -68,6 +68,8 @@ def up(providers: str | None, chaos: bool) -> None:
                f"Firestore {state.firestore_host}, providers {', '.join(state.providers)}", err=True)
     for name, f in state.functions.items():
         click.echo(f"  function {name:<11} http://127.0.0.1:{f['port']}", err=True)
+    if "api" in state.functions:
+        click.echo(f"dashboard and status API: {stack.function_url(state, 'api')}", err=True)
 
 
 @cli.command()
@@ -355,7 +357,12 @@ def demo(resources: int, seed: int, timeout: float, reset: bool) -> None:
     conn = connect()
     if not conn.local:
         raise click.ClickException("the demo runs on the local stack (it resets its Firestore): dcm-status up")
-    if not fleet_demo.run(conn, resources, seed, timeout, reset=reset):
+    ok = fleet_demo.run(conn, resources, seed, timeout, reset=reset)
+    stack = LocalStack()
+    state = stack.running()
+    if state is not None and "api" in state.functions:
+        click.echo(f"dashboard: {stack.function_url(state, 'api')}  (make demo KEEP=1 leaves it up)")
+    if not ok:
         sys.exit(1)
 
 

@@ -37,6 +37,7 @@ LIVE_BUFFER = 2000  # live changes an instance keeps for its streams
 HEARTBEAT_SECONDS = 15.0  # an SSE comment line keeps proxies from closing an idle stream
 RESYNC_SECONDS = 30.0  # an idle stream reads the settled feed this often anyway
 RETRY_MS = 1000  # how soon EventSource reconnects when a stream ends
+RELISTEN_SECONDS = 5.0  # a listener that died (Firestore unreachable) is started again, at most this often
 
 
 @dataclass(frozen=True)
@@ -109,15 +110,38 @@ class Live:
         self.seq = 0
         self.buffer: collections.deque[tuple[int, dict[str, Any]]] = collections.deque(maxlen=LIVE_BUFFER)
         self._watch: Any = None
+        self._started = 0.0
         self._baseline = False
+        self._streams = 0
         self.last_activity = 0.0
 
-    def start(self) -> None:
+    def opened(self) -> None:
         with self.changed:
-            if self._watch is not None:
+            self._streams += 1
+        self.start()
+
+    def closed(self) -> None:
+        """The last stream gone, stop listening: a listener costs a read per change it hears."""
+        with self.changed:
+            self._streams -= 1
+            if self._streams == 0 and self._watch is not None:
+                self._watch.unsubscribe()
+                self._watch = None
+
+    def start(self) -> None:
+        """Listen, unless listening already; a listener that died is replaced (what it missed meanwhile
+        reaches the streams from the settled feed)."""
+        with self.changed:
+            if self._watch is not None and (self._watch.is_active
+                                            or time.monotonic() - self._started < RELISTEN_SECONDS):
                 return
+            if self._watch is not None:
+                log.warning("change listener stopped; listening again")
+                self._watch.unsubscribe()
             query = (self.db.collection(LEDGER).order_by(COMMITTED_AT, direction=firestore.Query.DESCENDING)
                      .limit(LIVE_WINDOW))
+            self._baseline = False
+            self._started = time.monotonic()
             self._watch = query.on_snapshot(self._heard)
 
     def _heard(self, snaps: Any, changes: Any, read_time: Any) -> None:
@@ -140,12 +164,6 @@ class Live:
             if self.seq == seq:
                 self.changed.wait(timeout)
 
-    def stop(self) -> None:
-        with self.changed:
-            if self._watch is not None:
-                self._watch.unsubscribe()
-                self._watch = None
-
 
 def sse(event: str | None = None, data: Any = None, event_id: str | None = None, comment: str | None = None,
         retry_ms: int | None = None) -> bytes:
@@ -167,7 +185,15 @@ def sse(event: str | None = None, data: Any = None, event_id: str | None = None,
 def stream(feed: ChangeFeed, live: Live, after: Cursor | None, where: FeedFilter, duration: float,
            clock: Callable[[], float] = time.monotonic) -> Iterator[bytes]:
     """The live feed as server-sent events, for ``duration`` seconds (EventSource then reconnects)."""
-    live.start()
+    live.opened()
+    try:
+        yield from _stream(feed, live, after, where, duration, clock)
+    finally:
+        live.closed()
+
+
+def _stream(feed: ChangeFeed, live: Live, after: Cursor | None, where: FeedFilter, duration: float,
+            clock: Callable[[], float]) -> Iterator[bytes]:
     settled = after or Cursor.after(change_feed.horizon(feed.clock(), feed.settle))
     sent: dict[str, datetime] = {}  # ids sent and not yet behind the settled cursor
     seq = live.seq
@@ -193,6 +219,7 @@ def stream(feed: ChangeFeed, live: Live, after: Cursor | None, where: FeedFilter
     last_read = last_beat = clock()
     dirty = False  # heard changes not yet read from the settled feed
     while clock() < ends:
+        live.start()
         live.wait(seq, timeout=min(HEARTBEAT_SECONDS, feed.settle) if dirty else HEARTBEAT_SECONDS)
         for seq, item in live.since(seq):
             dirty = True

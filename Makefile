@@ -1,4 +1,4 @@
-# make install  - set up .venv (Python deps) and the Pub/Sub + Firestore emulators
+# make install  - set up .venv (Python deps), the Pub/Sub + Firestore emulators and Chromium (dashboard test)
 # make demo     - install, start the local stack, run the fleet demo, stop the stack (KEEP=1 leaves it up)
 # make test     - install, run every test tier (unit, functional, e2e on the emulators, deploy checks)
 # make bench    - install, run the benchmarks (prints figures)
@@ -15,6 +15,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: install emulators demo test unit bench reliability lint package down clean
 
 install: $(STAMP) emulators
+	@bash infra/install-browser.sh
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,7 @@ bench: install
 	$(PY) benchmarks/validation.py
 	$(PY) benchmarks/pipeline.py
 	$(PY) benchmarks/cost.py
+	$(PY) benchmarks/api.py
 
 lint:
 	terraform fmt -check -recursive terraform

@@ -217,7 +217,7 @@ def _stream(feed: ChangeFeed, live: Live, after: Cursor | None, where: FeedFilte
     yield from catch_up()
     yield sse("ready", {"cursor": settled.encode()}, event_id=settled.encode())
     last_read = last_beat = clock()
-    dirty = False  # heard changes not yet read from the settled feed
+    dirty = True  # changes not yet read from the settled feed: those committed just before the stream opened
     while clock() < ends:
         live.start()
         live.wait(seq, timeout=min(HEARTBEAT_SECONDS, feed.settle) if dirty else HEARTBEAT_SECONDS)

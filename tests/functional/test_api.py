@@ -7,6 +7,7 @@ fixture: a response the document does not describe fails the test that got it.
 from __future__ import annotations
 
 import base64
+import time
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -288,3 +289,18 @@ def test_the_openapi_document_in_the_repo_is_valid_openapi_3_1():
     doc = orjson.loads(Path(REPO / "schemas" / "openapi" / "status-api-v1.json").read_bytes())
     validate(doc)
     assert doc["openapi"] == "3.1.0" and os.path.basename(api_app.OPENAPI_FILE) == "status-api-v1.json"
+
+
+def test_a_change_committed_just_before_a_stream_opens_arrives_once_it_settles(firestore):
+    """Neither the listener (it predates it) nor the first settled read (not settled yet) sends it:
+    the stream reads the settled feed again one settle time after it opens, not 30 s later."""
+    from shared.api.feed import Live, stream
+    before = Cursor.after(timeutil.now())
+    seed(firestore, "aws", "vm", "j-1", "RUNNING", "2026-03-01T10:00:00Z", "j1")
+    started = time.monotonic()
+    arrived = None
+    for chunk in stream(ChangeFeed(firestore, 7, settle=1.0), Live(firestore), before, FeedFilter(), duration=6):
+        if b"event: change" in chunk and b"aws/vm/j-1" in chunk:
+            arrived = time.monotonic() - started
+            break
+    assert arrived is not None and arrived < 4, arrived

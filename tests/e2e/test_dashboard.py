@@ -1,0 +1,307 @@
+"""The dashboard in a real browser on the real stack.
+
+Debian's Chromium (installed by ``make install``: infra/install-browser.sh), driven by
+Playwright, opens the page the api function serves at ``/``. Status reports go through
+Pub/Sub as a provider sends them; the page must show each change live (feed, counts,
+table row) within 2 s of the moment Firestore holds it, without a reload; filter the table
+on the server; draw a resource's timeline and history; and, when its live connection
+drops while a change commits (cut, or the api server restarted), show every change exactly
+once after it reconnects.
+
+Screenshots land in tests/e2e/artifacts/ (dashboard.png, resource.png).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import requests
+from playwright.sync_api import sync_playwright  # the Python package only: its browser downloads are never used
+
+from tests.e2e.conftest import wait_until
+
+pytestmark = pytest.mark.e2e
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
+# Headless, and nothing of Chromium's own background traffic (the CI network refuses it).
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LIVE_BUDGET = 2.0  # seconds from "Firestore holds it" to "the page shows it"
+PIPELINE_TIMEOUT = 15.0
+
+
+def chromium() -> str:
+    path = shutil.which("chromium")
+    if path:
+        return path
+    why = "chromium is not installed (make install installs it: infra/install-browser.sh)"
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def chromium_executable() -> str:
+    """Checked first (autouse): without a browser, skip before the stack starts."""
+    return chromium()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_executable: str) -> Iterator[Any]:
+    executable = chromium_executable
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Dashboard:
+    """One open dashboard page and what the tests read from it."""
+
+    def __init__(self, page: Any, base: str):
+        self.page, self.base = page, base
+        self.errors: list[str] = []
+        self.console: list[str] = []
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
+
+    def open(self, route: str = "#/") -> None:
+        self.page.goto(self.base + route)
+        try:
+            self.page.wait_for_selector('[data-testid="live"][data-state="live"]', timeout=15_000)
+        except Exception:
+            pytest.fail(f"the dashboard did not go live: indicator {self.live()!r}, banner {self.banner()!r}, "
+                        f"console {self.console[-10:]}")
+        self.page.wait_for_function("document.querySelector('[data-testid=total]').dataset.value !== undefined")
+        self.page.evaluate("""() => {
+            window.__notReloaded = true;  // a reload or navigation would lose it
+            window.__liveStates = [];  // every state the connection indicator goes through
+            const live = document.querySelector('[data-testid=live]');
+            new MutationObserver(() => window.__liveStates.push(live.textContent.trim()))
+                .observe(live, {childList: true, characterData: true, subtree: true});
+        }""")
+
+    def not_reloaded(self) -> bool:
+        return self.page.evaluate("window.__notReloaded === true")
+
+    def count(self, name: str) -> int:
+        return self.page.evaluate(
+            "(n) => { const e = document.querySelector(`[data-count=\"${n}\"]`); return e ? Number(e.dataset.value) : 0; }",
+            name)
+
+    def total(self) -> int:
+        return int(self.page.get_attribute('[data-testid="total"]', "data-value"))
+
+    def feed(self, key: str) -> list[dict[str, str]]:
+        """The feed's items for `key`, newest first."""
+        return self.page.evaluate("""(key) => [...document.querySelectorAll('[data-testid=feed] li')]
+            .filter(li => li.dataset.key === key)
+            .map(li => ({id: li.dataset.changeId, old: li.dataset.oldStatus, new: li.dataset.newStatus,
+                         late: li.dataset.late}))""", key)
+
+    def row_status(self, key: str) -> str | None:
+        return self.page.evaluate("""(key) => {
+            const tr = [...document.querySelectorAll('#rows tr')].find(tr => tr.dataset.key === key);
+            return tr ? tr.querySelector('[data-testid=status]').textContent.trim() : null; }""", key)
+
+    def row_keys(self) -> list[str]:
+        return self.page.evaluate("[...document.querySelectorAll('#rows tr')].map(tr => tr.dataset.key)")
+
+    def live(self) -> str:
+        return self.page.text_content('[data-testid="live"]').strip()
+
+    def live_states(self) -> list[str]:
+        return self.page.evaluate("window.__liveStates")
+
+    def banner(self) -> str | None:
+        return None if self.page.is_hidden('[data-testid="error"]') else self.page.text_content("#banner-text")
+
+    def diagnose(self, key: str) -> str:
+        return (f"feed for {key}: {self.feed(key)}; connection states {self.live_states()}; banner {self.banner()!r}; "
+                f"console {self.console[-8:]}")
+
+    def screenshot(self, name: str) -> None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+@pytest.fixture
+def dashboard(browser, e2e) -> Iterator[Dashboard]:
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, timezone_id="UTC", locale="en-GB")
+    try:
+        yield Dashboard(context.new_page(), e2e.api_url)
+    finally:
+        context.close()
+
+
+def api(e2e, path: str, **params: Any) -> Any:
+    response = requests.get(e2e.api_url + path, params=params, timeout=30)
+    response.raise_for_status()
+    return response.json()
+
+
+def eventually(predicate: Callable[[], Any], timeout: float, what: Callable[[], str]) -> None:
+    """wait_until, with the page's state in the failure message (read when it fails)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what()}")
+        time.sleep(0.1)
+
+
+def latency(committed: Callable[[], bool], shown: Callable[[], bool], what: str,
+            timeout: float = PIPELINE_TIMEOUT) -> float:
+    """Seconds from the moment `committed()` first holds (Firestore) to the moment `shown()` does (the page),
+    both polled together; negative when the page was first."""
+    start = time.monotonic()
+    at_store = at_page = None
+    while at_store is None or at_page is None:
+        if at_store is None and committed():
+            at_store = time.monotonic()
+        if at_page is None and shown():
+            at_page = time.monotonic()
+        if time.monotonic() - start > timeout:
+            pytest.fail(f"{what}: after {timeout:.0f}s, Firestore {'has' if at_store else 'does not have'} it, "
+                        f"the page {'shows' if at_page else 'does not show'} it")
+        time.sleep(0.02)
+    return at_page - at_store
+
+
+def test_a_change_reaches_the_open_dashboard_live_within_2_s_then_filters_and_the_resource_page(e2e, uid, dashboard):
+    aws, azure = e2e.reporter("aws"), e2e.reporter("azure")
+    rid, key = f"dash-{uid}", f"aws/vm/dash-{uid}"
+    tenant = f"t{uid}"
+    # Neighbours the filters must leave out: same id prefix at another provider, another id at aws.
+    azure.report("vm", f"dash-{uid}-b", "RUNNING", "neighbour").result(timeout=30)
+    aws.report("vm", f"other-{uid}", "RUNNING", "neighbour", metadata={"tenant": tenant}).result(timeout=30)
+    e2e.wait_for_status(f"azure/vm/dash-{uid}-b", "RUNNING")
+    e2e.wait_for_status(f"aws/vm/other-{uid}", "RUNNING")
+
+    page = dashboard.page
+    dashboard.open("#/")
+    # The table shows this test's id prefix only (typed as an operator would: server-side search).
+    page.fill("#f-q", rid)
+    wait_until(lambda: sorted(dashboard.row_keys()) == sorted([f"azure/vm/dash-{uid}-b"]), timeout=10,
+               what="the id search to list the azure neighbour only")
+    # Counts settled: the page agrees with the API before anything is published.
+    def settled() -> bool:
+        summary = api(e2e, "v1/summary")
+        return (dashboard.total() == summary["total"]
+                and dashboard.count("vm:PAUSED") == summary["byType"].get("vm", {}).get("PAUSED", 0))
+
+    wait_until(settled, timeout=15, what="the page's counts to agree with the API's")
+    total = dashboard.total()
+    paused = dashboard.count("vm:PAUSED")
+
+    # 1. A new resource.
+    aws.report("vm", rid, "PROVISIONING", "being created", metadata={"tenant": tenant}).result(timeout=30)
+    lag_new = latency(
+        lambda: (d := e2e.resource(key)) is not None and d["status"] == "PROVISIONING",
+        lambda: (any(f["new"] == "PROVISIONING" and f["old"] == "" for f in dashboard.feed(key))
+                 and dashboard.total() == total + 1 and dashboard.row_status(key) == "PROVISIONING"),
+        "the new resource")
+    first_recorded = datetime.now(timezone.utc)
+
+    # 2. Its status changes.
+    time.sleep(1.2)  # a second apart from the first record, for the "as of" below (second precision)
+    aws.report("vm", rid, "PAUSED", "paused by its owner", metadata={"tenant": tenant}).result(timeout=30)
+    lag_change = latency(
+        lambda: e2e.resource(key)["status"] == "PAUSED",
+        lambda: (any(f["new"] == "PAUSED" and f["old"] == "PROVISIONING" for f in dashboard.feed(key))
+                 and dashboard.count("vm:PAUSED") == paused + 1 and dashboard.row_status(key) == "PAUSED"),
+        "the status change")
+    print(f"dashboard: shown {lag_new:.2f} s (new resource) and {lag_change:.2f} s (status change) after Firestore had it")
+    assert lag_new < LIVE_BUDGET and lag_change < LIVE_BUDGET, \
+        f"the page showed the changes {lag_new:.2f} s and {lag_change:.2f} s after Firestore held them"
+    assert [f["new"] for f in dashboard.feed(key)] == ["PAUSED", "PROVISIONING"]  # newest on top, once each
+    assert dashboard.not_reloaded()
+    assert dashboard.live() == "live"
+
+    # 3. Filters: provider + id prefix, then a label, all on the server.
+    page.wait_for_selector('#f-provider option[value="aws"]', state="attached", timeout=10_000)
+    page.select_option("#f-provider", "aws")
+    wait_until(lambda: dashboard.row_keys() == [key], timeout=10, what="provider aws + id search: this resource only")
+    assert page.get_attribute('[data-testid="table-total"]', "data-value") == "1"
+    page.fill("#f-q", "")
+    page.fill("#f-label", f"tenant:{tenant}")
+    wait_until(lambda: sorted(dashboard.row_keys()) == sorted([key, f"aws/vm/other-{uid}"]), timeout=10,
+               what="provider aws + label tenant: the two aws resources of this tenant")
+    assert dashboard.count("table:PAUSED") == 1 and dashboard.count("table:RUNNING") == 1
+    page.fill("#f-label", "")
+    page.fill("#f-q", rid)
+    wait_until(lambda: dashboard.row_keys() == [key], timeout=10, what="back to this resource only")
+    dashboard.screenshot("dashboard.png")
+
+    # 4. Its page: state, timeline (one segment per state), history.
+    page.click(f'#rows tr[data-key="{key}"] a')
+    page.wait_for_selector('[data-testid="timeline"] svg rect.tl-seg')
+    page.wait_for_selector('[data-testid="history-row"]')
+    segments = page.eval_on_selector_all('[data-testid="timeline"] svg rect.tl-seg', "rs => rs.map(r => r.dataset.status)")
+    assert segments == ["PROVISIONING", "PAUSED"]
+    history = page.eval_on_selector_all('[data-testid="history-row"]', "rs => rs.map(r => r.dataset.status)")
+    assert history == ["PAUSED", "PROVISIONING"]
+    assert page.text_content('[data-testid="resource-status"]').strip() == "PAUSED"
+    assert page.text_content('[data-testid="state"] [data-field="message"]').strip() == "paused by its owner"
+    # As of a time between the two records: the first state.
+    as_of = (first_recorded + timedelta(seconds=1)).replace(microsecond=0)  # the page runs in UTC
+    page.fill("#asof-input", as_of.strftime("%Y-%m-%dT%H:%M:%S"))
+    page.click('#asof button[type="submit"]')
+    page.wait_for_function("document.querySelector('[data-testid=resource-status]').textContent.trim() === 'PROVISIONING'",
+                           timeout=10_000)
+    page.click("#asof-now")
+    page.wait_for_function("document.querySelector('[data-testid=resource-status]').textContent.trim() === 'PAUSED'",
+                           timeout=10_000)
+    dashboard.screenshot("resource.png")
+    assert dashboard.not_reloaded()
+    assert dashboard.banner() is None
+    assert not dashboard.errors
+
+
+def test_changes_made_while_the_live_connection_is_down_arrive_once_after_it_reconnects(e2e, uid, dashboard):
+    aws = e2e.reporter("aws")
+    rid, key = f"recon-{uid}", f"aws/vm/recon-{uid}"
+    dashboard.open("#/")
+    page = dashboard.page
+    aws.report("vm", rid, "RUNNING", "up").result(timeout=30)
+    e2e.wait_for_status(key, "RUNNING")
+    eventually(lambda: len(dashboard.feed(key)) == 1, 10, lambda: f"the first change in the feed ({dashboard.diagnose(key)})")
+
+    # 1. The connection drops (as on a network failure); a change commits and settles meanwhile. The page
+    # resumes from its last event id, which precedes the first change too: the server sends both, the
+    # page shows each once.
+    page.evaluate("window.dcmDashboard.dropConnection(-1)")
+    assert dashboard.live() == "reconnecting"
+    aws.report("vm", rid, "STOPPED", "down").result(timeout=30)
+    e2e.wait_for_status(key, "STOPPED")
+    time.sleep(2.5)  # past the feed's settle time: the change is in the settled feed the resumed stream reads
+    assert [f["new"] for f in dashboard.feed(key)] == ["RUNNING"]  # nothing arrives while disconnected
+    page.evaluate("window.dcmDashboard.reconnect()")
+    eventually(lambda: [f["new"] for f in dashboard.feed(key)] == ["STOPPED", "RUNNING"], 10,
+               lambda: f"the change made while disconnected, in the feed ({dashboard.diagnose(key)})")
+    assert dashboard.live() == "live"
+
+    # 2. The api server itself restarts (as a Cloud Run instance is replaced): EventSource reconnects by
+    # itself (Last-Event-ID), the page goes live again and the next change arrives, once.
+    page.evaluate("window.__liveStates.length = 0")
+    e2e.restart_function("api")
+    eventually(lambda: "reconnecting" in dashboard.live_states() and dashboard.live() == "live", 20,
+               lambda: f"the page to reconnect to the restarted api ({dashboard.diagnose(key)})")
+    aws.report("vm", rid, "RUNNING", "up again").result(timeout=30)
+    eventually(lambda: [f["new"] for f in dashboard.feed(key)] == ["RUNNING", "STOPPED", "RUNNING"], 10,
+               lambda: f"the change after the restart, in the feed ({dashboard.diagnose(key)})")
+    time.sleep(2.5)  # past the settle time: a duplicate from the settled feed would have arrived by now
+    items = dashboard.feed(key)
+    assert [f["new"] for f in items] == ["RUNNING", "STOPPED", "RUNNING"], f"each change once: {items}"
+    assert len({f["id"] for f in items}) == 3
+    assert dashboard.not_reloaded()
+    eventually(lambda: dashboard.banner() is None, 15,
+               lambda: f"the error banner to clear once the API is back ({dashboard.diagnose(key)})")
+    assert not dashboard.errors

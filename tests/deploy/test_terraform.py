@@ -394,7 +394,13 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
     """One composite index per equality field and ordering; Firestore merges them for several filters."""
     from shared.api.feed import FeedFilter
     from shared.api.queries import ResourceFilter
-    from shared.contracts.state import COMMITTED_AT, DEADLETTERS, HISTORY, LEDGER, RESOURCES
+    from shared.contracts.state import (
+        COMMITTED_AT,
+        DEADLETTERS,
+        HISTORY,
+        LEDGER,
+        RESOURCES,
+    )
     from shared.contracts.status_changed import LABEL_KEYS
 
     indexes = tf.evaluate({"indexes": "local.firestore_indexes"}, terraform=terraform)["indexes"]

@@ -22,7 +22,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import requests
-from playwright.sync_api import sync_playwright  # the Python package only: its browser downloads are never used
+from playwright.sync_api import (
+    sync_playwright,  # the Python package only: its browser downloads are never used
+)
 
 from tests.e2e.conftest import wait_until
 

@@ -7,8 +7,8 @@ fixture: a response the document does not describe fails the test that got it.
 from __future__ import annotations
 
 import base64
-import time
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +16,10 @@ import orjson
 import pytest
 from google.cloud import firestore as gfirestore
 from openapi_core import Config, OpenAPI
-from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+from openapi_core.contrib.werkzeug import (
+    WerkzeugOpenAPIRequest,
+    WerkzeugOpenAPIResponse,
+)
 
 from infra import emulators
 from shared.api import app as api_app

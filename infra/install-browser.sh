@@ -15,12 +15,8 @@ if have; then
 fi
 
 echo "browser: missing, installing with apt-get (chromium, chromium-driver)"
-command -v apt-get >/dev/null 2>&1 \
-  || { echo "browser: no apt-get here; install Chromium yourself so that 'chromium' is on PATH (the dashboard test uses it)" >&2; exit 1; }
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
+. "$(dirname "$0")/apt.sh"
+apt_prepare browser "install Chromium yourself so that 'chromium' is on PATH (the dashboard test uses it)"
 $SUDO apt-get install -y -qq chromium chromium-driver \
   || { echo "browser: apt-get could not install chromium and chromium-driver (Debian's packages; on Ubuntu install Chromium yourself)" >&2; exit 1; }
 have || { echo "browser: installed, but 'chromium' or 'chromedriver' is not on PATH" >&2; exit 1; }

@@ -24,12 +24,8 @@ if have; then
 fi
 
 echo "emulators: missing, installing with apt-get (google-cloud-cli-pubsub-emulator, google-cloud-cli-firestore-emulator, JDK 17)"
-command -v apt-get >/dev/null 2>&1 \
-  || { echo "emulators: no apt-get here; install the Google Cloud CLI and its pubsub-emulator and cloud-firestore-emulator components (https://cloud.google.com/sdk/docs/install), and a JDK" >&2; exit 1; }
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
+. "$(dirname "$0")/apt.sh"
+apt_prepare emulators "install the Google Cloud CLI and its pubsub-emulator and cloud-firestore-emulator components (https://cloud.google.com/sdk/docs/install), and a JDK"
 # The emulators come from Google's apt repository: add it (key and source) when apt does not know them.
 if ! apt-cache show google-cloud-cli-pubsub-emulator >/dev/null 2>&1; then
   echo "emulators: adding the Google Cloud CLI apt repository (packages.cloud.google.com)"

@@ -95,14 +95,19 @@ def test_api_zip_carries_the_dashboard_and_the_openapi_document(built):
             assert not [e for e in names(p.path) if e.startswith("shared/api/")], name
 
 
-def test_non_python_files_of_the_own_package_are_packaged(tmp_path):
-    """Every file of shared/<name>/ goes in its zip, whatever its suffix; caches and dotfiles do not."""
-    root = tmp_path / "repo"
+def copy_of_repo(root):
+    """What packaging reads of the repository, copied to ``root``."""
     for part in ("functions", "shared", "schemas"):
         shutil.copytree(REPO_ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "infra").mkdir()
     shutil.copy(REPO_ROOT / "infra" / "topology.yaml", root / "infra" / "topology.yaml")
     shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def test_non_python_files_of_the_own_package_are_packaged(tmp_path):
+    """Every file of shared/<name>/ goes in its zip, whatever its suffix; caches and dotfiles do not."""
+    root = copy_of_repo(tmp_path / "repo")
     static = root / "shared" / "api" / "static"
     shutil.rmtree(static, ignore_errors=True)
     static.mkdir()
@@ -143,12 +148,7 @@ def test_zips_are_deterministic(built, tmp_path):
 
 
 def test_hash_changes_only_with_content(built, tmp_path):
-    root = tmp_path / "repo"
-    for part in ("functions", "shared", "schemas"):
-        shutil.copytree(REPO_ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
-    (root / "infra").mkdir()
-    shutil.copy(REPO_ROOT / "infra" / "topology.yaml", root / "infra" / "topology.yaml")
-    shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    root = copy_of_repo(tmp_path / "repo")
     for path in root.rglob("*"):  # other mtimes and modes change nothing
         os.utime(path, (0, 0))
     same = package.build("ingest", tmp_path / "same", root)

@@ -27,6 +27,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from shared.contracts import change_feed, timeutil
 from shared.contracts.change_feed import Cursor
 from shared.contracts.state import CHANGE, COMMITTED_AT, LEDGER
+from shared.runtime import firestore as fs
 from shared.runtime.logs import get_logger
 
 log = get_logger("api.feed")
@@ -149,8 +150,13 @@ class Live:
             if self._baseline:  # the first snapshot is what was there before: not news
                 for c in changes:
                     if c.type.name == "ADDED" and (c.document.to_dict() or {}).get(CHANGE):
+                        try:
+                            item = _item(c.document)
+                        except (KeyError, TypeError, ValueError):  # the settled feed says it, or fails loudly
+                            log.exception("unreadable change entry heard", extra={"entryId": c.document.id})
+                            continue
                         self.seq += 1
-                        self.buffer.append((self.seq, _item(c.document)))
+                        self.buffer.append((self.seq, item))
             self._baseline = True
             self.last_activity = time.monotonic()
             self.changed.notify_all()
@@ -188,6 +194,10 @@ def stream(feed: ChangeFeed, live: Live, after: Cursor | None, where: FeedFilter
     live.opened()
     try:
         yield from _stream(feed, live, after, where, duration, clock)
+    except fs.TRANSIENT_ERRORS as exc:  # Firestore went away mid-stream: end it; EventSource resumes
+        log.warning("change stream ended: Firestore did not answer", extra={"error": repr(exc)[:300]})
+    except Exception:
+        log.exception("change stream failed; the client resumes from its last event id")
     finally:
         live.closed()
 

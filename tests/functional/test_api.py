@@ -307,3 +307,29 @@ def test_a_change_committed_just_before_a_stream_opens_arrives_once_it_settles(f
             arrived = time.monotonic() - started
             break
     assert arrived is not None and arrived < 4, arrived
+
+
+def test_firestore_going_away_mid_stream_ends_the_stream_cleanly():
+    """The stream ends (EventSource resumes from its last event id); the listener is released."""
+    from google.api_core import exceptions as gexc
+
+    from shared.api.feed import stream
+
+    class DownFeed:
+        settle, retention_days, clock = 1.0, 7, staticmethod(timeutil.now)
+
+        def page(self, *args, **kwargs):
+            raise gexc.ServiceUnavailable("connection refused")
+
+    class CountingLive:
+        seq, last_activity, streams = 0, 0.0, 0
+
+        def opened(self):
+            self.streams += 1
+
+        def closed(self):
+            self.streams -= 1
+
+    live = CountingLive()
+    chunks = list(stream(DownFeed(), live, None, FeedFilter(), duration=5))
+    assert len(chunks) == 1 and chunks[0].startswith(b": dcm-status change feed") and live.streams == 0

@@ -176,10 +176,11 @@ class Api:
                                ResourceFilter.parse_label(label) if label else None, p.text("q"))
         sort = p.choice("sort", (Sort.KEY, Sort.RECENT), Sort.KEY)
         size = p.integer("pageSize", 50, 1, queries.MAX_PAGE_SIZE)
+        with_counts = p.boolean("withCounts")
+        total = queries.count_later(where.query(self.db), READ_OPTIONS)  # while the page is read
         docs, token = queries.resource_page(self.db, where, sort, size, p.text("pageToken", 2048), READ_OPTIONS)
-        body: dict[str, Any] = {"resources": docs, "nextPageToken": token,
-                                "total": queries.count(where.query(self.db), READ_OPTIONS)}
-        if p.boolean("withCounts"):
+        body: dict[str, Any] = {"resources": docs, "nextPageToken": token, "total": total.result()}
+        if with_counts:
             body["counts"] = queries.status_counts_of(self.db, where, READ_OPTIONS)
         return json_response(body)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -185,9 +185,14 @@ def count(query: Any, options: Mapping[str, Any] | None = None) -> int:
     return int(result[0][0].value)
 
 
+def count_later(query: Any, options: Mapping[str, Any] | None = None) -> Future[int]:
+    """``count(query)``, run beside what the caller reads meanwhile."""
+    return _COUNTING.submit(count, query, options)
+
+
 def counts(queries: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> dict[str, int]:
     """``{name: count}`` of several aggregation queries, run concurrently."""
-    futures = {name: _COUNTING.submit(count, q, options) for name, q in queries.items()}
+    futures = {name: count_later(q, options) for name, q in queries.items()}
     return {name: f.result() for name, f in futures.items()}
 
 

@@ -38,8 +38,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
-from infra import emulators, reports
+from infra import emulators
 from infra.stack import REPO_ROOT, LocalStack, StackState
+from shared.api import queries
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey, event_identity
 from shared.contracts.status_report import build_event, to_message
@@ -160,7 +161,7 @@ class Harness:
         """Wait until the counters account for every published message (or timeout)."""
         deadline = time.monotonic() + timeout
         while True:
-            s = reports.stats(self.db)
+            s = queries.stats(self.db)
             if s["received"] >= ledger.published or time.monotonic() > deadline:
                 return s
             time.sleep(1)

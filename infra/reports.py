@@ -1,20 +1,15 @@
 """Operator reads that span two use cases (so they live here, not in ``shared/``):
-the pipeline's accounting and the pipeline outcome of a dead letter's event."""
+the pipeline outcome of a dead letter's event. (The pipeline's accounting is the api's:
+shared/api/queries.py ``stats``.)"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from shared.api import queries
 from shared.contracts.state import LEDGER
 from shared.deadletter.replay import event_identity_of
 from shared.deadletter.store import stored_attributes
 from shared.runtime import firestore as fs
-
-
-def stats(db) -> dict[str, int]:
-    """The pipeline's accounting (shared/api/queries.py: the api serves the same figures)."""
-    return queries.stats(db)
 
 
 def pipeline_outcome(db, entry: Mapping[str, Any]) -> str | None:

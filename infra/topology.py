@@ -53,7 +53,6 @@ class Topology:
     provider_profiles: Mapping[str, Any] = field(default_factory=dict)
     http_functions: tuple[str, ...] = ()  # called over HTTP by people and tools, not pushed to
 
-
     def topic(self, key: str, provider: str | None = None) -> str:
         return next(t.name for t in self.topics if t.key == key and t.provider == provider)
 

@@ -13,7 +13,6 @@ from dataclasses import asdict
 import click
 from google.api_core import exceptions as gexc
 
-from infra import reports
 from infra.cli.billing import billing
 from infra.cli.common import connect, emit_json, to_text
 from infra.cli.dlq import dlq
@@ -330,7 +329,7 @@ def stats(as_json: bool) -> None:
 
     Example: dcm-status stats --json
     """
-    value = reports.stats(connect().firestore())
+    value = queries.stats(connect().firestore())
     if as_json:
         emit_json(value)
     else:

@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from infra import emulators, reports
+from infra import emulators
 from infra.cli import output
 from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
@@ -68,7 +68,7 @@ def run(conn: Any, resources: int, seed: int, timeout: float, reset: bool = Fals
         task = progress.add_task("processed (accounted for)", total=fleet.published)
         deadline = time.monotonic() + timeout
         while True:
-            s = reports.stats(db)
+            s = queries.stats(db)
             progress.update(task, completed=min(s["received"], fleet.published))
             if s["received"] >= fleet.published or time.monotonic() > deadline:
                 break

@@ -9,7 +9,7 @@ a 500. The dashboard is the static page in ``static/``, served at ``/``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import flask
 import orjson
@@ -29,6 +29,7 @@ from shared.contracts.model import ResourceKey
 from shared.contracts.schemas import OPENAPI, schemas_dir
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
+from shared.runtime.entrypoint import problem
 from shared.runtime.logs import get_logger
 
 log = get_logger("api")
@@ -54,16 +55,6 @@ ROUTES = Map([Rule(path, endpoint=endpoint, methods=["GET"]) for path, endpoint 
     ("/v1/deadletters", "deadletters"),
     ("/v1/stats", "stats"),
 )], strict_slashes=False, merge_slashes=False)
-
-
-def problem(status: int, title: str, detail: str, parameter: str | None = None,
-            headers: Mapping[str, str] | None = None) -> flask.Response:
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
-    if parameter:
-        body["parameter"] = parameter
-    response = flask.Response(orjson.dumps(body), status, mimetype="application/problem+json")
-    response.headers.update(headers or {})
-    return response
 
 
 def json_response(body: Any) -> flask.Response:

@@ -7,17 +7,14 @@ Page tokens are opaque to clients: ``base64url(JSON [sort, last values...])``.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
-import orjson
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import timeutil
+from shared.contracts import timeutil, tokens
 from shared.contracts.errors import InvalidRequest, Reason
 from shared.contracts.model import ResourceKey
 from shared.contracts.schemas import registry
@@ -164,13 +161,13 @@ def resource_page(db: firestore.Client, where: ResourceFilter, sort: str = Sort.
 
 
 def _token(kind: str, *values: str) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps([kind, *values])).decode().rstrip("=")
+    return tokens.encode([kind, *values])
 
 
 def _token_values(token: str, kind: str, n: int) -> list[str]:
     try:
-        got = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (ValueError, binascii.Error, orjson.JSONDecodeError) as exc:
+        got = tokens.decode(token)
+    except ValueError as exc:
         raise InvalidRequest("pageToken: not a page token of this list", "pageToken") from exc
     if (not isinstance(got, list) or len(got) != n + 1 or got[0] != kind
             or not all(isinstance(v, str) for v in got)):

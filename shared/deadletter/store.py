@@ -105,10 +105,6 @@ class DeadLetterStore:
         for snap in q.stream(**fs.read_options()):
             yield snap.to_dict()
 
-    def count(self) -> int:
-        """Entries held (an aggregation query: no documents are read)."""
-        return int(self.db.collection(DEADLETTERS).count().get(**fs.read_options())[0][0].value)
-
     def delete(self, entry_ids: list[str]) -> int:
         for start in range(0, len(entry_ids), 400):
             batch = self.db.batch()

@@ -30,7 +30,7 @@ def resolve(host: str, port: int) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class HookResponse:
     """What one call of a hook came to."""
 
     status: int | None  # the HTTP status, None when no answer came
@@ -57,13 +57,13 @@ def vetted_address(url: str, local_mode: bool, resolver: Resolver = resolve) -> 
 
 
 def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float, local_mode: bool,
-         resolver: Resolver = resolve) -> Outcome:
-    """POST ``body`` to the hook ``url``; a refused hook, a timeout or a non-2xx is a failed Outcome."""
+         resolver: Resolver = resolve) -> HookResponse:
+    """POST ``body`` to the hook ``url``; a refused hook, a timeout or a non-2xx is a failed HookResponse."""
     started = time.monotonic()
     try:
         host, port, address = vetted_address(url, local_mode, resolver)
     except InvalidRequest as exc:
-        return Outcome(None, exc.detail, None, time.monotonic() - started)
+        return HookResponse(None, exc.detail, None, time.monotonic() - started)
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     t = urllib3.Timeout(connect=timeout, read=timeout)
@@ -78,8 +78,8 @@ def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float, loca
         response = pool.urlopen("POST", target, body=body, headers={**headers, "host": host_header},
                                 redirect=False, preload_content=True, assert_same_host=False)
     except urllib3.exceptions.HTTPError as exc:
-        return Outcome(None, f"{type(exc).__name__}: {exc}"[:500], address, time.monotonic() - started)
+        return HookResponse(None, f"{type(exc).__name__}: {exc}"[:500], address, time.monotonic() - started)
     finally:
         pool.close()
     error = None if 200 <= response.status < 300 else f"HTTP {response.status}"
-    return Outcome(response.status, error, address, time.monotonic() - started)
+    return HookResponse(response.status, error, address, time.monotonic() - started)

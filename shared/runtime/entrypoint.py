@@ -19,7 +19,7 @@ first request and handed to the use case's ``build``; tests ``bind`` their own.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import flask
 import orjson
@@ -134,6 +134,17 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_lett
     return entry
 
 
+def problem(status: int, title: str, detail: str, parameter: str | None = None,
+            headers: Mapping[str, str] | None = None) -> flask.Response:
+    """An RFC 9457 problem answer (``application/problem+json``), naming the parameter at fault."""
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if parameter:
+        body["parameter"] = parameter
+    response = flask.Response(orjson.dumps(body), status, mimetype="application/problem+json")
+    response.headers.update(headers or {})
+    return response
+
+
 def http_function(name: str, build: Callable[[Runtime], Callable[[flask.Request], flask.Response]],
                   make_runtime: Callable[[], Runtime] = Runtime.from_env) -> Callable[[flask.Request], Any]:
     """An HTTP function named ``name`` that answers with the handler ``build(runtime)`` returns.
@@ -149,9 +160,7 @@ def http_function(name: str, build: Callable[[Runtime], Callable[[flask.Request]
         except Exception:
             log.exception("unexpected failure", extra={"labels": {"function": name},
                                                        "path": request.path})
-            body = {"type": "about:blank", "title": "Internal error", "status": 500,
-                    "detail": "the server failed to answer; it is logged"}
-            return flask.Response(orjson.dumps(body), 500, mimetype="application/problem+json")
+            return problem(500, "Internal error", "the server failed to answer; it is logged")
 
     entry.__name__ = entry.__qualname__ = name
     entry.bind = instance.bind  # type: ignore[attr-defined]

@@ -135,7 +135,7 @@ def test_a_bug_is_one_line_too_and_debug_shows_the_traceback(env, monkeypatch):
 
     def broken(*_args, **_kwargs):
         raise ZeroDivisionError("division by zero")
-    monkeypatch.setattr(cli_main.reports, "stats", broken)
+    monkeypatch.setattr(cli_main.queries, "stats", broken)
     monkeypatch.setattr(cli_main, "connect", lambda: type("C", (), {"firestore": lambda self: None})())
     result = CliRunner().invoke(cli, ["stats"], env=_runner_env(env))
     _one_clear_line(result.exit_code, result.stderr, 1, "unexpected ZeroDivisionError: division by zero")

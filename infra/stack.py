@@ -304,7 +304,8 @@ class LocalStack:
 
     def function_env(self, state: StackState) -> dict[str, str]:
         passed = ("DCM_SCHEMAS_DIR", "DCM_LEDGER_TTL_DAYS", "DCM_MAX_EVENT_BYTES", "DCM_DEADLETTER_TTL_DAYS",
-                  "DCM_FEED_SETTLE_SECONDS", "DCM_STREAM_SECONDS")
+                  "DCM_FEED_SETTLE_SECONDS", "DCM_STREAM_SECONDS",
+                  "DCM_HOOK_TIMEOUT_SECONDS", "DCM_CALLBACK_CONCURRENCY")
         env = {k: v for k, v in os.environ.items()
                if k in passed or not k.startswith(("DCM_", "PUBSUB_", "FIRESTORE_"))}
         env.update(self.client_env(state))
@@ -375,7 +376,6 @@ class LocalStack:
                     publisher.create_topic(name=publisher.topic_path(state.project, t.name))
                 except gexc.AlreadyExists:
                     pass
-            dlq_path = publisher.topic_path(state.project, topo.deadletter_topic)
             for s in topo.subscriptions:
                 request = {
                     "name": subscriber.subscription_path(state.project, s.name),
@@ -387,8 +387,9 @@ class LocalStack:
                 }
                 if s.push:
                     request["push_config"] = {"push_endpoint": self.push_endpoint(state, s)}
-                if s.dead_letter:
-                    request["dead_letter_policy"] = {"dead_letter_topic": dlq_path,
+                if s.dead_letter_topic:
+                    request["dead_letter_policy"] = {"dead_letter_topic": publisher.topic_path(state.project,
+                                                                                               s.dead_letter_topic),
                                                      "max_delivery_attempts": emulator_delivery_attempts(s)}
                 if s.filter:
                     request["filter"] = s.filter

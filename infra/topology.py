@@ -40,6 +40,7 @@ class SubscriptionSpec:
     message_retention: int
     filter: str | None = None
     provider: str | None = None
+    dead_letter_topic: str | None = None  # where Pub/Sub dead-letters its failures (None: no policy)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class Topology:
             "DCM_TOPIC_NORMALIZED": self.topic("normalized"),
             "DCM_TOPIC_CHANGED": self.topic("changed"),
             "DCM_TOPIC_DEADLETTER": self.deadletter_topic,
+            "DCM_TOPIC_CALLBACKS": self.topic("callbacks"),
+            "DCM_TOPIC_CALLBACKS_RETRY": self.topic("callbacks_retry"),
             "DCM_INGRESS_TOPIC_TEMPLATE": self.ingress_template,
             "DCM_PROVIDERS": ",".join(self.providers),
             # compact, keys sorted: byte for byte what Terraform's jsonencode() writes
@@ -88,6 +91,8 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         topic_spec = doc["topics"][spec["topic"]]
         instances = providers if "{provider}" in spec["name"] else (None,)
         retry = {**defaults["retry_policy"], **spec.get("retry_policy", {})}
+        dead_letter = bool(spec.get("dead_letter", True))
+        dead_letter_key = spec.get("dead_letter_topic", "deadletter")
         for p in instances:
             subs.append(SubscriptionSpec(
                 name=spec["name"].replace("{provider}", p) if p else spec["name"],
@@ -95,7 +100,8 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
                 topic_key=spec["topic"],
                 push=spec.get("push"),
                 enable_message_ordering=bool(spec.get("enable_message_ordering", False)),
-                dead_letter=bool(spec.get("dead_letter", True)),
+                dead_letter=dead_letter,
+                dead_letter_topic=doc["topics"][dead_letter_key]["name"] if dead_letter else None,
                 ack_deadline_seconds=int(spec.get("ack_deadline_seconds", defaults["ack_deadline_seconds"])),
                 max_delivery_attempts=int(spec.get("max_delivery_attempts", defaults["max_delivery_attempts"])),
                 minimum_backoff=seconds(retry["minimum_backoff"]),

@@ -1,6 +1,7 @@
 """The status API and the dashboard: routes, parameters, answers.
 
-Read only. Every answer is JSON (the OpenAPI document schemas/openapi/status-api-v1.json
+Reads status; registers webhook callbacks (``/v1/callbacks``, ``PUT .../callback``:
+shared/api/callbacks.py). Every answer is JSON (the OpenAPI document schemas/openapi/status-api-v1.json
 says its shape); every refusal an RFC 9457 problem (``application/problem+json``) with
 the parameter at fault. Firestore not answering is a 503 with ``Retry-After``, never
 a 500. The dashboard is the static page in ``static/``, served at ``/``.
@@ -20,13 +21,16 @@ from werkzeug.exceptions import NotFound as NoRoute
 from werkzeug.routing import Map, Rule
 
 from shared.api import queries
+from shared.api.callbacks import Callbacks
 from shared.api.feed import ChangeFeed, FeedFilter, Live, stream
 from shared.api.queries import ResourceFilter, Sort
-from shared.contracts import change_feed, limits
+from shared.contracts import callback, change_feed, limits
+from shared.contracts.callback import Scope
 from shared.contracts.change_feed import Cursor
 from shared.contracts.errors import InvalidRequest, NotFound, Transient
 from shared.contracts.model import ResourceKey
 from shared.contracts.schemas import OPENAPI, schemas_dir
+from shared.contracts.status_changed import parse_label
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.entrypoint import problem
@@ -42,19 +46,24 @@ OPENAPI_FILE = "status-api-v1.json"
 READ_OPTIONS = {"retry": gretry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=5.0), "timeout": 5.0}
 MAX_TEXT = 256
 
-ROUTES = Map([Rule(path, endpoint=endpoint, methods=["GET"]) for path, endpoint in (  # HEAD comes with GET
-    ("/", "dashboard"),
-    ("/assets/<name>", "static"),  # not /static/: the framework's Flask app keeps that path for itself
-    ("/v1/openapi.json", "openapi"),
-    ("/v1/resources", "resources"),
-    ("/v1/resources/<provider>/<rtype>/<path:rid>/history", "history"),
-    ("/v1/resources/<provider>/<rtype>/<path:rid>", "resource"),
-    ("/v1/changes", "changes"),
-    ("/v1/changes/stream", "stream"),
-    ("/v1/summary", "summary"),
-    ("/v1/deadletters", "deadletters"),
-    ("/v1/stats", "stats"),
+ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint, methods in (  # HEAD comes with GET
+    ("/", "dashboard", ["GET"]),
+    ("/assets/<name>", "static", ["GET"]),  # not /static/: the framework's Flask app keeps that path for itself
+    ("/v1/openapi.json", "openapi", ["GET"]),
+    ("/v1/resources", "resources", ["GET"]),
+    ("/v1/resources/<provider>/<rtype>/<path:rid>/history", "history", ["GET"]),
+    ("/v1/resources/<provider>/<rtype>/<path:rid>/callback", "resource_callback", ["GET", "PUT"]),
+    ("/v1/resources/<provider>/<rtype>/<path:rid>", "resource", ["GET"]),
+    ("/v1/changes", "changes", ["GET"]),
+    ("/v1/changes/stream", "stream", ["GET"]),
+    ("/v1/summary", "summary", ["GET"]),
+    ("/v1/deadletters", "deadletters", ["GET"]),
+    ("/v1/stats", "stats", ["GET"]),
+    ("/v1/callbacks", "callbacks", ["GET", "POST"]),
+    ("/v1/callbacks/<cid>", "callback", ["GET", "DELETE"]),
+    ("/v1/callbacks/<cid>/<any(rotate, enable, test):action>", "callback_action", ["POST"]),
 )], strict_slashes=False, merge_slashes=False)
+MAX_BODY_BYTES = 16 * 1024
 
 
 def json_response(body: Any) -> flask.Response:
@@ -109,8 +118,9 @@ class Params:
 
 class Api:
     def __init__(self, db: Any, providers: tuple[str, ...], retention_days: int, settle: float,
-                 stream_seconds: float):
+                 stream_seconds: float, callbacks: Callbacks | None = None):
         self.db = db
+        self.callbacks = callbacks or Callbacks(db, local_mode=False)
         self.providers = providers
         self.feed = ChangeFeed(db, retention_days, settle, options=READ_OPTIONS)
         self.live = Live(db)
@@ -121,15 +131,17 @@ class Api:
     @classmethod
     def build(cls, runtime: Runtime) -> "Api":
         s = runtime.settings
-        return cls(runtime.firestore, s.providers, s.ledger_ttl_days, s.feed_settle_seconds, s.stream_seconds)
+        return cls(runtime.firestore, s.providers, s.ledger_ttl_days, s.feed_settle_seconds, s.stream_seconds,
+                   Callbacks(runtime.firestore, s.local_mode, s.hook_timeout_seconds))
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
             endpoint, values = ROUTES.bind_to_environ(request.environ).match()
         except NoRoute:
             return problem(404, "Not found", f"no such path: {request.path[:200]}; see /v1/openapi.json")
-        except MethodNotAllowed:
-            return problem(405, "Method not allowed", "this API is read only: GET", headers={"Allow": "GET, HEAD"})
+        except MethodNotAllowed as exc:
+            allowed = ", ".join(sorted(exc.valid_methods or ["GET", "HEAD"]))
+            return problem(405, "Method not allowed", f"this path takes {allowed}", headers={"Allow": allowed})
         handler: Callable[..., flask.Response] = getattr(self, f"_{endpoint}")
         try:
             return handler(request, **values)
@@ -164,7 +176,7 @@ class Api:
                                   "pageSize", "pageToken"))
         label = p.text("label")
         where = ResourceFilter(p.text("provider", 64), p.text("type", 64), p.text("status", 64),
-                               ResourceFilter.parse_label(label) if label else None, p.text("q"))
+                               parse_label(label) if label else None, p.text("q"))
         sort = p.choice("sort", (Sort.KEY, Sort.RECENT), Sort.KEY)
         size = p.integer("pageSize", 50, 1, queries.MAX_PAGE_SIZE)
         with_counts = p.boolean("withCounts")
@@ -239,6 +251,83 @@ class Api:
     def _stats(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
         return json_response({**queries.stats(self.db, READ_OPTIONS), "windowDays": self.feed.retention_days})
+
+    # ---- webhook callbacks ----------------------------------------------------------------------
+    def _resource_callback(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
+        key = str(_key(provider, rtype, rid))
+        if request.method == "GET":
+            Params(request.args, ())
+            return json_response({"callback": self.callbacks.of_resource(key)})
+        p = Params(request.args, ("hook", "token", "retrySeconds"))
+        hook = p.text("hook", callback.MAX_HOOK_CHARS)
+        if hook is None:
+            raise InvalidRequest("hook: required (the URL to POST changes to, or none to delete the callback)", "hook")
+        retry = p.integer("retrySeconds", None, 1, callback.MAX_RETRY_SECONDS)
+        done = self.callbacks.put_resource(key, hook, p.text("token", callback.MAX_TOKEN_CHARS), retry)
+        if done is None:
+            return flask.Response(status=204)
+        shown, secret = done
+        return _registered(shown, secret)
+
+    def _callbacks(self, request: flask.Request) -> flask.Response:
+        if request.method == "GET":
+            p = Params(request.args, ("scope",))
+            scope = p.choice("scope", ("any", *(s.value for s in Scope)), "any")
+            return json_response({"callbacks": self.callbacks.list(None if scope == "any" else Scope(scope))})
+        Params(request.args, ())
+        body = _json_body(request, ("hook", "token", "filter", "retrySeconds"))
+        hook = body.get("hook")
+        if not isinstance(hook, str):
+            raise InvalidRequest("hook: required, the URL to POST changes to", "hook")
+        shown, secret = self.callbacks.add(hook, body.get("filter"), body.get("token"), body.get("retrySeconds"))
+        return _registered(shown, secret)
+
+    def _callback(self, request: flask.Request, cid: str) -> flask.Response:
+        Params(request.args, ())
+        if request.method == "DELETE":
+            self.callbacks.remove(cid)
+            return flask.Response(status=204)
+        return json_response({"callback": self.callbacks.show(cid)})
+
+    def _callback_action(self, request: flask.Request, cid: str, action: str) -> flask.Response:
+        if action == "rotate":
+            p = Params(request.args, ("graceSeconds",))
+            grace = p.integer("graceSeconds", callback.DEFAULT_ROTATION_GRACE_SECONDS, 0, callback.MAX_RETRY_SECONDS)
+            shown, secret = self.callbacks.rotate(cid, grace)
+            return json_response({"callback": shown, "secret": secret})
+        Params(request.args, ())
+        if action == "enable":
+            return json_response({"callback": self.callbacks.enable(cid)})
+        return json_response(self.callbacks.test(cid))
+
+
+def _registered(shown: dict[str, Any], secret: str | None) -> flask.Response:
+    """201 with the secret (shown this once) for a new callback; 200 for an updated one."""
+    if secret is None:
+        return json_response({"callback": shown})
+    response = json_response({"callback": shown, "secret": secret})
+    response.status_code = 201
+    response.headers["Location"] = f"/v1/callbacks/{shown['id']}"
+    return response
+
+
+def _json_body(request: flask.Request, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """A request's JSON object body, checked: JSON, an object, known fields only, not too big."""
+    if request.mimetype != "application/json":
+        raise InvalidRequest("the body must be JSON (Content-Type: application/json)", "body")
+    if (request.content_length or 0) > MAX_BODY_BYTES:  # refused before it is read
+        raise InvalidRequest(f"the body is over {MAX_BODY_BYTES} bytes", "body")
+    raw = request.get_data()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"the body is not JSON: {exc}", "body") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object", "body")
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise InvalidRequest(f"unknown field {unknown[0][:64]!r}; the body takes: {', '.join(allowed)}", unknown[0][:64])
+    return body
 
 
 def unrouted(exc: Exception) -> flask.Response:

@@ -27,7 +27,6 @@ from shared.contracts.state import (
     EntryState,
     Outcome,
 )
-from shared.contracts.status_changed import LABEL_KEYS
 from shared.runtime import firestore as fs
 
 UNKNOWN = "UNKNOWN"
@@ -107,14 +106,6 @@ class ResourceFilter:
             query = (query.where(filter=FieldFilter("resourceId", ">=", self.search))
                      .where(filter=FieldFilter("resourceId", "<", self.search + SEARCH_END)))
         return query
-
-    @staticmethod
-    def parse_label(text: str) -> tuple[str, str]:
-        name, sep, value = text.partition(":")
-        if not sep or not value or name not in LABEL_KEYS:
-            raise InvalidRequest(f"label: expected LABEL:VALUE with LABEL one of {', '.join(LABEL_KEYS)}, "
-                                 f"got {text!r}", "label")
-        return name, value
 
 
 def list_resources(db: firestore.Client, provider: str | None = None, resource_type: str | None = None,

@@ -2,10 +2,16 @@
 signed, and which hooks may be called at all. No I/O: resolving a hook's host is the
 caller's (shared/runtime), this module only judges the addresses it resolved to.
 
-Body, as the tracker sends it, plus the change event's id and the resource's key and
-change time so that a receiver can order what it gets::
+Body, as the tracker sends it, plus the change event's id, the resource's key, the change's
+commit time and its change-feed cursor, so that a receiver can order what it gets (retries
+can deliver an older change after a newer one: order by ``committedAt``, then ``cursor``)
+and catch up from ``GET /v1/changes?after=CURSOR``::
 
-    {"id", "token", "key", "committedAt", "changes": [{"attribute", "old", "new"}], "resource"}
+    {"id", "token", "key", "cursor", "committedAt", "changes": [{"attribute", "old", "new"}], "resource"}
+
+A registration (``Callback``) is one resource's (the tracker's ``PUT .../callback``) or a
+filter's; its signing secret is shown once, at creation, and a rotation keeps the previous
+one signing for a grace period.
 
 Headers per the Standard Webhooks specification (``webhook-id``, ``webhook-timestamp``,
 ``webhook-signature``: HMAC-SHA256 over ``id.timestamp.body``), made by the
@@ -15,22 +21,31 @@ Headers per the Standard Webhooks specification (``webhook-id``, ``webhook-times
 from __future__ import annotations
 
 import base64
+import enum
+import hashlib
 import ipaddress
 import secrets
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 import orjson
 from standardwebhooks.webhooks import Webhook
 
+from shared.contracts import timeutil
 from shared.contracts.errors import InvalidRequest
+from shared.contracts.status_changed import labels_of, parse_label
 
 SECRET_PREFIX = "whsec_"
 MAX_HOOK_CHARS = 2048
 MAX_TOKEN_CHARS = 256
 # Names that reach a cloud's metadata server whatever they resolve to.
 METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata.google.internal.", "metadata", "metadata."})
+NONE = "none"  # hook=none deletes a resource's callback (the tracker's special token)
+DEFAULT_RETRY_SECONDS = 3 * 24 * 3600  # give up after 3 days (the tracker's "a while")
+MAX_RETRY_SECONDS = 7 * 24 * 3600  # no longer than the callback topics keep a message
+DEFAULT_ROTATION_GRACE_SECONDS = 24 * 3600  # the old secret still signs this long after a rotation
 
 
 def new_secret() -> str:
@@ -99,20 +114,178 @@ def check_addresses(host: str, addresses: Iterable[str], local_mode: bool) -> No
 
 
 def body(change: Mapping[str, Any], token: str | None) -> bytes:
-    """What a receiver is sent for one change (``change``: an item of the change feed)."""
-    return orjson.dumps({"id": change["id"], "token": token, "key": change["key"],
+    """What a receiver is sent for one change (``change``: an item of the change feed): with its feed
+    cursor, so that a receiver that missed some can catch up from GET /v1/changes?after=CURSOR."""
+    return orjson.dumps({"id": change["id"], "token": token, "key": change["key"], "cursor": change["cursor"],
                          "committedAt": change["committedAt"], "changes": change["changes"],
                          "resource": change["resource"]})
 
 
-def signed_headers(secret: str, delivery_id: str, at: datetime, payload: bytes) -> dict[str, str]:
-    """The Standard Webhooks headers of one delivery (``at``: when it is sent)."""
-    signature = Webhook(secret).sign(delivery_id, at, payload.decode())
+def signed_headers(secrets_in_force: Iterable[str], delivery_id: str, at: datetime,
+                   payload: bytes) -> dict[str, str]:
+    """The Standard Webhooks headers of one delivery (``at``: when it is sent). Every secret in force
+    signs, space-separated: during a rotation the old and the new one both do, and a receiver holding
+    either verifies (as the specification provides)."""
+    signature = " ".join(Webhook(s).sign(delivery_id, at, payload.decode()) for s in secrets_in_force)
     return {"webhook-id": delivery_id, "webhook-timestamp": str(int(at.timestamp())),
             "webhook-signature": signature, "content-type": "application/json"}
 
 
-def signatures(secrets_in_force: Iterable[str], delivery_id: str, at: datetime, payload: bytes) -> str:
-    """Every signature of one delivery, space-separated: during a rotation the old and the new
-    secret both sign, and a receiver holding either verifies (as the specification provides)."""
-    return " ".join(Webhook(s).sign(delivery_id, at, payload.decode()) for s in secrets_in_force)
+# ---- the registration ---------------------------------------------------------------------
+class Scope(enum.StrEnum):
+    RESOURCE = "resource"  # one resource's changes (the tracker's PUT .../callback)
+    FILTER = "filter"  # every change a filter matches (provider, type, new status, label)
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which changes a filter callback is sent; an empty filter matches every change."""
+
+    provider: str | None = None
+    resource_type: str | None = None
+    status: str | None = None  # the new status
+    label: tuple[str, str] | None = None  # (tenant|region|environment, value) of the resource
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any] | None) -> "Filter":
+        """From a request's or a stored ``filter`` object; InvalidRequest on anything else."""
+        doc = doc or {}
+        if not isinstance(doc, Mapping):
+            raise InvalidRequest("filter: expected an object of provider, type, status, label", "filter")
+        unknown = sorted(set(doc) - {"provider", "type", "status", "label"})
+        if unknown:
+            raise InvalidRequest(f"filter: unknown field {unknown[0]!r}; a filter has provider, type, status, "
+                                 "label", "filter")
+        values = {}
+        for name in ("provider", "type", "status", "label"):
+            value = doc.get(name)
+            if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 256):
+                raise InvalidRequest(f"filter.{name}: expected 1 to 256 characters", "filter")
+            values[name] = value
+        label = parse_label(values["label"], "filter.label") if values["label"] else None
+        return cls(values["provider"], values["type"], values["status"], label)
+
+    def to_doc(self) -> dict[str, str]:
+        doc = {"provider": self.provider, "type": self.resource_type, "status": self.status,
+               "label": f"{self.label[0]}:{self.label[1]}" if self.label else None}
+        return {k: v for k, v in doc.items() if v is not None}
+
+    def matches(self, change: Mapping[str, Any]) -> bool:
+        """Whether a change (an item of the change feed) is one this filter asks for."""
+        if self.provider and change.get("provider") != self.provider:
+            return False
+        if self.resource_type and change.get("resourceType") != self.resource_type:
+            return False
+        if self.status and change.get("newStatus") != self.status:
+            return False
+        if self.label:
+            resource = change.get("resource")
+            return labels_of(resource if isinstance(resource, Mapping) else {}).get(self.label[0]) == self.label[1]
+        return True
+
+
+@dataclass(frozen=True)
+class SigningSecret:
+    value: str
+    expires_at: str | None = None  # set when a rotation replaced it: it signs until then
+
+    def in_force(self, now: datetime) -> bool:
+        return self.expires_at is None or timeutil.parse(self.expires_at) > now
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A registered callback: where to POST, what for, and how it is signed (stored as
+    ``callbacks/{id}``, its delivery stats beside it under ``stats``)."""
+
+    id: str
+    hook: str
+    scope: Scope
+    created_at: str
+    secrets: tuple[SigningSecret, ...]
+    token: str | None = None
+    key: str | None = None  # the resource, for a RESOURCE callback
+    filter: Filter = field(default_factory=Filter)
+    retry_seconds: int = DEFAULT_RETRY_SECONDS
+    disabled: str | None = None  # why it is not called any more (a 410 from the receiver), or None
+
+    def matches(self, change: Mapping[str, Any]) -> bool:
+        if self.scope is Scope.RESOURCE:
+            return change.get("key") == self.key
+        return self.filter.matches(change)
+
+    def signing_secrets(self, now: datetime) -> list[str]:
+        """The secrets that sign a delivery at ``now``: the current one, and during a rotation's grace
+        the previous one too."""
+        return [s.value for s in self.secrets if s.in_force(now)]
+
+    def rotated(self, now: datetime, grace_seconds: int) -> tuple["Callback", str]:
+        """This callback with a new secret (returned, to be shown once); the current one signs on
+        for ``grace_seconds``, older ones are dropped."""
+        new = new_secret()
+        until = timeutil.format(now + timedelta(seconds=grace_seconds))
+        kept = tuple(SigningSecret(s.value, until) for s in self.secrets if s.expires_at is None and grace_seconds > 0)
+        return replace(self, secrets=(SigningSecret(new), *kept)), new
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"hook": self.hook, "scope": self.scope.value, "createdAt": self.created_at, "token": self.token,
+                "key": self.key, "filter": self.filter.to_doc(), "retrySeconds": self.retry_seconds,
+                "disabled": self.disabled,
+                "secrets": [{"value": s.value, "expiresAt": s.expires_at} for s in self.secrets]}
+
+    @classmethod
+    def from_doc(cls, callback_id: str, doc: Mapping[str, Any]) -> "Callback":
+        return cls(id=callback_id, hook=doc["hook"], scope=Scope(doc["scope"]), created_at=doc["createdAt"],
+                   secrets=tuple(SigningSecret(s["value"], s.get("expiresAt")) for s in doc.get("secrets", ())),
+                   token=doc.get("token"), key=doc.get("key"), filter=Filter.of(doc.get("filter")),
+                   retry_seconds=int(doc.get("retrySeconds", DEFAULT_RETRY_SECONDS)), disabled=doc.get("disabled"))
+
+
+def public(callback_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored callback as the API and the CLI show it: never its secrets (shown once, at creation);
+    when a rotation's grace is running, until when the previous secret signs."""
+    cb = Callback.from_doc(callback_id, doc)
+    previous = [s.expires_at for s in cb.secrets if s.expires_at]
+    return {"id": cb.id, "hook": cb.hook, "scope": cb.scope.value, "key": cb.key,
+            "filter": cb.filter.to_doc() if cb.scope is Scope.FILTER else None, "token": cb.token,
+            "retrySeconds": cb.retry_seconds, "createdAt": cb.created_at, "disabled": cb.disabled,
+            "previousSecretValidUntil": max(previous) if previous else None,
+            "stats": {**EMPTY_STATS, **(doc.get("stats") or {})}}
+
+
+EMPTY_STATS: Mapping[str, Any] = {"delivered": 0, "failedAttempts": 0, "exhausted": 0, "consecutiveFailures": 0,
+                                  "lastSuccessAt": None, "lastFailureAt": None, "lastStatus": None,
+                                  "lastError": None}
+
+
+def resource_callback_id(key: str) -> str:
+    """A resource has one callback (a new PUT overwrites it): its id derives from the key."""
+    return "r" + hashlib.sha256(key.encode()).hexdigest()[:23]
+
+
+def new_callback_id() -> str:
+    return "f" + secrets.token_hex(12)
+
+
+def check_token(token: Any) -> str | None:
+    if token is None or token == "":
+        return None
+    if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
+        raise InvalidRequest(f"token: expected text of at most {MAX_TOKEN_CHARS} characters", "token")
+    return token
+
+
+def check_retry_seconds(value: Any) -> int:
+    if value is None:
+        return DEFAULT_RETRY_SECONDS
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RETRY_SECONDS:
+        raise InvalidRequest(f"retrySeconds: expected an integer from 1 to {MAX_RETRY_SECONDS} (7 days)",
+                             "retrySeconds")
+    return value
+
+
+def ping(callback_id: str, token: str | None, at: datetime) -> tuple[str, bytes]:
+    """The id and body of a test delivery (``callbacks test``): the callback's shape, no change."""
+    ping_id = f"test-{callback_id}-{int(at.timestamp())}"
+    return ping_id, orjson.dumps({"id": ping_id, "test": True, "token": token, "key": None, "cursor": None,
+                                  "committedAt": timeutil.format(at), "changes": [], "resource": None})

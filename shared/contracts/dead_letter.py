@@ -28,6 +28,7 @@ ORIGINAL_PUBLISH_TIME = "dcm-original-publish-time"
 REJECTED_BY = "dcm-rejected-by"
 REJECTED_AT = "dcm-rejected-at"
 REPLAY_OF = "dcm-replay-of"  # set by replay, kept through every later rejection
+REPLAYED_AT = "dcm-replayed-at"  # when replay sent it back (a callback's retry period starts again there)
 ATTRIBUTES_DROPPED = "dcm-attributes-dropped"  # originals left out to stay within Pub/Sub's 100 attributes
 
 # Pub/Sub's own dead-letter attributes
@@ -40,7 +41,7 @@ PS_PUBLISH_TIME = "CloudPubSubDeadLetterSourceTopicPublishTime"
 def original_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
     """The attributes as the provider sent them (our annotations and Pub/Sub's removed)."""
     return {k: v for k, v in attributes.items()
-            if (not k.startswith(PREFIX) or k == REPLAY_OF) and not k.startswith("CloudPubSubDeadLetter")}
+            if (not k.startswith(PREFIX) or k in (REPLAY_OF, REPLAYED_AT)) and not k.startswith("CloudPubSubDeadLetter")}
 
 
 def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str,

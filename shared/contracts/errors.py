@@ -30,6 +30,7 @@ class Reason(str, enum.Enum):
     MALFORMED_INTERNAL = "malformed_internal"  # a message between our own functions breaks its contract
     UNCLASSIFIED = "unclassified"  # a dead letter that says nothing of why it failed
     UNSTORABLE = "unstorable"  # Firestore refused the write: a limit no check caught before
+    CALLBACK_EXHAUSTED = "callback_exhausted"  # a callback's receiver failed for its whole retry period
 
 
 class DcmError(Exception):

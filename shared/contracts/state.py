@@ -10,6 +10,9 @@ change feed is read by. No I/O.
   (shared/contracts/change_feed.py), kept as long as the ledger (its TTL).
 - ``duplicates/{ingressTopic~messageId}``: distinct duplicate publications.
 - ``deadletters/{entryId}``: what could not be processed (shared/deadletter/store.py).
+- ``callbacks/{callbackId}``: a registered webhook callback and its delivery stats
+  (shared/contracts/callback.py); ``deliveries/{deliveryId}``: a delivery that
+  succeeded, so that a redelivered one is not sent twice (``expireAt``: its TTL).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ HISTORY = "history"
 LEDGER = "events"
 DUPLICATES = "duplicates"
 DEADLETTERS = "deadletters"
+CALLBACKS = "callbacks"
+DELIVERIES = "deliveries"
 
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"

@@ -25,7 +25,7 @@ from cloudevents.http import CloudEvent
 
 from shared.contracts import timeutil
 from shared.contracts.diff import changes
-from shared.contracts.errors import Reason, Rejected
+from shared.contracts.errors import InvalidRequest, Reason, Rejected
 from shared.contracts.model import PubSubMessage, ResourceKey
 from shared.contracts.schemas import registry
 from shared.contracts.status_update import StatusUpdate
@@ -138,6 +138,15 @@ def labels_of(resource: Mapping[str, Any]) -> dict[str, str]:
     if not isinstance(metadata, Mapping):
         return {}
     return {k: str(metadata[k]) for k in LABEL_KEYS if metadata.get(k) not in (None, "")}
+
+
+def parse_label(text: str, parameter: str = "label") -> tuple[str, str]:
+    """``tenant:acme`` -> ("tenant", "acme"), or InvalidRequest naming the labels there are."""
+    name, sep, value = text.partition(":")
+    if not sep or not value or name not in LABEL_KEYS:
+        raise InvalidRequest(f"{parameter}: expected LABEL:VALUE with LABEL one of {', '.join(LABEL_KEYS)}, "
+                             f"got {text[:100]!r}", parameter)
+    return name, value
 
 
 def old_labels_of(labels: Mapping[str, str], changes: Any) -> dict[str, str]:

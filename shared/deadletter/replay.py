@@ -85,6 +85,7 @@ class Replayer:
         attributes = dl.original_attributes(stored_attributes(entry))
         attributes[dl.REPLAY_OF] = entry_id
         attributes[REPLAY_ATTEMPT] = str(attempt)
+        attributes[dl.REPLAYED_AT] = timeutil.now_str()
         message_id = publish(self.publisher, topic, entry["data"], attributes)
         self.store.ref(entry_id).update({"replays": firestore.ArrayUnion([{
             "at": timeutil.now_str(), "attempt": attempt, "messageId": message_id, "topic": topic}])})

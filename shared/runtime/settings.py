@@ -51,6 +51,10 @@ class Settings:
     providers: tuple[str, ...] = ()  # the providers of the topology (the api counts resources per provider)
     feed_settle_seconds: float = 2.0  # the change feed serves a change this long after its commit
     stream_seconds: float = 300.0  # a live stream ends after this long; EventSource reconnects at once
+    topic_callbacks: str = "dcm-status-callbacks"
+    topic_callbacks_retry: str = "dcm-status-callbacks-retry"
+    hook_timeout_seconds: float = 10.0  # a receiver that has not answered by then has failed this attempt
+    callback_concurrency: int = 1  # calls at once to one receiver from one instance, in the first lane
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -99,4 +103,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         providers=tuple(p for p in env.get("DCM_PROVIDERS", "").split(",") if p),
         feed_settle_seconds=float(env.get("DCM_FEED_SETTLE_SECONDS", "2")),
         stream_seconds=float(env.get("DCM_STREAM_SECONDS", "300")),
+        topic_callbacks=env.get("DCM_TOPIC_CALLBACKS", "dcm-status-callbacks"),
+        topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
+        hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
+        callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "1")),
     )

@@ -40,7 +40,9 @@ def test_replay_sends_the_original_bytes_and_attributes_to_its_topic(store, repl
     assert result.outcome == "published" and result.topic == f"projects/dcm-test/topics/{TOPIC}"
     [sent] = publisher.messages
     assert sent.data == b'{"broken": true}'
-    assert sent.attributes == {"x-trace": "t1", dl.REPLAY_OF: entry_id, REPLAY_ATTEMPT: "1"}  # no stale dcm-* reasons
+    replayed_at = sent.attributes[dl.REPLAYED_AT]  # a callback's retry period starts again there
+    assert sent.attributes == {"x-trace": "t1", dl.REPLAY_OF: entry_id, REPLAY_ATTEMPT: "1",
+                               dl.REPLAYED_AT: replayed_at}  # no stale dcm-* reasons
     entry = store.get(entry_id)
     assert entry["attempts"] == 1 and entry["state"] == "replayed" and entry["replays"][0]["messageId"]
 

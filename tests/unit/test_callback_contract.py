@@ -10,8 +10,10 @@ from shared.contracts import callback, timeutil
 from shared.contracts.errors import InvalidRequest
 
 CHANGE = {"id": "c1", "cursor": "x", "committedAt": "2026-03-01T10:00:00.000000Z", "key": "aws/vm/i-1",
+          "provider": "aws", "resourceType": "vm", "newStatus": "RUNNING",
           "changes": [{"attribute": "/status", "old": "PENDING", "new": "RUNNING"}],
-          "resource": {"key": "aws/vm/i-1", "status": "RUNNING"}}
+          "resource": {"key": "aws/vm/i-1", "status": "RUNNING", "metadata": {"tenant": "acme"}}}
+AT = timeutil.parse("2026-03-01T10:00:00Z")
 
 
 @pytest.mark.parametrize("address, why", [
@@ -65,14 +67,15 @@ def test_a_hook_names_its_host_and_port():
 def test_the_body_is_the_trackers_shape_with_id_key_and_time():
     import orjson
     sent = orjson.loads(callback.body(CHANGE, "ABCDEFG42"))
-    assert sent == {"id": "c1", "token": "ABCDEFG42", "key": "aws/vm/i-1", "committedAt": CHANGE["committedAt"],
-                    "changes": CHANGE["changes"], "resource": CHANGE["resource"]}
+    assert sent == {"id": "c1", "token": "ABCDEFG42", "key": "aws/vm/i-1", "cursor": "x",
+                    "committedAt": CHANGE["committedAt"], "changes": CHANGE["changes"],
+                    "resource": CHANGE["resource"]}
 
 
 def test_a_standard_webhooks_receiver_verifies_the_signature():
     secret = callback.new_secret()
     payload = callback.body(CHANGE, None)
-    headers = callback.signed_headers(secret, "c1~cb1", timeutil.now(), payload)
+    headers = callback.signed_headers([secret], "c1~cb1", timeutil.now(), payload)
     assert Webhook(secret).verify(payload, headers)["id"] == "c1"
     with pytest.raises(Exception):
         Webhook(callback.new_secret()).verify(payload, headers)
@@ -81,7 +84,69 @@ def test_a_standard_webhooks_receiver_verifies_the_signature():
 def test_during_a_rotation_a_receiver_with_either_secret_verifies():
     old, new = callback.new_secret(), callback.new_secret()
     payload, at = callback.body(CHANGE, None), timeutil.now()
-    headers = {**callback.signed_headers(new, "d1", at, payload),
-               "webhook-signature": callback.signatures([new, old], "d1", at, payload)}
+    headers = callback.signed_headers([new, old], "d1", at, payload)
     for secret in (old, new):
         Webhook(secret).verify(payload, headers)
+
+
+def registered(scope=callback.Scope.FILTER, **kw) -> callback.Callback:
+    return callback.Callback(id="f1", hook="https://hooks.example.com/cb", scope=scope, created_at="2026-03-01T00:00:00Z",
+                             secrets=(callback.SigningSecret(callback.new_secret()),), **kw)
+
+
+@pytest.mark.parametrize("where, matched", [
+    ({}, True), ({"provider": "aws"}, True), ({"provider": "azure"}, False), ({"type": "vm"}, True),
+    ({"type": "disk"}, False), ({"status": "RUNNING"}, True), ({"status": "STOPPED"}, False),
+    ({"label": "tenant:acme"}, True), ({"label": "tenant:other"}, False), ({"label": "region:eu"}, False),
+    ({"provider": "aws", "status": "STOPPED"}, False),
+])
+def test_a_filter_callback_is_sent_the_changes_its_filter_matches(where, matched):
+    assert registered(filter=callback.Filter.of(where)).matches(CHANGE) is matched
+
+
+def test_a_resource_callback_is_sent_its_resources_changes_only():
+    assert registered(callback.Scope.RESOURCE, key="aws/vm/i-1").matches(CHANGE)
+    assert not registered(callback.Scope.RESOURCE, key="aws/vm/i-2").matches(CHANGE)
+
+
+@pytest.mark.parametrize("where, problem", [
+    ({"colour": "red"}, "unknown field 'colour'"), ({"label": "owner:me"}, "LABEL one of"),
+    ({"status": ""}, "1 to 256"), ({"provider": 7}, "1 to 256"), ("aws", "expected an object"),
+])
+def test_a_filter_that_cannot_be_read_is_refused(where, problem):
+    with pytest.raises(InvalidRequest, match=problem):
+        callback.Filter.of(where)
+
+
+def test_a_callback_survives_its_stored_form_and_never_shows_its_secrets():
+    cb = registered(filter=callback.Filter.of({"provider": "aws", "label": "tenant:acme"}), token="t",
+                    retry_seconds=60)
+    assert callback.Callback.from_doc("f1", cb.to_doc()) == cb
+    shown = callback.public("f1", {**cb.to_doc(), "stats": {"delivered": 3}})
+    assert cb.secrets[0].value not in str(shown) and "secrets" not in shown
+    assert shown["stats"]["delivered"] == 3 and shown["stats"]["consecutiveFailures"] == 0
+    assert shown["filter"] == {"provider": "aws", "label": "tenant:acme"}
+
+
+def test_a_rotation_keeps_the_old_secret_signing_for_its_grace_only():
+    cb = registered()
+    old = cb.secrets[0].value
+    rotated, new = cb.rotated(AT, grace_seconds=3600)
+    assert rotated.signing_secrets(AT) == [new, old]
+    assert rotated.signing_secrets(timeutil.parse("2026-03-01T11:00:01Z")) == [new]
+    again, newest = rotated.rotated(AT, grace_seconds=3600)
+    assert again.signing_secrets(AT) == [newest, new]  # only the current secret gets a grace
+    immediate, only = cb.rotated(AT, grace_seconds=0)
+    assert immediate.signing_secrets(AT) == [only]
+
+
+def test_a_resource_has_one_callback_id_and_bad_settings_are_refused():
+    assert callback.resource_callback_id("aws/vm/i-1") == callback.resource_callback_id("aws/vm/i-1")
+    assert callback.resource_callback_id("aws/vm/i-1") != callback.resource_callback_id("aws/vm/i-2")
+    with pytest.raises(InvalidRequest, match="retrySeconds"):
+        callback.check_retry_seconds(0)
+    with pytest.raises(InvalidRequest, match="retrySeconds"):
+        callback.check_retry_seconds(True)
+    assert callback.check_retry_seconds(None) == callback.DEFAULT_RETRY_SECONDS
+    with pytest.raises(InvalidRequest, match="token"):
+        callback.check_token("x" * 300)

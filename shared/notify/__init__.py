@@ -1,0 +1,1 @@
+"""Webhook callbacks: fan changes out to the registered callbacks, deliver them signed, retry, give up."""

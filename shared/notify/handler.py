@@ -1,0 +1,183 @@
+"""The notify use case: webhook callbacks (the Deltacloud tracker's design) on top of the change
+events.
+
+Three topics reach it (the push path says which):
+
+- ``dcm-status-changed``: fan out. The change's ledger entry makes the change-feed item a
+  receiver is sent (the same object ``GET /v1/changes`` serves, cursor included); one delivery
+  per matching callback is published to ``dcm-status-callbacks``. Late changes (refused as
+  stale: the resource did not change) are not sent; the feed has them.
+- ``dcm-status-callbacks``, the first lane: one attempt, then ack whatever happens. A receiver
+  that fails, is already failing (consecutive failures), or is busy (this instance is calling it
+  already) hands the delivery to the retry lane instead, so it never holds up the others.
+- ``dcm-status-callbacks-retry``, the retry lane: an attempt, and on failure a raise, so that
+  Pub/Sub's retry policy schedules the next one (infra/topology.yaml).
+
+Any 2xx delivers (recorded, so a redelivered message is not sent again). 410 Gone disables the
+callback. A failure once the callback's retry period is over (3 days by default, from the first
+attempt or from a replay) is ``Rejected(callback_exhausted)``: the entry point dead-letters it,
+with the callback, the hook and the last status and error, and ``dcm-status dlq replay`` sends
+it again. Every attempt updates the callback's stats.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from datetime import datetime
+from typing import Any, Callable
+
+from shared.contracts import callback, status_changed, timeutil
+from shared.contracts import delivery as delivery_contract
+from shared.contracts.callback import Callback
+from shared.contracts.delivery import Delivery
+from shared.contracts.errors import Reason, Rejected, Transient
+from shared.contracts.model import PubSubMessage
+from shared.notify.store import CallbackStore
+from shared.runtime import egress
+from shared.runtime.clients import Runtime
+from shared.runtime.logs import get_logger
+from shared.runtime.publishing import publish
+from shared.runtime.settings import Settings
+
+log = get_logger("notify")
+Post = Callable[..., egress.HookResponse]
+
+
+class Lane(enum.StrEnum):
+    FIRST = "first"
+    RETRY = "retry"
+
+
+class Result(enum.StrEnum):
+    """What became of one delivery message."""
+
+    DELIVERED = "delivered"
+    HANDED_OFF = "handed_off"  # to the retry lane
+    DISABLED = "disabled"  # the receiver answered 410: the callback is disabled
+    ALREADY_DELIVERED = "already_delivered"  # a redelivery of one that succeeded
+    DROPPED = "dropped"  # the callback was removed or disabled before this delivery
+
+
+class Calls:
+    """How many calls this instance has under way to each callback (the first lane's busy check)."""
+
+    def __init__(self, limit: int):
+        self.limit = max(1, limit)
+        self._lock = threading.Lock()
+        self._open: dict[str, int] = {}
+
+    def admit(self, callback_id: str) -> bool:
+        with self._lock:
+            if self._open.get(callback_id, 0) >= self.limit:
+                return False
+            self._open[callback_id] = self._open.get(callback_id, 0) + 1
+            return True
+
+    def done(self, callback_id: str) -> None:
+        with self._lock:
+            left = self._open.get(callback_id, 1) - 1
+            if left:
+                self._open[callback_id] = left
+            else:
+                self._open.pop(callback_id, None)
+
+
+class Notify:
+    def __init__(self, store: CallbackStore, publisher: Any, settings: Settings, post: Post = egress.post,
+                 clock: Callable[[], datetime] = timeutil.now):
+        self.store = store
+        self.publisher = publisher
+        self.settings = settings
+        self.post = post
+        self.clock = clock
+        self.calls = Calls(settings.callback_concurrency)
+
+    @classmethod
+    def build(cls, runtime: Runtime) -> "Notify":
+        return cls(CallbackStore(runtime.firestore, runtime.settings.ledger_ttl_days), runtime.publisher,
+                   runtime.settings)
+
+    def __call__(self, message: PubSubMessage) -> Any:
+        s = self.settings
+        if message.topic == s.topic_changed:
+            return self.fan_out(message)
+        if message.topic == s.topic_callbacks:
+            return self.deliver(message, Lane.FIRST)
+        if message.topic == s.topic_callbacks_retry:
+            return self.deliver(message, Lane.RETRY)
+        raise Rejected(Reason.MALFORMED_INTERNAL, f"notify reads no topic {message.topic!r}",
+                       {"topic": message.topic})
+
+    # ---- fan out ------------------------------------------------------------------------------
+    def fan_out(self, message: PubSubMessage) -> list[str]:
+        """One delivery per callback that asks for this change; their ids."""
+        change = status_changed.decode(message)
+        if change.late:
+            return []
+        item = self.store.change_item(change.event_id)
+        if item is None:  # the outbox publishes after the commit: not readable yet, or the ledger expired
+            raise Transient(f"the ledger entry of change {change.event_id} holds no change (yet)")
+        first = timeutil.format(self.clock())
+        sent = []
+        for cb in self.store.matching(item):
+            data, attributes = Delivery(cb.id, item, first).encode()
+            publish(self.publisher, self.settings.topic_path(self.settings.topic_callbacks), data, attributes)
+            sent.append(attributes["deliveryId"])
+        if sent:
+            log.info("change fanned out", extra={"key": item["key"], "eventId": change.event_id,
+                                                 "deliveries": len(sent)})
+        return sent
+
+    # ---- deliver ------------------------------------------------------------------------------
+    def deliver(self, message: PubSubMessage, lane: Lane) -> Result:
+        d = delivery_contract.decode(message)
+        found = self.store.get(d.callback_id)
+        if found is None or found[0].disabled:
+            log.warning("delivery dropped: its callback was removed or disabled", extra={
+                "labels": {"callback": d.callback_id}, "deliveryId": d.id, "key": d.change["key"]})
+            return Result.DROPPED
+        cb, stats = found
+        if self.store.delivered(d.id):
+            return Result.ALREADY_DELIVERED
+        if lane is Lane.FIRST and (stats.get("consecutiveFailures") or not self.calls.admit(cb.id)):
+            return self._hand_off(message)
+        try:
+            response = self.call(cb, d)
+        finally:
+            if lane is Lane.FIRST:
+                self.calls.done(cb.id)
+        self.store.record(cb.id, d.id, response, self.clock())
+        labels = {"callback": cb.id, "lane": lane.value, "status": str(response.status)}
+        if response.ok:
+            log.info("callback delivered", extra={"labels": labels, "deliveryId": d.id,
+                                                  "seconds": round(response.seconds, 3)})
+            return Result.DELIVERED
+        if response.gone:
+            self.store.disable(cb.id, f"the receiver answered 410 Gone at {timeutil.now_str()}")
+            log.warning("callback disabled: the receiver answered 410 Gone", extra={"labels": labels})
+            return Result.DISABLED
+        started = d.period_started(message.attributes)
+        if (self.clock() - started).total_seconds() >= cb.retry_seconds:
+            self.store.exhausted(cb.id)
+            raise Rejected(Reason.CALLBACK_EXHAUSTED,
+                           f"callback {cb.id}: {cb.hook} failed for {cb.retry_seconds} s since "
+                           f"{timeutil.format(started)}; last: {response.error}",
+                           {"callback": cb.id, "hook": cb.hook, "lastStatus": response.status,
+                            "lastError": response.error, "since": timeutil.format(started),
+                            "deliveryId": d.id}, key=d.change["key"])
+        if lane is Lane.FIRST:
+            return self._hand_off(message)
+        raise Transient(f"callback {cb.id}: {response.error}; Pub/Sub retries it on its back-off")
+
+    def call(self, cb: Callback, d: Delivery) -> egress.HookResponse:
+        """One signed POST of a delivery to its hook."""
+        now = self.clock()
+        payload = callback.body(d.change, cb.token)
+        headers = callback.signed_headers(cb.signing_secrets(now), d.id, now, payload)
+        return self.post(cb.hook, payload, headers, self.settings.hook_timeout_seconds, self.settings.local_mode)
+
+    def _hand_off(self, message: PubSubMessage) -> Result:
+        publish(self.publisher, self.settings.topic_path(self.settings.topic_callbacks_retry), message.data,
+                message.attributes)
+        return Result.HANDED_OFF

@@ -1,0 +1,101 @@
+"""What notify reads and writes in Firestore.
+
+- reads ``events/{changeId}`` (the ledger entry that carries the change: its commit time makes
+  the change-feed item a receiver is sent, cursor included);
+- reads ``callbacks``: a resource's callback by its key, the filter callbacks all (few: each is
+  matched in memory);
+- writes each attempt's outcome into the callback's ``stats`` (field updates, no transaction:
+  many deliveries of one callback update it at once), and ``deliveries/{deliveryId}`` once a
+  delivery succeeded, so that a redelivered one is not sent again (TTL: ``expireAt``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.contracts import change_feed, timeutil
+from shared.contracts.callback import Callback, Scope
+from shared.contracts.state import CALLBACKS, CHANGE, COMMITTED_AT, DELIVERIES, LEDGER
+from shared.runtime import firestore as fs
+from shared.runtime.egress import HookResponse
+
+
+class CallbackStore:
+    def __init__(self, db: firestore.Client, delivered_ttl_days: int = 7):
+        self.db = db
+        self.ttl = timedelta(days=delivered_ttl_days)
+
+    def change_item(self, change_id: str) -> dict[str, Any] | None:
+        """The change-feed item of a change event, or None when its ledger entry holds no change."""
+        with fs.guard("reading the change's ledger entry"):
+            snap = self.db.collection(LEDGER).document(change_id).get(retry=fs.RETRY, timeout=fs.TIMEOUT)
+            data = snap.to_dict() if snap.exists else None
+            if not data or not data.get(CHANGE) or not isinstance(data.get(COMMITTED_AT), datetime):
+                return None
+            return change_feed.item(snap.id, data[COMMITTED_AT], data[CHANGE])
+
+    def matching(self, change: Mapping[str, Any]) -> list[Callback]:
+        """The enabled callbacks that ask for this change."""
+        with fs.guard("reading the callbacks"):
+            callbacks = self.db.collection(CALLBACKS)
+            found = [*callbacks.where(filter=FieldFilter("key", "==", change["key"])).stream(retry=fs.RETRY,
+                                                                                             timeout=fs.TIMEOUT),
+                     *callbacks.where(filter=FieldFilter("scope", "==", Scope.FILTER.value)).stream(
+                         retry=fs.RETRY, timeout=fs.TIMEOUT)]
+            out = [Callback.from_doc(snap.id, snap.to_dict()) for snap in found]
+            return [cb for cb in out if not cb.disabled and cb.matches(change)]
+
+    def get(self, callback_id: str) -> tuple[Callback, Mapping[str, Any]] | None:
+        """The callback and its stats, or None once removed."""
+        with fs.guard("reading a callback"):
+            snap = self.db.collection(CALLBACKS).document(callback_id).get(retry=fs.RETRY, timeout=fs.TIMEOUT)
+            if not snap.exists:
+                return None
+            doc = snap.to_dict()
+            return Callback.from_doc(snap.id, doc), doc.get("stats") or {}
+
+    def delivered(self, delivery_id: str) -> bool:
+        with fs.guard("reading a delivery"):
+            return self.db.collection(DELIVERIES).document(delivery_id).get(
+                retry=fs.RETRY, timeout=fs.TIMEOUT).exists
+
+    def record(self, callback_id: str, delivery_id: str, response: HookResponse, at: datetime) -> None:
+        """One attempt's outcome, in the callback's stats (and the delivery marked done on success)."""
+        with fs.guard("recording a delivery attempt"):
+            when = timeutil.format(at)
+            if response.ok:
+                stats = {"stats.delivered": firestore.Increment(1), "stats.consecutiveFailures": 0,
+                         "stats.lastSuccessAt": when, "stats.lastStatus": response.status}
+            else:
+                stats = {"stats.failedAttempts": firestore.Increment(1),
+                         "stats.consecutiveFailures": firestore.Increment(1), "stats.lastFailureAt": when,
+                         "stats.lastStatus": response.status, "stats.lastError": response.error}
+            batch = self.db.batch()
+            batch.update(self.db.collection(CALLBACKS).document(callback_id), stats)
+            if response.ok:
+                batch.set(self.db.collection(DELIVERIES).document(delivery_id), {
+                    "callbackId": callback_id, "deliveredAt": when, "status": response.status,
+                    "expireAt": at + self.ttl})
+            try:
+                batch.commit(retry=fs.RETRY, timeout=fs.TIMEOUT)
+            except gexc.NotFound:
+                pass  # the callback was removed meanwhile: nothing to count
+
+    def disable(self, callback_id: str, why: str) -> None:
+        self._update(callback_id, {"disabled": why}, "disabling a callback")
+
+    def exhausted(self, callback_id: str) -> None:
+        self._update(callback_id, {"stats.exhausted": firestore.Increment(1)}, "counting a delivery given up")
+
+    def _update(self, callback_id: str, fields: Mapping[str, Any], what: str) -> None:
+        with fs.guard(what):
+            try:
+                self.db.collection(CALLBACKS).document(callback_id).update(dict(fields), retry=fs.RETRY,
+                                                                            timeout=fs.TIMEOUT)
+            except gexc.NotFound:
+                pass  # removed meanwhile

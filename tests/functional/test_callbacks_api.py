@@ -1,0 +1,139 @@
+"""Registering webhook callbacks through the api (every answer checked against the OpenAPI
+document), and the rules a hook must pass: refused at registration with the reason."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from shared.api.callbacks import Callbacks
+from shared.contracts import timeutil
+from shared.contracts.errors import InvalidRequest, NotFound
+from tests.functional.test_api import api, client  # noqa: F401 - the fixtures
+
+HOOK = "http://127.0.0.1:9/hook"
+
+
+def test_a_filter_callback_is_created_with_its_secret_shown_once_then_listed_shown_and_removed(api):
+    created = api.open("POST", "/v1/callbacks", json={"hook": HOOK, "token": "T42",
+                                                       "filter": {"provider": "aws", "label": "tenant:acme"}})
+    assert created.status_code == 201 and created.json["secret"].startswith("whsec_")
+    cid = created.json["callback"]["id"]
+    assert created.headers["Location"] == f"/v1/callbacks/{cid}"
+    shown = api.get(f"/v1/callbacks/{cid}").json["callback"]
+    assert shown["filter"] == {"provider": "aws", "label": "tenant:acme"} and shown["token"] == "T42"
+    assert created.json["secret"] not in str(api.get("/v1/callbacks").json)
+    assert [c["id"] for c in api.get("/v1/callbacks?scope=filter").json["callbacks"]] == [cid]
+    assert api.get("/v1/callbacks?scope=resource").json["callbacks"] == []
+    assert api.open("DELETE", f"/v1/callbacks/{cid}").status_code == 204
+    assert api.get(f"/v1/callbacks/{cid}").status_code == 404
+    assert api.open("DELETE", f"/v1/callbacks/{cid}").status_code == 404
+
+
+def test_a_resource_has_one_callback_set_by_put_and_deleted_with_hook_none(api):
+    path = "/v1/resources/aws/vm/i-1/callback"
+    assert api.get(path).status_code == 404
+    first = api.open("PUT", f"{path}?hook={HOOK}&token=a")
+    assert first.status_code == 201 and first.json["secret"]
+    again = api.open("PUT", f"{path}?hook=http://127.0.0.1:8/other&retrySeconds=60")
+    assert again.status_code == 200 and "secret" not in again.json  # overwritten: same id, same secret
+    assert again.json["callback"]["id"] == first.json["callback"]["id"]
+    assert again.json["callback"]["hook"] == "http://127.0.0.1:8/other" and again.json["callback"]["retrySeconds"] == 60
+    assert api.get(path).json["callback"]["key"] == "aws/vm/i-1"
+    assert api.open("PUT", f"{path}?hook=none").status_code == 204
+    assert api.open("PUT", f"{path}?hook=none").status_code == 404
+
+
+@pytest.mark.parametrize("hook, why", [
+    ("http://169.254.169.254/latest/meta-data", "link-local"), ("http://10.0.0.1/cb", "not a public address"),
+    ("http://metadata.google.internal/cb", "metadata server"), ("ftp://127.0.0.1/cb", "scheme"),
+    ("http://no-such-host.invalid/cb", "does not resolve"), ("http://u:p@127.0.0.1/cb", "credentials"),
+])
+def test_a_hook_that_may_not_be_called_is_refused_at_registration_with_the_reason(api, hook, why):
+    for response in (api.open("POST", "/v1/callbacks", json={"hook": hook}),
+                     api.open("PUT", "/v1/resources/aws/vm/i-1/callback", query_string={"hook": hook})):
+        assert response.status_code == 400 and response.json["parameter"] == "hook"
+        assert why in response.json["detail"]
+    assert api.get("/v1/callbacks").json["callbacks"] == []
+
+
+@pytest.mark.parametrize("request_kwargs, parameter", [
+    ({"data": "hook=x", "content_type": "application/x-www-form-urlencoded"}, "body"),
+    ({"data": "{not json", "content_type": "application/json"}, "body"),
+    ({"json": ["a"]}, "body"),
+    ({"json": {"hook": HOOK, "colour": "red"}}, "colour"),
+    ({"json": {}}, "hook"),
+    ({"json": {"hook": HOOK, "filter": {"label": "owner:me"}}}, "filter.label"),
+    ({"json": {"hook": HOOK, "retrySeconds": 0}}, "retrySeconds"),
+    ({"json": {"hook": HOOK, "token": "x" * 300}}, "token"),
+])
+def test_a_registration_that_cannot_be_read_is_a_problem_naming_what(api, request_kwargs, parameter):
+    response = api.open("POST", "/v1/callbacks", **request_kwargs)
+    assert response.status_code == 400 and response.json["parameter"] == parameter
+
+
+def test_a_rotation_returns_a_new_secret_and_says_until_when_the_old_one_signs(api):
+    created = api.open("POST", "/v1/callbacks", json={"hook": HOOK}).json
+    cid = created["callback"]["id"]
+    rotated = api.open("POST", f"/v1/callbacks/{cid}/rotate?graceSeconds=3600")
+    assert rotated.status_code == 200 and rotated.json["secret"] != created["secret"]
+    assert rotated.json["callback"]["previousSecretValidUntil"] > timeutil.now_str()
+    assert api.open("POST", "/v1/callbacks/nope/rotate").status_code == 404
+    assert api.open("POST", f"/v1/callbacks/{cid}/rotate?graceSeconds=-1").status_code == 400
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    got: list[tuple[dict, bytes]] = []
+
+    def do_POST(self):  # noqa: N802 - the library's name
+        body = self.rfile.read(int(self.headers["content-length"]))
+        _Receiver.got.append((dict(self.headers), body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_test_delivery_is_signed_and_its_outcome_answered(api):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        created = api.open("POST", "/v1/callbacks", json={
+            "hook": f"http://127.0.0.1:{server.server_address[1]}/cb", "token": "T"}).json
+        answer = api.open("POST", f"/v1/callbacks/{created['callback']['id']}/test").json
+        assert answer["delivered"] is True and answer["status"] == 204 and answer["address"] == "127.0.0.1"
+        [(headers, body)] = _Receiver.got
+        sent = Webhook(created["secret"]).verify(body, {k.lower(): v for k, v in headers.items()})
+        assert sent["test"] is True and sent["token"] == "T" and sent["changes"] == []
+        down = api.open("POST", "/v1/callbacks", json={"hook": HOOK}).json["callback"]["id"]
+        failed = api.open("POST", f"/v1/callbacks/{down}/test").json
+        assert failed["delivered"] is False and failed["status"] is None and failed["error"]
+    finally:
+        server.shutdown()
+
+
+def test_enable_calls_a_disabled_callback_again(api, firestore):
+    cid = api.open("POST", "/v1/callbacks", json={"hook": HOOK}).json["callback"]["id"]
+    firestore.collection("callbacks").document(cid).update({"disabled": "410 Gone", "stats.consecutiveFailures": 4})
+    assert api.get(f"/v1/callbacks/{cid}").json["callback"]["disabled"] == "410 Gone"
+    enabled = api.open("POST", f"/v1/callbacks/{cid}/enable").json["callback"]
+    assert enabled["disabled"] is None and enabled["stats"]["consecutiveFailures"] == 0
+
+
+def test_in_production_only_https_hooks_resolving_to_public_addresses_are_accepted(firestore):
+    def resolving_to(*addresses):
+        return Callbacks(firestore, local_mode=False, resolver=lambda host, port: list(addresses))
+    with pytest.raises(InvalidRequest, match="scheme must be https"):
+        resolving_to("93.184.216.34").add("http://hooks.example.com/cb")
+    with pytest.raises(InvalidRequest, match="resolves to 127.0.0.1: 127.0.0.1 is a loopback"):
+        resolving_to("127.0.0.1").add("https://localtest.me/cb")
+    with pytest.raises(InvalidRequest, match="fd00::1"):
+        resolving_to("93.184.216.34", "fd00::1").put_resource("aws/vm/i-1", "https://split.example.com/cb")
+    shown, secret = resolving_to("93.184.216.34").add("https://hooks.example.com/cb")
+    assert secret and shown["hook"] == "https://hooks.example.com/cb"
+    with pytest.raises(NotFound):
+        resolving_to().show("a/b")

@@ -1,0 +1,258 @@
+"""notify: fan a change out to the callbacks that ask for it, deliver each signed, hand a failing
+or busy receiver to the retry lane, retry there, disable on 410, give up as callback_exhausted.
+
+On the Firestore emulator; Pub/Sub is faked (what notify would publish is checked) and so is the
+HTTP call (``post``), but for the rebinding test, which calls a real receiver on loopback.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from datetime import timedelta
+from typing import Any
+
+import orjson
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from shared.api.callbacks import Callbacks
+from shared.contracts import dead_letter as dl
+from shared.contracts import delivery, timeutil
+from shared.contracts.errors import Reason, Rejected, Transient
+from shared.contracts.model import PubSubMessage
+from shared.contracts.state import DELIVERIES
+from shared.notify.handler import Lane, Notify, Result
+from shared.notify.store import CallbackStore
+from shared.runtime import egress
+from shared.runtime.egress import HookResponse
+from tests.fakes import runtime_of
+from tests.functional.conftest import PROJECT, client_for, post_push
+from tests.functional.test_api import seed
+
+HOOK = "http://127.0.0.1:9/hook"
+
+
+class Receiver:
+    """A fake ``post``: answers what it is told, in turn, and records every call."""
+
+    def __init__(self, *statuses: int | None):
+        self.statuses = list(statuses) or [204]
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, url, body, headers, timeout, local_mode, resolver=None) -> HookResponse:
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        self.calls.append({"url": url, "body": orjson.loads(body), "raw": body, "headers": dict(headers)})
+        return HookResponse(status, None if status and 200 <= status < 300 else f"HTTP {status}", "127.0.0.1", 0.01)
+
+
+@pytest.fixture(scope="module")
+def client():
+    return client_for("notify")
+
+
+@pytest.fixture
+def settings():
+    return runtime_of(DCM_PROJECT=PROJECT).settings
+
+
+@pytest.fixture
+def registry(firestore):
+    return Callbacks(firestore, local_mode=True)
+
+
+def notify_with(firestore, publisher, settings, receiver, clock=timeutil.now) -> Notify:
+    return Notify(CallbackStore(firestore), publisher, settings, post=receiver, clock=clock)
+
+
+def change_message(settings, result) -> PubSubMessage:
+    return PubSubMessage(result.change.body, dict(result.change.attributes), "c-1", None, settings.topic_changed)
+
+
+def as_message(published, message_id: str = "d-1", topic: str | None = None) -> PubSubMessage:
+    return PubSubMessage(published.data, published.attributes, message_id, None,
+                         topic or published.topic.rsplit("/", 1)[-1])
+
+
+@pytest.fixture
+def changed(firestore, settings):
+    """A resource that went PENDING -> RUNNING: the change event upsert announced."""
+    seed(firestore, "aws", "vm", "i-1", "PENDING", "2026-03-01T10:00:00Z", "e0", tenant="acme")
+    return change_message(settings, seed(firestore, "aws", "vm", "i-1", "RUNNING", "2026-03-01T10:01:00Z", "e1",
+                                         tenant="acme"))
+
+
+def fan_out(firestore, publisher, settings, changed) -> list[PubSubMessage]:
+    notify_with(firestore, publisher, settings, Receiver()).fan_out(changed)
+    out = [as_message(p, f"d-{n}") for n, p in enumerate(publisher.messages)]
+    publisher.messages.clear()
+    return out
+
+
+def test_a_change_is_fanned_out_to_each_callback_that_asks_for_it(firestore, publisher, settings, registry, changed):
+    mine, _ = registry.put_resource("aws/vm/i-1", HOOK, token="T42")
+    acme, _ = registry.add(HOOK, {"label": "tenant:acme", "status": "RUNNING"})
+    registry.add(HOOK, {"provider": "azure"})
+    off, _ = registry.add(HOOK, {})
+    CallbackStore(firestore).disable(off["id"], "test")
+    sent = fan_out(firestore, publisher, settings, changed)
+    assert sorted(m.attributes["callbackId"] for m in sent) == sorted([mine["id"], acme["id"]])
+    d = delivery.decode(sent[0])
+    assert d.change["key"] == "aws/vm/i-1" and d.change["cursor"] and d.change["committedAt"]
+    assert {"attribute": "/status", "old": "PROVISIONING", "new": "RUNNING"} in d.change["changes"]
+    assert all(m.topic == settings.topic_callbacks for m in sent)
+
+
+def test_a_late_change_is_not_sent(firestore, publisher, settings, registry):
+    registry.add(HOOK, {})
+    seed(firestore, "aws", "vm", "i-9", "RUNNING", "2026-03-01T10:01:00Z", "n1")
+    late = seed(firestore, "aws", "vm", "i-9", "PENDING", "2026-03-01T10:00:00Z", "n0")
+    assert late.change is not None  # announced, marked late
+    assert fan_out(firestore, publisher, settings, change_message(settings, late)) == []
+
+
+def test_a_delivery_is_signed_sent_once_and_counted(firestore, publisher, settings, registry, changed):
+    shown, secret = registry.put_resource("aws/vm/i-1", HOOK, token="T42")
+    [message] = fan_out(firestore, publisher, settings, changed)
+    receiver = Receiver(204)
+    notify = notify_with(firestore, publisher, settings, receiver)
+    assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED
+    [call] = receiver.calls
+    assert Webhook(secret).verify(call["raw"], call["headers"])["token"] == "T42"
+    assert call["headers"]["webhook-id"] == message.attributes["deliveryId"]
+    assert call["body"]["changes"] and call["body"]["cursor"]
+    stats = registry.show(shown["id"])["stats"]
+    assert stats["delivered"] == 1 and stats["consecutiveFailures"] == 0 and stats["lastStatus"] == 204
+    assert firestore.collection(DELIVERIES).document(message.attributes["deliveryId"]).get().exists
+    assert notify.deliver(message, Lane.RETRY) is Result.ALREADY_DELIVERED and len(receiver.calls) == 1
+
+
+def test_a_failing_receiver_is_handed_to_the_retry_lane_and_skipped_while_it_fails(
+        firestore, publisher, settings, registry, changed):
+    shown, _ = registry.put_resource("aws/vm/i-1", HOOK)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    receiver = Receiver(500)
+    notify = notify_with(firestore, publisher, settings, receiver)
+    assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
+    [handed] = publisher.messages
+    assert handed.topic.endswith(settings.topic_callbacks_retry) and handed.data == message.data
+    assert registry.show(shown["id"])["stats"]["consecutiveFailures"] == 1
+    assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF and len(receiver.calls) == 1  # no call
+    with pytest.raises(Transient, match="HTTP 500"):
+        notify.deliver(message, Lane.RETRY)  # Pub/Sub's back-off brings it again
+    receiver.statuses = [204]
+    assert notify.deliver(message, Lane.RETRY) is Result.DELIVERED
+    stats = registry.show(shown["id"])["stats"]
+    assert stats["consecutiveFailures"] == 0 and stats["failedAttempts"] == 2 and stats["delivered"] == 1
+
+
+def test_a_receiver_already_being_called_is_not_called_twice_at_once_in_the_first_lane(
+        firestore, publisher, settings, registry, changed):
+    shown, _ = registry.put_resource("aws/vm/i-1", HOOK)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    receiver = Receiver(204)
+    notify = notify_with(firestore, publisher, settings, receiver)
+    assert notify.calls.admit(shown["id"])  # a call under way (a receiver that hangs)
+    assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF and receiver.calls == []
+    notify.calls.done(shown["id"])
+    assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED
+
+
+def test_410_disables_the_callback_and_its_later_deliveries_are_dropped(firestore, publisher, settings, registry,
+                                                                      changed):
+    shown, _ = registry.put_resource("aws/vm/i-1", HOOK)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    receiver = Receiver(410)
+    notify = notify_with(firestore, publisher, settings, receiver)
+    assert notify.deliver(message, Lane.FIRST) is Result.DISABLED
+    assert "410" in registry.show(shown["id"])["disabled"]
+    assert notify.deliver(message, Lane.RETRY) is Result.DROPPED and len(receiver.calls) == 1
+    registry.enable(shown["id"])
+    receiver.statuses = [204]
+    assert notify.deliver(message, Lane.RETRY) is Result.DELIVERED
+
+
+def test_a_removed_callbacks_deliveries_are_dropped(firestore, publisher, settings, registry, changed):
+    shown, _ = registry.put_resource("aws/vm/i-1", HOOK)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    registry.remove(shown["id"])
+    receiver = Receiver(204)
+    assert notify_with(firestore, publisher, settings, receiver).deliver(message, Lane.FIRST) is Result.DROPPED
+    assert receiver.calls == []
+
+
+def test_a_failure_after_the_retry_period_is_callback_exhausted_and_a_replay_starts_it_again(
+        firestore, publisher, settings, registry, changed):
+    shown, _ = registry.put_resource("aws/vm/i-1", HOOK, retry_seconds=60)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    later = lambda: timeutil.now() + timedelta(seconds=61)  # noqa: E731
+    notify = notify_with(firestore, publisher, settings, Receiver(503), clock=later)
+    with pytest.raises(Rejected) as err:
+        notify.deliver(message, Lane.RETRY)
+    assert err.value.reason is Reason.CALLBACK_EXHAUSTED and err.value.key == "aws/vm/i-1"
+    assert err.value.detail["lastStatus"] == 503 and err.value.detail["callback"] == shown["id"]
+    assert registry.show(shown["id"])["stats"]["exhausted"] == 1
+    replayed = PubSubMessage(message.data, {**message.attributes, dl.REPLAYED_AT: timeutil.format(later())},
+                             "d-2", None, settings.topic_callbacks_retry)
+    with pytest.raises(Transient):  # a new period from the replay: retried, not given up
+        notify.deliver(replayed, Lane.RETRY)
+
+
+def test_through_the_entry_point_a_retry_is_a_500_and_exhausted_is_dead_lettered_with_why(
+        client, firestore, publisher, settings, registry, changed):
+    registry.put_resource("aws/vm/i-1", HOOK, retry_seconds=60)  # port 9 on loopback: connection refused
+    [message] = fan_out(firestore, publisher, settings, changed)
+    retry_topic = settings.topic_callbacks_retry
+    assert post_push(client, retry_topic, message.data, dict(message.attributes)).status_code == 500
+    d = delivery.decode(message)
+    old = delivery.Delivery(d.callback_id, d.change, timeutil.format(timeutil.now() - timedelta(seconds=61)))
+    data, attributes = old.encode()
+    assert post_push(client, retry_topic, data, attributes).status_code == 200
+    [dead] = [m for m in publisher.messages if m.topic.endswith(settings.topic_deadletter)]
+    assert dead.attributes[dl.REASON] == "callback_exhausted" and dead.data == data
+    assert dead.attributes[dl.SOURCE_TOPIC] == retry_topic and dead.attributes[dl.PROVIDER] == "aws"
+    assert "Connection" in orjson.loads(dead.attributes[dl.DETAIL])["lastError"]
+
+
+def test_a_broken_delivery_message_is_rejected_as_malformed_internal(firestore, publisher, settings):
+    notify = notify_with(firestore, publisher, settings, Receiver())
+    for data in (b"not json", b'{"version": "2.0"}', orjson.dumps({"version": "1.0", "callbackId": "x",
+                                                                  "change": {"id": "c"}})):
+        with pytest.raises(Rejected) as err:
+            notify(PubSubMessage(data, {}, "m", None, settings.topic_callbacks))
+        assert err.value.reason is Reason.MALFORMED_INTERNAL
+    with pytest.raises(Rejected, match="reads no topic"):
+        notify(PubSubMessage(b"{}", {}, "m", None, "dcm-status-normalized"))
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    hits: list[str] = []
+
+    def do_POST(self):  # noqa: N802 - the library's name
+        _Recorder.hits.append(self.path)
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_in_production_a_hook_that_now_resolves_to_loopback_is_never_called(firestore, publisher, settings,
+                                                                             changed):
+    """DNS rebinding: registered while the name resolved to a public address, then it points at us."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        public = Callbacks(firestore, local_mode=False, resolver=lambda host, p: ["93.184.216.34"])
+        shown, _ = public.put_resource("aws/vm/i-1", f"https://hooks.example.com:{port}/cb")
+        [message] = fan_out(firestore, publisher, settings, changed)
+        rebound = functools.partial(egress.post, resolver=lambda host, p: ["127.0.0.1"])
+        production = runtime_of(DCM_PROJECT=PROJECT, DCM_LOCAL_MODE="0").settings
+        notify = Notify(CallbackStore(firestore), publisher, production, post=rebound)
+        assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
+        assert _Recorder.hits == []
+        assert "loopback" in public.show(shown["id"])["stats"]["lastError"]
+    finally:
+        server.shutdown()

@@ -18,7 +18,11 @@ def _explanations() -> list[tuple[type[BaseException], Callable[[BaseException],
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
+    from shared.contracts.errors import InvalidRequest, Transient
+
     table: list[tuple[type[BaseException], Callable[[BaseException], str]]] = [
+        (InvalidRequest, lambda e: e.detail),  # type: ignore[attr-defined]
+        (Transient, lambda e: f"Firestore did not answer: {_first_line(e)}"),
         (auth_exc.DefaultCredentialsError, lambda e: (
             "no Google Cloud credentials: run 'gcloud auth application-default login' for project "
             f"{os.environ.get('DCM_PROJECT', '?')}, or unset DCM_PROJECT and run 'dcm-status up'")),

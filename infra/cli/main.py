@@ -14,6 +14,7 @@ import click
 from google.api_core import exceptions as gexc
 
 from infra.cli.billing import billing
+from infra.cli.callbacks import callbacks
 from infra.cli.common import connect, emit_json, to_text
 from infra.cli.dlq import dlq
 from infra.cli.errors import Group
@@ -367,6 +368,7 @@ def demo(resources: int, seed: int, timeout: float, reset: bool) -> None:
 
 cli.add_command(dlq)
 cli.add_command(billing)
+cli.add_command(callbacks)
 cli.add_command(watch)
 cli.add_command(logs)
 

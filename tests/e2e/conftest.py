@@ -118,6 +118,7 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
     shutil.copytree(REPO_ROOT / "schemas", schemas)
     saved = dict(os.environ)
     os.environ["DCM_SCHEMAS_DIR"] = str(schemas)
+    os.environ["DCM_HOOK_TIMEOUT_SECONDS"] = "5"  # a hanging webhook receiver is given up on sooner (test_callbacks)
     stack = LocalStack(root / "state", project=f"dcm-e2e-{uuid.uuid4().hex[:6]}")
     state = stack.up(PROVIDERS, chaos=True)
     try:

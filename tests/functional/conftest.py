@@ -16,6 +16,12 @@ import orjson
 import pytest
 from functions_framework import create_app
 from google.cloud import firestore as gfirestore
+from openapi_core import Config, OpenAPI
+from openapi_core.contrib.werkzeug import (
+    WerkzeugOpenAPIRequest,
+    WerkzeugOpenAPIResponse,
+)
+from werkzeug.test import EnvironBuilder
 
 from infra import emulators
 from tests.fakes import FakePublisher, runtime_of
@@ -102,3 +108,40 @@ def post_eventarc_structured(client, topic: str, data: bytes, attributes: dict[s
 
 
 SHAPES = {"push": post_push, "binary": post_eventarc_binary, "structured": post_eventarc_structured}
+
+
+# ---- the api, every answer checked against its OpenAPI document ------------------------------------
+OPENAPI = OpenAPI.from_file_path(str(REPO / "schemas" / "openapi" / "status-api-v1.json"),
+                                 config=Config(extra_media_type_deserializers={"application/problem+json": orjson.loads}))
+
+
+class Checked:
+    """The test client, every response validated against the OpenAPI document."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def get(self, path: str, **kwargs):
+        return self.open("GET", path, **kwargs)
+
+    def open(self, method: str, path: str, **kwargs):
+        response = self.client.open(path, method=method, **kwargs)
+        if path.startswith("/v1/") and "/stream" not in path:
+            sent = EnvironBuilder(path, method=method, **kwargs).get_request()  # the app consumed its body
+            OPENAPI.validate_response(WerkzeugOpenAPIRequest(sent), WerkzeugOpenAPIResponse(response))
+            if response.status_code >= 400:
+                assert response.mimetype == "application/problem+json"
+                assert response.json["status"] == response.status_code and response.json["detail"]
+        return response
+
+
+@pytest.fixture(scope="module")
+def client():
+    return client_for("api", signature_type="http")
+
+
+@pytest.fixture
+def api(client, firestore):
+    bind_all(runtime_of(firestore=firestore, DCM_PROJECT=PROJECT, DCM_FEED_SETTLE_SECONDS="0",
+                        DCM_STREAM_SECONDS="0.5"))
+    return Checked(client)

@@ -15,12 +15,6 @@ from pathlib import Path
 import orjson
 import pytest
 from google.cloud import firestore as gfirestore
-from openapi_core import Config, OpenAPI
-from werkzeug.test import EnvironBuilder
-from openapi_core.contrib.werkzeug import (
-    WerkzeugOpenAPIRequest,
-    WerkzeugOpenAPIResponse,
-)
 
 from infra import emulators
 from shared.api import app as api_app
@@ -34,42 +28,7 @@ from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.upsert.store import StateStore
 from tests.fakes import runtime_of
-from tests.functional.conftest import PROJECT, REPO, bind_all, client_for
-
-OPENAPI = OpenAPI.from_file_path(str(REPO / "schemas" / "openapi" / "status-api-v1.json"),
-                                 config=Config(extra_media_type_deserializers={"application/problem+json": orjson.loads}))
-
-
-class Checked:
-    """The test client, every response validated against the OpenAPI document."""
-
-    def __init__(self, client):
-        self.client = client
-
-    def get(self, path: str, **kwargs):
-        return self.open("GET", path, **kwargs)
-
-    def open(self, method: str, path: str, **kwargs):
-        response = self.client.open(path, method=method, **kwargs)
-        if path.startswith("/v1/") and "/stream" not in path:
-            sent = EnvironBuilder(path, method=method, **kwargs).get_request()  # the app consumed its body
-            OPENAPI.validate_response(WerkzeugOpenAPIRequest(sent), WerkzeugOpenAPIResponse(response))
-            if response.status_code >= 400:
-                assert response.mimetype == "application/problem+json"
-                assert response.json["status"] == response.status_code and response.json["detail"]
-        return response
-
-
-@pytest.fixture(scope="module")
-def client():
-    return client_for("api", signature_type="http")
-
-
-@pytest.fixture
-def api(client, firestore):
-    bind_all(runtime_of(firestore=firestore, DCM_PROJECT=PROJECT, DCM_FEED_SETTLE_SECONDS="0",
-                        DCM_STREAM_SECONDS="0.5"))
-    return Checked(client)
+from tests.functional.conftest import PROJECT, REPO, bind_all
 
 
 def seed(db, provider: str, rtype: str, rid: str, status: str, time: str, event_id: str, **metadata: str):

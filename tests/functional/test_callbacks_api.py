@@ -12,7 +12,6 @@ from standardwebhooks.webhooks import Webhook
 from shared.api.callbacks import Callbacks
 from shared.contracts import timeutil
 from shared.contracts.errors import InvalidRequest, NotFound
-from tests.functional.test_api import api, client  # noqa: F401 - the fixtures
 
 HOOK = "http://127.0.0.1:9/hook"
 

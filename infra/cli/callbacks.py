@@ -1,0 +1,161 @@
+"""``dcm-status callbacks``: register, inspect, test and remove webhook callbacks.
+
+The same registration the api serves (shared/api/callbacks.py), run with the operator's own
+credentials; the hook rules are the production ones unless the local stack is running (there,
+loopback hooks are allowed, and the command says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from infra.cli.common import connect, emit_json, to_text
+from infra.cli.output import JSON, WIDE, fields, table
+from shared.api.callbacks import Callbacks
+from shared.contracts import callback
+from shared.contracts.callback import Scope
+from shared.contracts.model import ResourceKey
+
+COLUMNS = ("id", "hook", "for", "delivered", "failing", "last success", "last failure", "state")
+
+
+def _registry() -> Callbacks:
+    conn = connect()
+    if conn.local:
+        click.echo("local stack: plain http and loopback hooks are allowed (production wants https and a "
+                   "public address)", err=True)
+    return Callbacks(conn.firestore(), local_mode=conn.local)
+
+
+def _scope(c: dict[str, Any]) -> str:
+    if c["scope"] == Scope.RESOURCE.value:
+        return c["key"]
+    return " ".join(f"{k}={v}" for k, v in (c.get("filter") or {}).items()) or "every change"
+
+
+def _cells(c: dict[str, Any]) -> tuple[str, ...]:
+    s = c["stats"]
+    return (c["id"], c["hook"], _scope(c), str(s["delivered"]), str(s["consecutiveFailures"]),
+            to_text(s["lastSuccessAt"])[:19], to_text(s["lastFailureAt"])[:19],
+            "disabled" if c["disabled"] else "enabled")
+
+
+def _created(shown: dict[str, Any], secret: str | None, as_json: bool) -> None:
+    if as_json:
+        emit_json({"callback": shown, **({"secret": secret} if secret else {})})
+        return
+    click.echo(f"callback {shown['id']}: {shown['hook']} for {_scope(shown)}")
+    if secret:
+        click.echo(f"signing secret (shown this once; verify deliveries with it): {secret}")
+
+
+@click.group()
+def callbacks():
+    """Webhook callbacks: each change POSTed, signed (Standard Webhooks), to a receiver's URL."""
+
+
+@callbacks.command("add")
+@click.option("--hook", required=True, help="The URL to POST changes to (https; a public address).")
+@click.option("--resource", "key", default=None, help="One resource's changes: PROVIDER/TYPE/ID.")
+@click.option("--provider", default=None, help="Only this provider's changes.")
+@click.option("--type", "resource_type", default=None, help="Only this resource type's changes.")
+@click.option("--status", default=None, help="Only changes to this status.")
+@click.option("--label", default=None, help="Only resources with this label (tenant:acme).")
+@click.option("--token", default=None, help="Sent back in every delivery's body.")
+@click.option("--retry-seconds", type=click.IntRange(1, callback.MAX_RETRY_SECONDS), default=None,
+              help="Give a failing delivery up after this long (default 3 days).")
+@JSON
+def add(hook, key, provider, resource_type, status, label, token, retry_seconds, as_json):
+    """Register a callback for one resource (--resource; replaces its callback) or for every change a
+    filter matches. Example: dcm-status callbacks add --hook https://ops.example.com/cb --status STOPPED
+    """
+    registry = _registry()
+    if key:
+        if provider or resource_type or status or label:
+            raise click.UsageError("--resource takes no filter options: a resource's callback gets all its changes")
+        try:
+            parsed = ResourceKey.parse(key)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--resource") from exc
+        shown, secret = registry.put_resource(str(parsed), hook, token, retry_seconds)  # type: ignore[misc]
+    else:
+        where = {k: v for k, v in (("provider", provider), ("type", resource_type), ("status", status),
+                                   ("label", label)) if v}
+        shown, secret = registry.add(hook, where, token, retry_seconds)
+    _created(shown, secret, as_json)
+
+
+@callbacks.command("list")
+@WIDE
+@JSON
+def list_(wide, as_json):
+    """Every callback with its delivery stats."""
+    found = _registry().list()
+    if as_json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo("no callbacks (dcm-status callbacks add --hook URL ...)")
+        return
+    table(COLUMNS, [_cells(c) for c in found], wide=wide)
+
+
+@callbacks.command("show")
+@click.argument("callback_id")
+@JSON
+def show(callback_id, as_json):
+    """One callback: what it is for, and its delivery stats (last success, last failure, failures in a row)."""
+    c = _registry().show(callback_id)
+    if as_json:
+        emit_json(c)
+        return
+    fields([("id", c["id"]), ("hook", c["hook"]), ("for", _scope(c)), ("token", c["token"]),
+            ("retry period", f"{c['retrySeconds']} s"), ("created", c["createdAt"]),
+            ("state", f"disabled: {c['disabled']}" if c["disabled"] else "enabled"),
+            ("previous secret until", c["previousSecretValidUntil"]),
+            *((f"stats.{k}", v) for k, v in c["stats"].items())])
+
+
+@callbacks.command("rm")
+@click.argument("callback_id")
+def rm(callback_id):
+    """Remove a callback (its pending deliveries are dropped)."""
+    _registry().remove(callback_id)
+    click.echo(f"removed {callback_id}")
+
+
+@callbacks.command("test")
+@click.argument("callback_id")
+@JSON
+def test(callback_id, as_json):
+    """Send the callback a signed test delivery now ("test": true, no change) and say what came of it."""
+    result = _registry().test(callback_id)
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"{'delivered' if result['delivered'] else 'failed'}: status {to_text(result['status'])}, "
+                   f"{result['seconds']} s" + (f", {result['error']}" if result["error"] else ""))
+    if not result["delivered"]:
+        raise SystemExit(1)
+
+
+@callbacks.command("rotate")
+@click.argument("callback_id")
+@click.option("--grace-seconds", type=click.IntRange(0, callback.MAX_RETRY_SECONDS),
+              default=callback.DEFAULT_ROTATION_GRACE_SECONDS, show_default=True,
+              help="How long the previous secret still signs.")
+@JSON
+def rotate(callback_id, grace_seconds, as_json):
+    """A new signing secret (shown once); the previous one signs on for the grace period."""
+    shown, secret = _registry().rotate(callback_id, grace_seconds)
+    _created(shown, secret, as_json)
+
+
+@callbacks.command("enable")
+@click.argument("callback_id")
+def enable(callback_id):
+    """Call a disabled callback again (after its receiver answered 410 Gone)."""
+    _registry().enable(callback_id)
+    click.echo(f"enabled {callback_id}")

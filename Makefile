@@ -46,6 +46,7 @@ bench: install
 	$(PY) benchmarks/pipeline.py
 	$(PY) benchmarks/cost.py
 	$(PY) benchmarks/api.py
+	$(PY) benchmarks/callbacks.py
 
 lint:
 	terraform fmt -check -recursive terraform

@@ -9,7 +9,8 @@ Three topics reach it (the push path says which):
   stale: the resource did not change) are not sent; the feed has them.
 - ``dcm-status-callbacks``, the first lane: one attempt, then ack whatever happens. A receiver
   that fails, is already failing (consecutive failures), or is busy (this instance is calling it
-  already) hands the delivery to the retry lane instead, so it never holds up the others.
+  already, and it has not shown it answers fast: ``Calls``) hands the delivery to the retry lane
+  instead, so it never holds up the others.
 - ``dcm-status-callbacks-retry``, the retry lane: an attempt, and on failure a raise, so that
   Pub/Sub's retry policy schedules the next one (infra/topology.yaml).
 
@@ -60,22 +61,30 @@ class Result(enum.StrEnum):
 
 
 class Calls:
-    """How many calls this instance has under way to each callback (the first lane's busy check)."""
+    """The calls this instance has under way to each receiver in the first lane, and how many it
+    may have: one at a time to a receiver not known to answer fast (new, or its last call failed
+    or took over ``FAST_SECONDS``), up to ``limit`` at once to one that is. A receiver that hangs
+    thus holds one push slot at most, never the lane (the emulator pushes 2 at a time)."""
+
+    FAST_SECONDS = 1.0
 
     def __init__(self, limit: int):
         self.limit = max(1, limit)
         self._lock = threading.Lock()
         self._open: dict[str, int] = {}
+        self._fast: dict[str, bool] = {}
 
     def admit(self, callback_id: str) -> bool:
         with self._lock:
-            if self._open.get(callback_id, 0) >= self.limit:
+            allowed = self.limit if self._fast.get(callback_id) else 1
+            if self._open.get(callback_id, 0) >= allowed:
                 return False
             self._open[callback_id] = self._open.get(callback_id, 0) + 1
             return True
 
-    def done(self, callback_id: str) -> None:
+    def done(self, callback_id: str, response: egress.HookResponse | None) -> None:
         with self._lock:
+            self._fast[callback_id] = bool(response and response.ok and response.seconds < self.FAST_SECONDS)
             left = self._open.get(callback_id, 1) - 1
             if left:
                 self._open[callback_id] = left
@@ -132,21 +141,22 @@ class Notify:
     # ---- deliver ------------------------------------------------------------------------------
     def deliver(self, message: PubSubMessage, lane: Lane) -> Result:
         d = delivery_contract.decode(message)
-        found = self.store.get(d.callback_id)
+        found = self.store.get(d.callback_id, d.id)
         if found is None or found[0].disabled:
             log.warning("delivery dropped: its callback was removed or disabled", extra={
                 "labels": {"callback": d.callback_id}, "deliveryId": d.id, "key": d.change["key"]})
             return Result.DROPPED
-        cb, stats = found
-        if self.store.delivered(d.id):
+        cb, stats, delivered = found
+        if delivered:
             return Result.ALREADY_DELIVERED
         if lane is Lane.FIRST and (stats.get("consecutiveFailures") or not self.calls.admit(cb.id)):
             return self._hand_off(message)
+        response = None
         try:
             response = self.call(cb, d)
         finally:
             if lane is Lane.FIRST:
-                self.calls.done(cb.id)
+                self.calls.done(cb.id, response)
         self.store.record(cb.id, d.id, response, self.clock())
         labels = {"callback": cb.id, "lane": lane.value, "status": str(response.status)}
         if response.ok:

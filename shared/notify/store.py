@@ -50,19 +50,19 @@ class CallbackStore:
             out = [Callback.from_doc(snap.id, snap.to_dict()) for snap in found]
             return [cb for cb in out if not cb.disabled and cb.matches(change)]
 
-    def get(self, callback_id: str) -> tuple[Callback, Mapping[str, Any]] | None:
-        """The callback and its stats, or None once removed."""
+    def get(self, callback_id: str, delivery_id: str) -> tuple[Callback, Mapping[str, Any], bool] | None:
+        """The callback, its stats and whether this delivery already succeeded (one round trip), or
+        None once the callback is removed."""
+        callback_ref = self.db.collection(CALLBACKS).document(callback_id)
+        delivery_ref = self.db.collection(DELIVERIES).document(delivery_id)
         with fs.guard("reading a callback"):
-            snap = self.db.collection(CALLBACKS).document(callback_id).get(retry=fs.RETRY, timeout=fs.TIMEOUT)
-            if not snap.exists:
-                return None
-            doc = snap.to_dict()
-            return Callback.from_doc(snap.id, doc), doc.get("stats") or {}
-
-    def delivered(self, delivery_id: str) -> bool:
-        with fs.guard("reading a delivery"):
-            return self.db.collection(DELIVERIES).document(delivery_id).get(
-                retry=fs.RETRY, timeout=fs.TIMEOUT).exists
+            snaps = {s.reference.path: s for s in self.db.get_all([callback_ref, delivery_ref], retry=fs.RETRY,
+                                                                  timeout=fs.TIMEOUT)}
+        snap = snaps[callback_ref.path]
+        if not snap.exists:
+            return None
+        doc = snap.to_dict()
+        return Callback.from_doc(snap.id, doc), doc.get("stats") or {}, snaps[delivery_ref.path].exists
 
     def record(self, callback_id: str, delivery_id: str, response: HookResponse, at: datetime) -> None:
         """One attempt's outcome, in the callback's stats (and the delivery marked done on success)."""

@@ -54,7 +54,7 @@ class Settings:
     topic_callbacks: str = "dcm-status-callbacks"
     topic_callbacks_retry: str = "dcm-status-callbacks-retry"
     hook_timeout_seconds: float = 10.0  # a receiver that has not answered by then has failed this attempt
-    callback_concurrency: int = 1  # calls at once to one receiver from one instance, in the first lane
+    callback_concurrency: int = 8  # calls at once to one fast receiver from one instance (first lane)
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -106,5 +106,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         topic_callbacks=env.get("DCM_TOPIC_CALLBACKS", "dcm-status-callbacks"),
         topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
         hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
-        callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "1")),
+        callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "8")),
     )

@@ -278,6 +278,8 @@ def check_token(token: Any) -> str | None:
 def check_retry_seconds(value: Any) -> int:
     if value is None:
         return DEFAULT_RETRY_SECONDS
+    if isinstance(value, float) and value.is_integer():  # JSON's 60.0 is the integer 60
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RETRY_SECONDS:
         raise InvalidRequest(f"retrySeconds: expected an integer from 1 to {MAX_RETRY_SECONDS} (7 days)",
                              "retrySeconds")

@@ -148,5 +148,8 @@ def test_a_resource_has_one_callback_id_and_bad_settings_are_refused():
     with pytest.raises(InvalidRequest, match="retrySeconds"):
         callback.check_retry_seconds(True)
     assert callback.check_retry_seconds(None) == callback.DEFAULT_RETRY_SECONDS
+    assert callback.check_retry_seconds(60.0) == 60
+    with pytest.raises(InvalidRequest, match="retrySeconds"):
+        callback.check_retry_seconds(60.5)
     with pytest.raises(InvalidRequest, match="token"):
         callback.check_token("x" * 300)

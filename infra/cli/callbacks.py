@@ -18,7 +18,7 @@ from shared.contracts import callback
 from shared.contracts.callback import Scope
 from shared.contracts.model import ResourceKey
 
-COLUMNS = ("id", "hook", "for", "delivered", "failing", "last success", "last failure", "state")
+COLUMNS = ("id", "hook", "for", "delivered", "failing", "last success", "state")  # last failure: show
 
 
 def _registry() -> Callbacks:
@@ -38,8 +38,7 @@ def _scope(c: dict[str, Any]) -> str:
 def _cells(c: dict[str, Any]) -> tuple[str, ...]:
     s = c["stats"]
     return (c["id"], c["hook"], _scope(c), str(s["delivered"]), str(s["consecutiveFailures"]),
-            to_text(s["lastSuccessAt"])[:19], to_text(s["lastFailureAt"])[:19],
-            "disabled" if c["disabled"] else "enabled")
+            to_text(s["lastSuccessAt"])[:19], "disabled" if c["disabled"] else "enabled")
 
 
 def _created(shown: dict[str, Any], secret: str | None, as_json: bool) -> None:
@@ -53,7 +52,10 @@ def _created(shown: dict[str, Any], secret: str | None, as_json: bool) -> None:
 
 @click.group()
 def callbacks():
-    """Webhook callbacks: each change POSTed, signed (Standard Webhooks), to a receiver's URL."""
+    """Webhook callbacks: each change POSTed, signed (Standard Webhooks), to a receiver's URL.
+
+    Example: dcm-status callbacks add --hook https://ops.example.com/cb --resource aws/vm/i-0abc
+    """
 
 
 @callbacks.command("add")
@@ -71,18 +73,21 @@ def add(hook, key, provider, resource_type, status, label, token, retry_seconds,
     """Register a callback for one resource (--resource; replaces its callback) or for every change a
     filter matches. Example: dcm-status callbacks add --hook https://ops.example.com/cb --status STOPPED
     """
-    registry = _registry()
+    where = {k: v for k, v in (("provider", provider), ("type", resource_type), ("status", status),
+                               ("label", label)) if v}
     if key:
-        if provider or resource_type or status or label:
+        if where:
             raise click.UsageError("--resource takes no filter options: a resource's callback gets all its changes")
         try:
-            parsed = ResourceKey.parse(key)
+            key = str(ResourceKey.parse(key))
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--resource") from exc
-        shown, secret = registry.put_resource(str(parsed), hook, token, retry_seconds)  # type: ignore[misc]
+        if hook == callback.NONE:
+            raise click.BadParameter("to remove a callback: dcm-status callbacks rm ID", param_hint="--hook")
+    registry = _registry()
+    if key:
+        shown, secret = registry.put_resource(key, hook, token, retry_seconds)  # type: ignore[misc]
     else:
-        where = {k: v for k, v in (("provider", provider), ("type", resource_type), ("status", status),
-                                   ("label", label)) if v}
         shown, secret = registry.add(hook, where, token, retry_seconds)
     _created(shown, secret, as_json)
 
@@ -91,7 +96,7 @@ def add(hook, key, provider, resource_type, status, label, token, retry_seconds,
 @WIDE
 @JSON
 def list_(wide, as_json):
-    """Every callback with its delivery stats."""
+    """Every callback with its delivery stats. Example: dcm-status callbacks list --json"""
     found = _registry().list()
     if as_json:
         emit_json(found)
@@ -99,14 +104,17 @@ def list_(wide, as_json):
     if not found:
         click.echo("no callbacks (dcm-status callbacks add --hook URL ...)")
         return
-    table(COLUMNS, [_cells(c) for c in found], wide=wide)
+    table(COLUMNS, [_cells(c) for c in found], wide=wide, flexible=("hook", "for", "last success"))
 
 
 @callbacks.command("show")
 @click.argument("callback_id")
 @JSON
 def show(callback_id, as_json):
-    """One callback: what it is for, and its delivery stats (last success, last failure, failures in a row)."""
+    """One callback: what it is for, and its delivery stats (last success, last failure, failures in a row).
+
+    Example: dcm-status callbacks show f3b1706fad16646e7
+    """
     c = _registry().show(callback_id)
     if as_json:
         emit_json(c)
@@ -121,7 +129,8 @@ def show(callback_id, as_json):
 @callbacks.command("rm")
 @click.argument("callback_id")
 def rm(callback_id):
-    """Remove a callback (its pending deliveries are dropped)."""
+    """Remove a callback (its pending deliveries are dropped). Example: dcm-status callbacks rm f3b1706fad16646e7
+    """
     _registry().remove(callback_id)
     click.echo(f"removed {callback_id}")
 
@@ -130,7 +139,10 @@ def rm(callback_id):
 @click.argument("callback_id")
 @JSON
 def test(callback_id, as_json):
-    """Send the callback a signed test delivery now ("test": true, no change) and say what came of it."""
+    """Send the callback a signed test delivery now ("test": true, no change) and say what came of it.
+
+    Exits 1 when it was not delivered. Example: dcm-status callbacks test f3b1706fad16646e7
+    """
     result = _registry().test(callback_id)
     if as_json:
         emit_json(result)
@@ -148,7 +160,10 @@ def test(callback_id, as_json):
               help="How long the previous secret still signs.")
 @JSON
 def rotate(callback_id, grace_seconds, as_json):
-    """A new signing secret (shown once); the previous one signs on for the grace period."""
+    """A new signing secret (shown once); the previous one signs on for the grace period.
+
+    Example: dcm-status callbacks rotate f3b1706fad16646e7 --grace-seconds 3600
+    """
     shown, secret = _registry().rotate(callback_id, grace_seconds)
     _created(shown, secret, as_json)
 
@@ -156,6 +171,9 @@ def rotate(callback_id, grace_seconds, as_json):
 @callbacks.command("enable")
 @click.argument("callback_id")
 def enable(callback_id):
-    """Call a disabled callback again (after its receiver answered 410 Gone)."""
+    """Call a disabled callback again (after its receiver answered 410 Gone).
+
+    Example: dcm-status callbacks enable f3b1706fad16646e7
+    """
     _registry().enable(callback_id)
     click.echo(f"enabled {callback_id}")

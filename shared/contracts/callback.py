@@ -260,11 +260,11 @@ EMPTY_STATS: Mapping[str, Any] = {"delivered": 0, "failedAttempts": 0, "exhauste
 
 def resource_callback_id(key: str) -> str:
     """A resource has one callback (a new PUT overwrites it): its id derives from the key."""
-    return "r" + hashlib.sha256(key.encode()).hexdigest()[:23]
+    return "r" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def new_callback_id() -> str:
-    return "f" + secrets.token_hex(12)
+    return "f" + secrets.token_hex(8)
 
 
 def check_token(token: Any) -> str | None:

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any
 
+import orjson
 import pytest
 import requests
 
@@ -125,7 +126,9 @@ def test_a_blocked_address_is_refused_at_registration(e2e, uid, hook):
                      api(e2e, "PUT", f"v1/resources/aws/vm/b-{uid}/callback", params={"hook": hook})):
         assert response.status_code == 400 and response.json()["parameter"] == "hook"
     result = e2e.cli("callbacks", "add", "--hook", hook, check=False)
-    assert result.returncode != 0 and "hook" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 1 and "hook" in result.stderr and "Traceback" not in result.stderr
+    missing = e2e.cli("callbacks", "show", f"nope{uid}", check=False)
+    assert missing.returncode == 1 and f"no callback 'nope{uid}'" in missing.stderr.strip().splitlines()[-1]
 
 
 def test_retries_can_reorder_deliveries_and_each_carries_what_orders_it(e2e, uid, receiver):
@@ -181,3 +184,23 @@ def catch_up(e2e: E2EStack, cursor: str, key: str) -> set[str]:
         if not page["changes"]:
             return seen
         cursor = page["nextCursor"]
+
+
+def test_an_operator_manages_a_callback_with_the_cli(e2e, uid, receiver):
+    added = e2e.cli("callbacks", "add", "--hook", receiver.url("cli"), "--resource", f"aws/vm/cli-{uid}",
+                    "--token", "T", "--json")
+    created = orjson.loads(added.stdout)
+    assert "loopback hooks are allowed" in added.stderr  # local mode says so
+    hook = receiver.hook("cli", secret=created["secret"])
+    cid = created["callback"]["id"]
+    tested = e2e.cli("callbacks", "test", cid)
+    assert tested.stdout.startswith("delivered: status 204")
+    assert hook.got[0].verified and hook.got[0].body["test"] is True and hook.got[0].body["token"] == "T"
+    e2e.reporter("aws").report("vm", f"cli-{uid}", "RUNNING", "up").result(timeout=30)
+    wait_until(lambda: len(hook.got) == 2, 30, what="the change delivered")
+    wait_until(lambda: "stats.delivered     1" in e2e.cli("callbacks", "show", cid).stdout, 10, what="the stats")
+    assert cid in e2e.cli("callbacks", "list").stdout
+    rotated = orjson.loads(e2e.cli("callbacks", "rotate", cid, "--json").stdout)
+    assert rotated["secret"] != created["secret"] and rotated["callback"]["previousSecretValidUntil"]
+    e2e.cli("callbacks", "rm", cid)
+    assert e2e.cli("callbacks", "show", cid, check=False).returncode == 1

@@ -77,6 +77,12 @@ CASES = [
     ("aws provider, invalid endpoint", ["provider", "run-aws", "--once", "--endpoint-url", "not a url"], {}, 2,
      "is not an http(s) URL"),
     ("aws provider, bad interval", ["provider", "run-aws", "--interval", "0"], {}, 2, "--interval"),
+    ("callback for a resource and a filter", ["callbacks", "add", "--hook", "https://h.example/cb", "--resource",
+                                              "aws/vm/i-1", "--status", "STOPPED"], {}, 2, "takes no filter options"),
+    ("callback for a malformed resource key", ["callbacks", "add", "--hook", "https://h.example/cb", "--resource",
+                                               "aws"], {}, 2, "PROVIDER/TYPE/ID"),
+    ("callback retried for no time", ["callbacks", "add", "--hook", "https://h.example/cb", "--retry-seconds", "0"],
+     {}, 2, "--retry-seconds"),
 ]
 
 

@@ -3,8 +3,8 @@
 # them). Like topology.tf, this file uses only variables and functions, so
 # tests/deploy/test_terraform.py can evaluate it without providers.
 #
-# Collections (shared/upsert/store.py, shared/deadletter/store.py, and the
-# read side shared/api/queries.py, shared/api/feed.py):
+# Collections (shared/upsert/store.py, shared/deadletter/store.py, the read
+# side shared/api/queries.py, shared/api/feed.py, and the webhook callbacks):
 #   resources/{key}            current state. Equality filters on any of
 #                              provider, resourceType, status, metadata.tenant,
 #                              metadata.region, metadata.environment, ordered
@@ -29,6 +29,10 @@
 #                              automatic single-field indexes (merged).
 #     .../transitions          read whole, counted: automatic.
 #   audit_stopped/{eventId}    written once, never queried.
+#   callbacks/{callbackId}     webhook callbacks (shared/api/callbacks.py,
+#                              shared/notify/store.py): key ==, scope ==:
+#                              automatic single-field indexes.
+#   deliveries/{deliveryId}    read by id only. TTL on expireAt.
 
 locals {
   # shared/runtime/clients.py opens firestore.Client(project=...): the (default) database.
@@ -40,6 +44,7 @@ locals {
     events      = "expireAt"
     duplicates  = "expireAt"
     deadletters = "expireAt"
+    deliveries  = "expireAt"
   }
 
   # Composite indexes, one per (equality field, ordering): equality on one

@@ -111,6 +111,8 @@ resource "google_cloudfunctions2_function" "function" {
       DCM_DEADLETTER_TTL_DAYS    = tostring(var.deadletter_ttl_days)
       DCM_MAX_EVENT_BYTES        = tostring(var.max_event_bytes)
       DCM_MAX_CLOCK_SKEW_SECONDS = tostring(var.max_clock_skew_seconds)
+      DCM_HOOK_TIMEOUT_SECONDS   = tostring(var.hook_timeout_seconds)
+      DCM_CALLBACK_CONCURRENCY   = tostring(var.callback_concurrency)
       DCM_PUSH_AUDIENCE          = local.function_urls[each.key]
       DCM_PUSH_SERVICE_ACCOUNT   = google_service_account.push_invoker.email
       # A live change stream of the api (GET /v1/changes/stream) ends by itself
@@ -134,8 +136,8 @@ resource "google_cloudfunctions2_function" "function" {
       error_message = "local.function_access.${each.key}.firestore (terraform/topology.tf) must be \"none\", \"read\" or \"write\"."
     }
     precondition {
-      condition     = !each.value.http || (length(try(local.function_access[each.key].publishes, [])) == 0 && try(local.function_access[each.key].firestore, "") != "write")
-      error_message = "Function ${each.key} is called over HTTP (http: true in infra/topology.yaml): it is the read side, it may neither publish nor write Firestore (local.function_access)."
+      condition     = !each.value.http || length(try(local.function_access[each.key].publishes, [])) == 0
+      error_message = "Function ${each.key} is called over HTTP (http: true in infra/topology.yaml): it answers its callers itself and may not publish (local.function_access)."
     }
     precondition {
       condition     = !each.value.http || each.value.settings.timeout_seconds >= 30

@@ -58,7 +58,7 @@ resource "google_pubsub_subscription" "subscription" {
   }
 
   dynamic "dead_letter_policy" {
-    for_each = each.value.dead_letter ? [local.deadletter_topic.id] : []
+    for_each = each.value.dead_letter ? [google_pubsub_topic.topic[each.value.dead_letter_topic].id] : []
     content {
       dead_letter_topic     = dead_letter_policy.value
       max_delivery_attempts = each.value.max_delivery_attempts
@@ -97,6 +97,10 @@ resource "google_pubsub_subscription" "subscription" {
       error_message = "Subscription ${each.value.name} reads the dead-letter topic: it must set `dead_letter: false`, or failures would loop into it."
     }
     precondition {
+      condition     = !each.value.dead_letter || (contains(keys(local.topology.topics), each.value.dead_letter_topic) && each.value.dead_letter_topic != each.value.topic_key && !try(local.topology.topics[each.value.dead_letter_topic].per_provider, false))
+      error_message = "Subscription ${each.value.name}: dead_letter_topic must name a topic of infra/topology.yaml (not per provider) other than the one it reads."
+    }
+    precondition {
       condition     = each.value.push == null || try(local.functions[each.value.push].settings.timeout_seconds, 0) <= each.value.ack_deadline_seconds
       error_message = "The timeout of the function behind ${each.value.name} exceeds the subscription's ack deadline: Pub/Sub would redeliver messages still being processed."
     }
@@ -132,10 +136,13 @@ resource "google_pubsub_topic_iam_member" "function_publisher" {
 
 # ---- dead-lettering by Pub/Sub itself -----------------------------------------
 
-# The Pub/Sub service agent forwards undeliverable messages to the dead-letter topic...
+# The Pub/Sub service agent forwards undeliverable messages to each topic a subscription dead-letters
+# into (the dead-letter topic; the webhook retry lane's into the first lane)...
 resource "google_pubsub_topic_iam_member" "pubsub_agent_deadletter_publisher" {
+  for_each = toset([for s in local.subscriptions : s.dead_letter_topic if s.dead_letter])
+
   project = var.project_id
-  topic   = local.deadletter_topic.name
+  topic   = google_pubsub_topic.topic[each.key].name
   role    = "roles/pubsub.publisher"
   member  = local.pubsub_service_agent
 }

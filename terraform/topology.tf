@@ -6,7 +6,8 @@
 #   - a topic with `per_provider: true` exists once per provider, its name's
 #     "{provider}" replaced;
 #   - a subscription whose name contains "{provider}" exists once per provider;
-#   - `dead_letter` defaults to true, `enable_message_ordering` to false;
+#   - `dead_letter` defaults to true, into the topic `dead_letter_topic` names
+#     (a topic key, `deadletter` by default), `enable_message_ordering` to false;
 #   - ack deadline, retention, max delivery attempts and retry policy come from
 #     `defaults:` unless the subscription sets its own (its retry_policy is
 #     merged key by key over the default one).
@@ -57,6 +58,7 @@ locals {
         pull                    = try(s.pull, false)
         enable_message_ordering = try(s.enable_message_ordering, false)
         dead_letter             = try(s.dead_letter, true)
+        dead_letter_topic       = try(s.dead_letter_topic, "deadletter") # a topic key: where Pub/Sub dead-letters
         ack_deadline_seconds    = try(s.ack_deadline_seconds, local.topology_defaults.ack_deadline_seconds)
         max_delivery_attempts   = try(s.max_delivery_attempts, local.topology_defaults.max_delivery_attempts)
         minimum_backoff         = format("%ds", tonumber(trimsuffix(tostring(try(s.retry_policy.minimum_backoff, local.topology_defaults.minimum_backoff)), "s")))
@@ -97,17 +99,20 @@ locals {
   # documents: roles/datastore.user). Every pushed function but deadletter
   # dead-letters the messages it rejects (shared/runtime/entrypoint.py), so it
   # publishes to deadletter; the deadletter function never publishes (replay
-  # runs with the operator's identity, from the CLI). The api (HTTP, read side)
-  # never publishes and never writes: it answers a bad request itself. A
-  # function missing here, or an unknown firestore value, fails the plan
-  # (preconditions in functions.tf).
+  # runs with the operator's identity, from the CLI). notify publishes the
+  # webhook deliveries of both lanes (callbacks, callbacks_retry). The api (HTTP)
+  # never publishes: it answers a bad request itself; it writes Firestore only
+  # to register webhook callbacks (shared/api/callbacks.py). A function missing
+  # here, or an unknown firestore value, fails the plan (preconditions in
+  # functions.tf).
   function_access = {
     ingest     = { publishes = ["normalized", "deadletter"], firestore = "none" }
     upsert     = { publishes = ["changed", "deadletter"], firestore = "write" }
     deadletter = { publishes = [], firestore = "write" }
     billing    = { publishes = ["deadletter"], firestore = "write" }
     audit      = { publishes = ["deadletter"], firestore = "write" }
-    api        = { publishes = [], firestore = "read" }
+    notify     = { publishes = ["callbacks", "callbacks_retry", "deadletter"], firestore = "write" }
+    api        = { publishes = [], firestore = "write" }
   }
 
   # firestore access of function_access => the project role that grants it ("none": no grant).
@@ -130,6 +135,8 @@ locals {
     DCM_TOPIC_NORMALIZED       = local.topology.topics.normalized.name
     DCM_TOPIC_CHANGED          = local.topology.topics.changed.name
     DCM_TOPIC_DEADLETTER       = local.topology.topics.deadletter.name
+    DCM_TOPIC_CALLBACKS        = local.topology.topics.callbacks.name
+    DCM_TOPIC_CALLBACKS_RETRY  = local.topology.topics.callbacks_retry.name
     DCM_INGRESS_TOPIC_TEMPLATE = local.topology.topics.ingress.name
     DCM_PROVIDERS              = join(",", local.cloud_providers)
     DCM_PROVIDER_PROFILES      = jsonencode(try(local.topology.provider_profiles, {}))

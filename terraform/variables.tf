@@ -147,6 +147,28 @@ variable "ledger_ttl_days" {
   }
 }
 
+variable "hook_timeout_seconds" {
+  description = "How long notify waits for a webhook receiver's answer (DCM_HOOK_TIMEOUT_SECONDS); no answer by then is a failed attempt, retried. Well under the callback subscriptions' ack deadline (60 s)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.hook_timeout_seconds >= 1 && var.hook_timeout_seconds <= 30
+    error_message = "hook_timeout_seconds must be from 1 to 30."
+  }
+}
+
+variable "callback_concurrency" {
+  description = "Calls one notify instance makes at once to one webhook receiver that has shown it answers fast (DCM_CALLBACK_CONCURRENCY); a receiver not known to be fast gets one at a time (docs/callbacks.md)."
+  type        = number
+  default     = 8
+
+  validation {
+    condition     = var.callback_concurrency >= 1
+    error_message = "callback_concurrency must be 1 or more."
+  }
+}
+
 variable "max_clock_skew_seconds" {
   description = "How far ahead of the platform's clock a provider's event time may be (DCM_MAX_CLOCK_SKEW_SECONDS). Beyond it the time is clamped to when the event was received (the sent time kept as reportedTime), so one event from a broken clock cannot make every later update of its resource look stale."
   type        = number

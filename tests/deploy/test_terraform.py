@@ -44,8 +44,12 @@ def expansion(terraform: str, **variables) -> dict:
 
 def assert_same_topology(got: dict, want: topo.Topology) -> None:
     assert sorted(t["name"] for t in got["topics"].values()) == sorted(t.name for t in want.topics)
-    subs = {name: {k: s[k] for k in SUB_KEYS} for name, s in got["subscriptions"].items()}
-    wanted = {s.name: expected_subscription(s) for s in want.subscriptions}
+    topic_names = {t["key"]: t["name"] for t in got["topics"].values() if t["provider"] is None}
+    subs = {name: {**{k: s[k] for k in SUB_KEYS},
+                   "dead_letter_topic": topic_names[s["dead_letter_topic"]] if s["dead_letter"] else None}
+            for name, s in got["subscriptions"].items()}
+    wanted = {s.name: {**expected_subscription(s), "dead_letter_topic": s.dead_letter_topic}
+              for s in want.subscriptions}
     missing, extra = sorted(set(wanted) - set(subs)), sorted(set(subs) - set(wanted))
     assert not missing and not extra, f"missing in Terraform: {missing}; not in the declaration: {extra}"
     for name in wanted:
@@ -131,6 +135,12 @@ def test_every_function_has_a_push_subscription_and_the_deadletter_topic_is_read
     for s in got["subscriptions"].values():
         assert bool(s["push"]) != bool(s["pull"]), f"{s['name']}: exactly one of push / pull"
     assert got["subscriptions"]["dcm-upsert"]["enable_message_ordering"] is True
+    # webhook deliveries: the retry lane dead-letters into the first lane (docs/callbacks.md), never into itself
+    retry = got["subscriptions"]["dcm-callbacks-retry"]
+    assert (retry["topic_key"], retry["dead_letter_topic"], retry["max_delivery_attempts"]) == (
+        "callbacks_retry", "callbacks", 100)
+    assert (retry["minimum_backoff"], retry["maximum_backoff"]) == ("60s", "600s")
+    assert all(s["dead_letter_topic"] != s["topic_key"] for s in got["subscriptions"].values() if s["dead_letter"])
 
 
 def test_function_entry_points_and_env_match_the_local_stack(terraform):
@@ -170,7 +180,8 @@ def test_topics_and_subscriptions_are_created_from_the_expansion(config: tf.Conf
                                           "maximum_backoff": "${each.value.maximum_backoff}"}
 
     dlp = dynamic(sub, "dead_letter_policy")
-    assert dlp["for_each"] == "${each.value.dead_letter ? [local.deadletter_topic.id] : []}"
+    assert dlp["for_each"] == ("${each.value.dead_letter ? [google_pubsub_topic.topic[each.value.dead_letter_topic].id]"
+                               " : []}")
     assert config.locals["deadletter_topic"] == '${google_pubsub_topic.topic["deadletter"]}'
     assert block(dlp, "content") == {"dead_letter_topic": "${dead_letter_policy.value}",
                                      "max_delivery_attempts": "${each.value.max_delivery_attempts}"}
@@ -340,17 +351,19 @@ def test_function_grants_follow_what_each_use_case_does(terraform):
     firestore = {name: a["firestore"] for name, a in got["access"].items()}
     assert set(firestore.values()) <= {"none", "read", "write"}
     assert firestore["ingest"] == "none"
-    assert {firestore[n] for n in ("upsert", "deadletter", "billing", "audit")} == {"write"}
-    # the read side: Firestore read only (roles/datastore.viewer), never publishes
-    assert http and all(firestore[n] == "read" and not publishes[n] for n in http)
+    assert {firestore[n] for n in ("upsert", "deadletter", "billing", "audit", "notify")} == {"write"}
+    assert publishes["notify"] == {"callbacks", "callbacks_retry", "deadletter"}, "both delivery lanes"
+    # the api never publishes; it writes Firestore to register webhook callbacks (shared/api/callbacks.py)
+    assert http == {"api"} and firestore["api"] == "write" and not publishes["api"]
 
 
 def test_pubsub_service_agent_can_dead_letter(config: tf.Config):
     agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
     assert config.locals["pubsub_service_agent"] == agent
     pub = config.resource("google_pubsub_topic_iam_member", "pubsub_agent_deadletter_publisher")
+    assert pub["for_each"] == "${toset([for s in local.subscriptions : s.dead_letter_topic if s.dead_letter])}"
     assert (pub["topic"], pub["role"], pub["member"]) == (
-        "${local.deadletter_topic.name}", "roles/pubsub.publisher", "${local.pubsub_service_agent}")
+        "${google_pubsub_topic.topic[each.key].name}", "roles/pubsub.publisher", "${local.pubsub_service_agent}")
     sub = config.resource("google_pubsub_subscription_iam_member", "pubsub_agent_subscriber")
     assert sub["for_each"] == "${{for name, s in local.subscriptions : name => s if s.dead_letter}}"
     assert (sub["subscription"], sub["role"], sub["member"]) == (
@@ -362,13 +375,14 @@ def test_pubsub_service_agent_can_dead_letter(config: tf.Config):
 
 
 def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
-    from shared.contracts.state import DUPLICATES, LEDGER
+    from shared.contracts.state import DELIVERIES, DUPLICATES, LEDGER
     from shared.deadletter.store import DEADLETTERS
 
     got = tf.evaluate({"ttl": "local.firestore_ttl_fields", "indexes": "local.firestore_indexes",
                        "database": "local.firestore_database"}, terraform=terraform)
-    assert got["ttl"] == {LEDGER: "expireAt", DUPLICATES: "expireAt", DEADLETTERS: "expireAt"}
-    for module in ("upsert/store.py", "deadletter/store.py"):
+    assert got["ttl"] == {LEDGER: "expireAt", DUPLICATES: "expireAt", DEADLETTERS: "expireAt",
+                          DELIVERIES: "expireAt"}
+    for module in ("upsert/store.py", "deadletter/store.py", "notify/store.py"):
         assert '"expireAt"' in (REPO_ROOT / "shared" / module).read_text(), f"shared/{module} writes expireAt"
     field = config.resource("google_firestore_field", "ttl")
     assert field["for_each"] == "${local.firestore_ttl_fields}"

@@ -307,3 +307,35 @@ def test_changes_made_while_the_live_connection_is_down_arrive_once_after_it_rec
     eventually(lambda: dashboard.banner() is None, 15,
                lambda: f"the error banner to clear once the API is back ({dashboard.diagnose(key)})")
     assert not dashboard.errors
+
+
+def test_the_callbacks_panel_shows_each_receivers_delivery_stats(e2e, uid, dashboard):
+    """Two callbacks: one failing (its failures in a row, highlighted, and its last error), one disabled
+    by a 410. Their stats are set in Firestore, as notify writes them (shared/notify/store.py)."""
+    base = e2e.api_url
+    failing = requests.post(base + "v1/callbacks", json={"hook": f"http://127.0.0.1:9/failing-{uid}",
+                                                         "filter": {"label": f"tenant:{uid}"}}, timeout=30).json()
+    gone = requests.put(base + f"v1/resources/aws/vm/cbpanel-{uid}/callback",
+                        params={"hook": f"http://127.0.0.1:9/gone-{uid}"}, timeout=30).json()
+    ids = [failing["callback"]["id"], gone["callback"]["id"]]
+    try:
+        e2e.db.collection("callbacks").document(ids[0]).update({
+            "stats.consecutiveFailures": 7, "stats.lastFailureAt": "2026-11-22T10:00:00.000000Z",
+            "stats.lastStatus": 503, "stats.lastError": f"HTTP 503 from receiver {uid}"})
+        e2e.db.collection("callbacks").document(ids[1]).update({"disabled": "the receiver answered 410 Gone"})
+        dashboard.open()
+        rows = '[data-testid="callbacks"] tr[data-callback="{}"]'
+        eventually(lambda: dashboard.page.query_selector(rows.format(ids[0])) is not None, 15,
+                   lambda: f"the callbacks panel: {dashboard.page.text_content('[data-testid=callbacks]')!r}")
+        first = dashboard.page.query_selector(rows.format(ids[0]))
+        assert f"failing-{uid}" in first.text_content() and f"label=tenant:{uid}" in first.text_content()
+        assert first.query_selector('[data-testid="callback-failing"]').text_content().strip() == "7"
+        assert uid in first.query_selector('[data-testid="callback-error"]').get_attribute("title")
+        second = dashboard.page.query_selector(rows.format(ids[1]))
+        assert second.query_selector('[data-testid="callback-disabled"]').get_attribute("title").endswith("410 Gone")
+        assert f"aws/vm/cbpanel-{uid}" in second.text_content()
+        assert second.query_selector('[data-testid="callback-failing"]') is None
+        assert not dashboard.errors, dashboard.errors
+    finally:
+        for callback_id in ids:
+            requests.delete(base + f"v1/callbacks/{callback_id}", timeout=30)

@@ -179,7 +179,7 @@
 
   // ---- state -------------------------------------------------------------------------------
   const S = {
-    summary: null, dead: null, stats: null,
+    summary: null, dead: null, stats: null, callbacks: null,
     seen: new Set(), seenOrder: [],
     cursor: null, es: null, retryDelay: 1000, retryTimer: null,
     changesSeen: 0, refreshTimer: null, lastRefresh: 0,
@@ -331,6 +331,46 @@
         : `${num(Math.abs(inFlight))} event${Math.abs(inFlight) === 1 ? '' : 's'} ${inFlight > 0 ? 'still in flight' : 'counted twice (retried)'}.`));
   }
 
+  function callbackScope(c) {
+    if (c.scope === 'resource') return h('code', {}, c.key);
+    const f = Object.entries(c.filter || {});
+    return f.length ? f.map(([k, v]) => `${k}=${v}`).join(' ') : h('span', { class: 'muted' }, 'every change');
+  }
+  function renderCallbacks() {
+    const list = S.callbacks;
+    if (!list) return;
+    if (!list.length) {
+      $('callbacks').replaceChildren(h('p', { class: 'empty' }, 'No callbacks registered. ',
+        h('code', {}, 'dcm-status callbacks add --hook URL'), ' registers one.'));
+      return;
+    }
+    const rows = list.map((c) => {
+      const st = c.stats;
+      const failing = st.consecutiveFailures > 0;
+      const error = st.lastError ? `${st.lastStatus != null ? st.lastStatus + ' · ' : ''}${st.lastError}` : '';
+      return h('tr', { 'data-callback': c.id },
+        h('td', {}, h('code', { title: c.hook }, c.hook.length > 60 ? `${c.hook.slice(0, 59)}…` : c.hook),
+          h('br'), h('span', { class: 'muted small' }, c.id)),
+        h('td', {}, callbackScope(c)),
+        h('td', {}, c.disabled
+          ? h('span', { class: 'badge bad', 'data-testid': 'callback-disabled', title: c.disabled }, 'disabled')
+          : h('span', { class: 'badge good' }, 'enabled')),
+        h('td', { class: 'num' }, num(st.delivered)),
+        h('td', { class: 'num' }, failing
+          ? h('span', { class: 'badge bad', 'data-testid': 'callback-failing' }, num(st.consecutiveFailures))
+          : '0'),
+        h('td', {}, when(st.lastSuccessAt)),
+        h('td', {}, when(st.lastFailureAt), error
+          ? [h('br'), h('span', { class: 'muted small', title: error, 'data-testid': 'callback-error' },
+            error.length > 80 ? `${error.slice(0, 79)}…` : error)] : ''),
+        h('td', { class: 'num' }, num(st.exhausted)));
+    });
+    $('callbacks').replaceChildren(h('table', { class: 'grid' },
+      h('thead', {}, h('tr', {}, ['Hook', 'For', 'State', 'Delivered', 'Failing in a row', 'Last success',
+        'Last failure', 'Given up'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, rows)));
+  }
+
   // ---- loading and refreshing the aggregates -----------------------------------------------
   async function loadSummary() {
     try {
@@ -348,6 +388,9 @@
   async function loadDead() {
     try { S.dead = await api('v1/deadletters'); loaded('Dead letters'); renderDead(); } catch (e) { showError(e, 'Dead letters'); }
   }
+  async function loadCallbacks() {
+    try { S.callbacks = (await api('v1/callbacks')).callbacks; loaded('Callbacks'); renderCallbacks(); } catch (e) { showError(e, 'Callbacks'); }
+  }
   async function loadStats() {
     try { S.stats = await api('v1/stats'); loaded('Pipeline stats'); renderStats(); } catch (e) { showError(e, 'Pipeline stats'); }
   }
@@ -362,7 +405,8 @@
     S.refreshTimer = null;
     S.lastRefresh = Date.now();
     const before = S.changesSeen;
-    await Promise.all([loadSummary(), loadDead(), loadStats(), S.view === 'dashboard' ? loadTableCounts() : null]);
+    await Promise.all([loadSummary(), loadDead(), loadStats(), loadCallbacks(),
+      S.view === 'dashboard' ? loadTableCounts() : null]);
     // A change that arrived while the counts were read may or may not be in them: read again.
     if (S.changesSeen !== before) scheduleRefresh();
   }
@@ -1006,6 +1050,7 @@
     loadSummary();
     loadDead();
     loadStats();
+    loadCallbacks();
     startFeed();
   }
   // A small handle for operators' consoles and tests (no behaviour depends on it).

@@ -90,6 +90,15 @@ def fan_out(firestore, publisher, settings, changed) -> list[PubSubMessage]:
     return out
 
 
+def one_delivery(firestore, publisher, settings, registry, changed, *statuses: int, **registration: Any):
+    """aws/vm/i-1's callback (registered here), the one delivery its change makes, a receiver answering
+    ``statuses`` in turn, and notify calling it: (callback as shown, its secret, message, receiver, notify)."""
+    shown, secret = registry.put_resource("aws/vm/i-1", HOOK, **registration)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    receiver = Receiver(*statuses)
+    return shown, secret, message, receiver, notify_with(firestore, publisher, settings, receiver)
+
+
 def test_a_change_is_fanned_out_to_each_callback_that_asks_for_it(firestore, publisher, settings, registry, changed):
     mine, _ = registry.put_resource("aws/vm/i-1", HOOK, token="T42")
     acme, _ = registry.add(HOOK, {"label": "tenant:acme", "status": "RUNNING"})
@@ -113,10 +122,8 @@ def test_a_late_change_is_not_sent(firestore, publisher, settings, registry):
 
 
 def test_a_delivery_is_signed_sent_once_and_counted(firestore, publisher, settings, registry, changed):
-    shown, secret = registry.put_resource("aws/vm/i-1", HOOK, token="T42")
-    [message] = fan_out(firestore, publisher, settings, changed)
-    receiver = Receiver(204)
-    notify = notify_with(firestore, publisher, settings, receiver)
+    shown, secret, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204,
+                                                            token="T42")
     assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED
     [call] = receiver.calls
     assert Webhook(secret).verify(call["raw"], call["headers"])["token"] == "T42"
@@ -130,10 +137,8 @@ def test_a_delivery_is_signed_sent_once_and_counted(firestore, publisher, settin
 
 def test_a_failing_receiver_is_handed_to_the_retry_lane_and_skipped_while_it_fails(
         firestore, publisher, settings, registry, changed):
-    shown, _ = registry.put_resource("aws/vm/i-1", HOOK)
-    [message] = fan_out(firestore, publisher, settings, changed)
-    receiver = Receiver(500)
-    notify = notify_with(firestore, publisher, settings, receiver)
+    shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
+                                                       500)
     assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
     [handed] = publisher.messages
     assert handed.topic.endswith(settings.topic_callbacks_retry) and handed.data == message.data
@@ -149,10 +154,8 @@ def test_a_failing_receiver_is_handed_to_the_retry_lane_and_skipped_while_it_fai
 
 def test_a_receiver_not_known_to_be_fast_is_called_once_at_a_time_in_the_first_lane(
         firestore, publisher, settings, registry, changed):
-    shown, _ = registry.put_resource("aws/vm/i-1", HOOK)
-    [message] = fan_out(firestore, publisher, settings, changed)
-    receiver = Receiver(204)
-    notify = notify_with(firestore, publisher, settings, receiver)
+    shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
+                                                       204)
     assert notify.calls.admit(shown["id"])  # a call under way (a receiver that hangs)
     assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF and receiver.calls == []
     notify.calls.done(shown["id"], None)
@@ -162,10 +165,8 @@ def test_a_receiver_not_known_to_be_fast_is_called_once_at_a_time_in_the_first_l
 
 def test_410_disables_the_callback_and_its_later_deliveries_are_dropped(firestore, publisher, settings, registry,
                                                                       changed):
-    shown, _ = registry.put_resource("aws/vm/i-1", HOOK)
-    [message] = fan_out(firestore, publisher, settings, changed)
-    receiver = Receiver(410)
-    notify = notify_with(firestore, publisher, settings, receiver)
+    shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
+                                                       410)
     assert notify.deliver(message, Lane.FIRST) is Result.DISABLED
     assert "410" in registry.show(shown["id"])["disabled"]
     assert notify.deliver(message, Lane.RETRY) is Result.DROPPED and len(receiver.calls) == 1

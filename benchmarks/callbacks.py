@@ -40,7 +40,7 @@ from shared.notify.handler import Lane, Notify  # noqa: E402
 from shared.notify.store import CallbackStore  # noqa: E402
 from shared.runtime import settings  # noqa: E402
 from tests.fakes import FakePublisher  # noqa: E402
-from tests.receiver import Receiver  # noqa: E402
+from infra.receiver import Receiver  # noqa: E402
 
 LATENCY_SAMPLES = int(os.environ.get("BENCH_CALLBACK_SAMPLES", "100"))
 BURST = int(os.environ.get("BENCH_CALLBACK_BURST", "200"))

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import click
+from google.cloud.firestore_v1.base_query import FieldFilter
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -22,13 +23,16 @@ from infra import emulators
 from infra.cli import output
 from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
+from infra.receiver import Receiver
 from infra.stack import REPO_ROOT
 from shared.api import queries
+from shared.api.callbacks import Callbacks
 from shared.api.queries import groups
 from shared.billing.rates import RateCard
 from shared.billing.report import aggregate
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey
+from shared.contracts.state import CHANGE, LEDGER
 from shared.deadletter.store import DeadLetterStore
 
 
@@ -55,6 +59,37 @@ def run(conn: Any, resources: int, seed: int, timeout: float, reset: bool = Fals
     missing = sorted(set(topic) - set(conn.topology.providers))
     if missing:
         raise click.ClickException(f"providers {missing} are not in the stack: dcm-status up --providers ...")
+    # The billing team's story, by webhook: a receiver told of every change to STOPPED.
+    receiver = Receiver()
+    registry = Callbacks(db, local_mode=True)
+    stopped, secret = registry.add(receiver.url("stopped"), {"status": "STOPPED"})
+    hook = receiver.hook("stopped", secret=secret)
+    try:
+        ok = _run(console, conn, db, fleet, publisher, topic, timeout)
+        return _callbacks(console, db, hook, timeout) and ok
+    finally:
+        registry.remove(stopped["id"])  # a stack kept up (make demo KEEP=1) does not call a closed port for days
+        receiver.close()
+
+
+def _callbacks(console: Console, db: Any, hook: Any, timeout: float) -> bool:
+    """Every non-late change to STOPPED reached the receiver, signed."""
+    stopped = db.collection(LEDGER).where(filter=FieldFilter("status", "==", "STOPPED")).stream()
+    expected = {snap.id for snap in stopped
+                if (snap.to_dict().get(CHANGE) or {}).get("attributes", {}).get("late") == "false"}
+    deadline = time.monotonic() + timeout
+    while {b["id"] for b in hook.bodies()} < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    got = {b["id"] for b in hook.bodies()}
+    ok = expected <= got and all(r.verified for r in hook.got)
+    console.print(f"[bold]webhook callbacks:[/] a receiver registered for status STOPPED got "
+                  f"{len(expected & got)}/{len(expected)} changes, every signature verified "
+                  "(dcm-status callbacks add --hook URL --status STOPPED)  "
+                  + ("[green]OK[/]" if ok else "[red]MISSING[/]"))
+    return ok
+
+
+def _run(console: Console, conn: Any, db: Any, fleet: Any, publisher: Any, topic: dict, timeout: float) -> bool:
     console.print(f"[bold]Fleet:[/] {len(fleet.expected)} resources, {fleet.published} messages "
                   f"(duplicates, out-of-order deliveries and invalid events included)")
     started = time.monotonic()

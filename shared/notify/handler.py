@@ -164,7 +164,7 @@ class Notify:
                                                   "seconds": round(response.seconds, 3)})
             return Result.DELIVERED
         if response.gone:
-            self.store.disable(cb.id, f"the receiver answered 410 Gone at {timeutil.now_str()}")
+            self.store.disable(cb.id, f"the receiver answered 410 Gone at {timeutil.format(self.clock())}")
             log.warning("callback disabled: the receiver answered 410 Gone", extra={"labels": labels})
             return Result.DISABLED
         started = d.period_started(message.attributes)

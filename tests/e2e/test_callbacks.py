@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import E2EStack, wait_until
-from tests.receiver import Hook, Receiver
+from infra.receiver import Hook, Receiver
 
 HOOK_TIMEOUT = 5.0  # the e2e stack's DCM_HOOK_TIMEOUT_SECONDS (conftest)
 

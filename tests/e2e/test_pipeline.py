@@ -34,7 +34,7 @@ def test_the_stack_built_exactly_the_declared_topology(e2e):
         assert not actual.enable_message_ordering
         assert "retry_policy" not in actual
         if spec.dead_letter:
-            assert actual.dead_letter_policy.dead_letter_topic == dlq
+            assert actual.dead_letter_policy.dead_letter_topic == f"{project}/topics/{spec.dead_letter_topic}"
             assert actual.dead_letter_policy.max_delivery_attempts == emulator_delivery_attempts(spec) >= 16
         else:
             assert not actual.dead_letter_policy.dead_letter_topic
@@ -44,6 +44,9 @@ def test_the_stack_built_exactly_the_declared_topology(e2e):
         else:
             assert not actual.push_config.push_endpoint
     assert any(s.topic == dlq for s in subs.values())  # nothing dead-lettered is lost
+    # the webhook retry lane dead-letters into the first lane (docs/callbacks.md), every other one into dlq
+    targets = {s.dead_letter_policy.dead_letter_topic for s in subs.values()}
+    assert targets - {""} == {dlq, f"{project}/topics/{topo.topic('callbacks')}"}
 
 
 def test_structured_and_binary_reports_land_in_firestore(e2e, uid):

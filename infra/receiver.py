@@ -1,6 +1,6 @@
 """A webhook receiver on loopback, as a consumer would write one: every delivery verified with the
-``standardwebhooks`` library, answered as the test scripts it (statuses in turn, or a hang).
-Used by the e2e tests and the callback benchmark."""
+``standardwebhooks`` library, answered as scripted (statuses in turn, or a hang). The demo, the
+e2e tests and the callback benchmark receive with it."""
 
 from __future__ import annotations
 

@@ -23,10 +23,14 @@ HOOK_TIMEOUT = 5.0  # the e2e stack's DCM_HOOK_TIMEOUT_SECONDS (conftest)
 
 
 @pytest.fixture
-def receiver():
+def receiver(e2e):
     r = Receiver()
     yield r
     r.close()
+    # its callbacks go with it: or the later tests would share the stack with deliveries retried for days
+    for c in api(e2e, "GET", "v1/callbacks").json()["callbacks"]:
+        if c["hook"].startswith(r.url("")):
+            api(e2e, "DELETE", f"v1/callbacks/{c['id']}")
 
 
 def api(e2e: E2EStack, method: str, path: str, **kwargs: Any) -> requests.Response:

@@ -70,6 +70,9 @@ def up(providers: str | None, chaos: bool) -> None:
         click.echo(f"  function {name:<11} http://127.0.0.1:{f['port']}", err=True)
     if "api" in state.functions:
         click.echo(f"dashboard and status API: {stack.function_url(state, 'api')}", err=True)
+    if "notify" in state.functions:
+        click.echo("webhook callbacks: local mode, plain http and loopback hooks are allowed (production: https to "
+                   "public addresses only; docs/callbacks.md)", err=True)
 
 
 @cli.command()

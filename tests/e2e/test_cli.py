@@ -28,8 +28,9 @@ def test_env_describes_the_stack(e2e):
 
 def test_up_is_idempotent(e2e):
     before = json.loads(e2e.cli("env", "--json").stdout)
-    e2e.cli("up", "--providers", ",".join(e2e.state.providers))
+    up = e2e.cli("up", "--providers", ",".join(e2e.state.providers))
     assert json.loads(e2e.cli("env", "--json").stdout) == before
+    assert "loopback hooks are allowed" in up.stderr  # the local stack says what production would refuse
 
 
 def test_publish_get_list_stats(e2e, uid):

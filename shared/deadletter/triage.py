@@ -62,7 +62,7 @@ def fingerprint_of(provider: str | None, reason: str, detail: Mapping[str, Any])
     """Stable id of a failure *kind*: provider + reason + the detail that names the cause."""
     parts = [provider or "-", reason]
     for key in ("path", "rule", "schema", "where", "attribute", "missing", "invalid", "resourceType",
-                "topicProvider", "eventProvider", "subscription", "limit"):
+                "topicProvider", "eventProvider", "subscription", "limit", "callback"):
         if key in detail:
             parts.append(f"{key}={detail[key]}")
     return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]

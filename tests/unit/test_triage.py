@@ -34,6 +34,15 @@ def test_fingerprint_groups_by_provider_reason_and_path():
     assert a != classify(msg(rejected(reason=Reason.UNKNOWN_SCHEMA))).fingerprint
 
 
+def test_callbacks_given_up_group_by_callback_not_by_delivery():
+    def exhausted(callback_id, delivery_id):
+        return rejected(Reason.CALLBACK_EXHAUSTED, {"callback": callback_id, "hook": "https://h.example/cb",
+                                                    "lastStatus": 503, "deliveryId": delivery_id})
+    a = classify(msg(exhausted("f1", "c1.f1"))).fingerprint
+    assert a == classify(msg(exhausted("f1", "c2.f1"))).fingerprint
+    assert a != classify(msg(exhausted("f2", "c1.f2"))).fingerprint
+
+
 def test_pubsub_dead_letters_are_delivery_exhausted():
     c = classify(msg({dl.PS_SUBSCRIPTION: "dcm-ingest-aws", dl.PS_SUBSCRIPTION_PROJECT: "p", dl.PS_DELIVERY_COUNT: "5"},
                      orjson.dumps({"specversion": "1.0", "id": "1", "source": "s",

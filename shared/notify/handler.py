@@ -12,7 +12,8 @@ Three topics reach it (the push path says which):
   already, and it has not shown it answers fast: ``Calls``) hands the delivery to the retry lane
   instead, so it never holds up the others.
 - ``dcm-status-callbacks-retry``, the retry lane: an attempt, and on failure a raise, so that
-  Pub/Sub's retry policy schedules the next one (infra/topology.yaml).
+  Pub/Sub's retry policy schedules the next one (infra/topology.yaml). A busy receiver is not
+  called twice at once here either: the delivery is raised back without a call.
 
 Any 2xx delivers (recorded, so a redelivered message is not sent again). 410 Gone disables the
 callback. A failure once the callback's retry period is over (3 days by default, from the first
@@ -61,10 +62,10 @@ class Result(enum.StrEnum):
 
 
 class Calls:
-    """The calls this instance has under way to each receiver in the first lane, and how many it
+    """The calls this instance has under way to each receiver, and how many it
     may have: one at a time to a receiver not known to answer fast (new, or its last call failed
     or took over ``FAST_SECONDS``), up to ``limit`` at once to one that is. A receiver that hangs
-    thus holds one push slot at most, never the lane (the emulator pushes 2 at a time)."""
+    thus holds one push slot per lane at most, never a lane (the emulator pushes 2 at a time)."""
 
     FAST_SECONDS = 1.0
 
@@ -149,14 +150,18 @@ class Notify:
         cb, stats, delivered = found
         if delivered:
             return Result.ALREADY_DELIVERED
-        if lane is Lane.FIRST and (stats.get("consecutiveFailures") or not self.calls.admit(cb.id)):
+        if lane is Lane.FIRST and stats.get("consecutiveFailures"):
             return self._hand_off(message)
+        if not self.calls.admit(cb.id):  # busy: a hanging receiver holds one push slot per lane at most
+            if lane is Lane.FIRST:
+                return self._hand_off(message)
+            raise Transient(f"callback {cb.id}: a call to its receiver is under way here; Pub/Sub brings this "
+                            "delivery again")
         response = None
         try:
             response = self.call(cb, d)
         finally:
-            if lane is Lane.FIRST:
-                self.calls.done(cb.id, response)
+            self.calls.done(cb.id, response)
         self.store.record(cb.id, d.id, response, self.clock())
         labels = {"callback": cb.id, "lane": lane.value, "status": str(response.status)}
         if response.ok:

@@ -152,12 +152,15 @@ def test_a_failing_receiver_is_handed_to_the_retry_lane_and_skipped_while_it_fai
     assert stats["consecutiveFailures"] == 0 and stats["failedAttempts"] == 2 and stats["delivered"] == 1
 
 
-def test_a_receiver_not_known_to_be_fast_is_called_once_at_a_time_in_the_first_lane(
+def test_a_receiver_not_known_to_be_fast_is_called_once_at_a_time_in_either_lane(
         firestore, publisher, settings, registry, changed):
     shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
                                                        204)
     assert notify.calls.admit(shown["id"])  # a call under way (a receiver that hangs)
     assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF and receiver.calls == []
+    with pytest.raises(Transient, match="under way"):  # nor in the retry lane: raised back, no call
+        notify.deliver(message, Lane.RETRY)
+    assert receiver.calls == []
     notify.calls.done(shown["id"], None)
     assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED  # fast: now it may be called 8 at once
     assert all(notify.calls.admit(shown["id"]) for _ in range(8)) and not notify.calls.admit(shown["id"])

@@ -87,7 +87,9 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
     for name, old in killed.items():
         wait_until(lambda: e2e.stack.server_pid(name) not in (None, old), 30, what=f"{name} restarted")
     assert {n: e2e.state.functions[n]["port"] for n in functions} == ports
-    status = e2e.cli("status")
+    # a new pid is a started process, not yet a server answering: status turns healthy once each one is
+    status = wait_until(lambda: (s := e2e.cli("status", check=False)).returncode == 0 and s, 60,
+                        interval=1, what="every restarted function server answering")
     assert all(f"function {n}" in status.stdout for n in functions)
     restarts = {h.component: h.restarts for h in e2e.stack.health(e2e.state)}
     assert all(restarts[f"function {n}"] >= 1 for n in functions)

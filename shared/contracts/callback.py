@@ -33,9 +33,9 @@ from urllib.parse import urlsplit
 import orjson
 from standardwebhooks.webhooks import Webhook
 
-from shared.contracts import timeutil
-from shared.contracts.errors import InvalidRequest
-from shared.contracts.status_changed import labels_of, parse_label
+from . import timeutil
+from .errors import InvalidRequest
+from .status_changed import labels_of, parse_label
 
 SECRET_PREFIX = "whsec_"
 MAX_HOOK_CHARS = 2048

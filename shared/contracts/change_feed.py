@@ -24,8 +24,8 @@ from typing import Any, Mapping
 
 import orjson
 
-from shared.contracts import timeutil, tokens
-from shared.contracts.errors import Gone, InvalidRequest
+from . import timeutil, tokens
+from .errors import Gone, InvalidRequest
 
 # Sorts after every entry id (lowercase hex): a cursor at (t, END) is past every entry stamped t.
 END = "~"

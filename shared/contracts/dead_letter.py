@@ -12,9 +12,9 @@ from typing import Mapping
 
 import orjson
 
-from shared.contracts import limits
-from shared.contracts.errors import Rejected
-from shared.contracts.model import PubSubMessage
+from . import limits
+from .errors import Rejected
+from .model import PubSubMessage
 
 PREFIX = "dcm-"
 REASON = "dcm-reason"

@@ -20,10 +20,10 @@ from typing import Any, Mapping
 
 import orjson
 
-from shared.contracts import dead_letter as dl
-from shared.contracts import timeutil
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage
+from . import dead_letter as dl
+from . import timeutil
+from .errors import Reason, Rejected
+from .model import PubSubMessage
 
 VERSION = "1.0"
 SUPPORTED_MAJOR = 1

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, document_id_fits
-from shared.contracts.model import ResourceKey
+from .errors import Reason, Rejected
+from .limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, document_id_fits
+from .model import ResourceKey
 
 _LEGACY_PREFIX = "dcm.providers."
 _LEGACY_SUFFIX = ".status"

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from shared.contracts.diff import escape
+from .diff import escape
 
 # Firestore
 FIRESTORE_MAX_DOCUMENT_BYTES = 1_048_576
@@ -34,6 +34,7 @@ PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES = 1_024
 PUBSUB_MAX_ORDERING_KEY_BYTES = 1_024
 # Ours
 MAX_DATA_DEPTH = 16  # provider data below the resource document: 16 + its own levels < 20
+MAX_EVENT_BYTES = 64 * 1024  # a provider message, the default limit (the CloudEvents and CNE specs' 64 KB)
 MAX_EVENT_DEPTH = 32  # a whole event as JSON, before anything looks into it
 DOCUMENT_HEADROOM_BYTES = 16_384  # what upsert adds around the provider's data (keys, times, history)
 

@@ -19,7 +19,7 @@ import orjson
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from shared.contracts.diff import escape
+from .diff import escape
 
 SCHEMA_URI_PREFIX = "https://schemas.dcm.org/"
 ENVELOPE_URI = SCHEMA_URI_PREFIX + "envelope/cloudevent-v1.json"
@@ -28,8 +28,14 @@ OPENAPI = "openapi"  # folder of the API's OpenAPI documents (not event schemas)
 
 
 def schemas_dir() -> Path:
+    """``$DCM_SCHEMAS_DIR``, else the ``schemas/`` beside this package's parent: the repository's (this is
+    ``shared/contracts``) or the one the provider SDK ships (``dcm_status_sdk/contracts``)."""
     override = os.environ.get("DCM_SCHEMAS_DIR")
-    return Path(override) if override else Path(__file__).resolve().parents[2] / "schemas"
+    if override:
+        return Path(override)
+    here = Path(__file__).resolve().parent
+    shipped = here.parent / "schemas"
+    return shipped if shipped.is_dir() else here.parents[1] / "schemas"
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,12 @@ import orjson
 from cloudevents.conversion import to_json
 from cloudevents.http import CloudEvent
 
-from shared.contracts import timeutil
-from shared.contracts.diff import changes
-from shared.contracts.errors import InvalidRequest, Reason, Rejected
-from shared.contracts.model import PubSubMessage, ResourceKey
-from shared.contracts.schemas import registry
-from shared.contracts.status_update import StatusUpdate
+from . import timeutil
+from .diff import changes
+from .errors import InvalidRequest, Reason, Rejected
+from .model import PubSubMessage, ResourceKey
+from .schemas import registry
+from .status_update import StatusUpdate
 
 EVENT_TYPE = "dcm.status.changed"
 EVENT_SOURCE = "dcm/status/upsert"

@@ -19,16 +19,17 @@ import binascii
 import enum
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import orjson
 from cloudevents.conversion import to_binary, to_json
 from cloudevents.http import CloudEvent
 
-from shared.contracts import limits, timeutil
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.schemas import ENVELOPE_URI, registry
+from . import limits, timeutil
+from .errors import Reason, Rejected
+from .identity import provider_named_by, resolve
+from .model import PubSubMessage, ResourceKey
+from .schemas import ENVELOPE_URI, StatusSchema, registry
 
 BINARY_PREFIX = "ce-"
 CONTENT_TYPE = "content-type"
@@ -150,6 +151,115 @@ def _check_envelope(attrs: Mapping[str, Any]) -> None:
     raise Rejected(Reason.NOT_A_CLOUDEVENT, "not a CloudEvents 1.0 event: " + "; ".join(parts),
                    {"missing": missing, "invalid": invalid,
                     "violations": [v.to_dict() for v in violations[:10]]})
+
+
+def _check_provider(key: ResourceKey, topic: str | None, topic_provider: str | None, source: str,
+                    other_names: Collection[str]) -> None:
+    """The provider is the one whose ingress topic the event arrived on; the event may not claim another."""
+    if topic_provider is None:
+        raise Rejected(Reason.PROVIDER_MISMATCH,
+                       f"event for provider {key.provider!r} did not arrive on a provider ingress topic",
+                       {"eventProvider": key.provider, "topic": topic})
+    if topic_provider != key.provider:
+        raise Rejected(Reason.PROVIDER_MISMATCH,
+                       f"event claims provider {key.provider!r} but arrived on {topic_provider!r}'s topic",
+                       {"eventProvider": key.provider, "topicProvider": topic_provider, "topic": topic})
+    named = provider_named_by(source)
+    if named and named != key.provider and named not in other_names:
+        raise Rejected(Reason.PROVIDER_MISMATCH,
+                       f"source {source!r} names provider {named!r} but the event arrived on {topic_provider!r}'s "
+                       f"topic (a provider's other names are declared in its topology profile)",
+                       {"eventProvider": named, "topicProvider": topic_provider, "topic": topic,
+                        "attribute": "source"})
+
+
+def schema_for(key: ResourceKey, event: ProviderEvent) -> tuple[StatusSchema, bool]:
+    reg = registry()
+    if key.resource_type not in reg.current:
+        raise Rejected(Reason.UNKNOWN_RESOURCE_TYPE,
+                       f"unknown resource type {key.resource_type!r}; known: {', '.join(reg.resource_types)}",
+                       {"resourceType": key.resource_type, "known": list(reg.resource_types)})
+    uri = event.attributes.get("dataschema")
+    if not uri:
+        return reg.current[key.resource_type], True
+    schema = reg.status_schema(uri)
+    if schema is None:
+        raise Rejected(Reason.UNKNOWN_SCHEMA, f"dataschema {uri!r} is not a registered schema",
+                       {"schema": uri, "resourceType": key.resource_type})
+    if schema.resource_type != key.resource_type:
+        raise Rejected(Reason.UNKNOWN_SCHEMA,
+                       f"dataschema {uri!r} is for {schema.resource_type!r}, the event is a {key.resource_type!r}",
+                       {"schema": uri, "resourceType": key.resource_type})
+    return schema, False
+
+
+def _validate(schema: StatusSchema, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise Rejected(Reason.SCHEMA_INVALID, "/data: status data must be a JSON object",
+                       {"schema": schema.uri, "path": "/data", "rule": "type",
+                        "value": type(data).__name__ if data is not None else None})
+    first = schema.compiled.first_violation(data, prefix="/data")
+    if first is not None:  # the first violation only: the dead-letter function lists them all, off this path
+        raise Rejected(Reason.SCHEMA_INVALID, f"{first.path}: {first.message}",
+                       {"schema": schema.uri, "path": first.path, "rule": first.rule, "value": first.value})
+    breach = limits.storable(data, "/data")
+    if breach:  # valid JSON Schema, but Firestore could not hold it
+        raise Rejected(Reason.SCHEMA_INVALID, f"{breach.path}: {breach.message}",
+                       {"schema": schema.uri, "path": breach.path, "rule": breach.rule})
+    size = len(orjson.dumps(data))
+    if not limits.document_fits(size):
+        raise Rejected(Reason.OVERSIZE, f"status data is {size} bytes: with what is stored around it, it exceeds "
+                       f"a Firestore document's {limits.FIRESTORE_MAX_DOCUMENT_BYTES} bytes",
+                       {"size": size, "limit": limits.FIRESTORE_MAX_DOCUMENT_BYTES - limits.DOCUMENT_HEADROOM_BYTES})
+    return data
+
+
+def _transition_time(data: dict[str, Any], schema: StatusSchema) -> str | None:
+    value = data.get("lastTransitionTime")
+    if value is None:
+        return None
+    try:
+        return timeutil.canonical(value)
+    except ValueError as exc:
+        raise Rejected(Reason.SCHEMA_INVALID, f"/data/lastTransitionTime: {exc}",
+                       {"schema": schema.uri, "path": "/data/lastTransitionTime", "rule": "format",
+                        "value": value}) from exc
+
+
+@dataclass(frozen=True)
+class CheckedReport:
+    """A provider's message that passed every check ingest makes, and what those checks found."""
+
+    event: ProviderEvent
+    key: ResourceKey
+    schema: StatusSchema
+    schema_defaulted: bool  # no dataschema: the type's current schema was used
+    data: dict[str, Any]
+    transition: str | None  # data.lastTransitionTime, canonical
+
+
+def check(message: PubSubMessage, topic_provider: str | None, max_bytes: int = limits.MAX_EVENT_BYTES,
+          other_names: Collection[str] = ()) -> CheckedReport:
+    """Every check ingest makes, in the order of trust: size, envelope, identity, provider isolation
+    (before we look further at anything a provider claims), resource type, schema, data. The first
+    failure raises Rejected with its reason (and ``key`` once it is known). The provider SDK runs the
+    same function before it publishes, so a provider fails fast with the reason ingest would give.
+
+    ``topic_provider``: the provider whose ingress topic the message is on; ``other_names``: the other
+    names a ``dcm/providers/{name}`` source may give that provider (its topology profile).
+    """
+    event = decode(message, max_bytes)
+    attrs = event.attributes
+    key = resolve(attrs, event.data if isinstance(event.data, dict) else {}, topic_provider)
+    try:
+        _check_provider(key, message.topic, topic_provider, attrs["source"], other_names)
+        schema, defaulted = schema_for(key, event)
+        data = _validate(schema, event.data)
+        transition = _transition_time(data, schema)
+    except Rejected as exc:
+        exc.key = str(key)
+        raise
+    return CheckedReport(event, key, schema, defaulted, data, transition)
 
 
 # ---- the provider's side ----------------------------------------------------------------

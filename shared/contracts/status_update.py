@@ -14,10 +14,10 @@ from typing import Any, Mapping
 
 import orjson
 
-from shared.contracts import limits
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import ResourceKey, event_identity
-from shared.contracts.schemas import SCHEMA_URI_PREFIX, registry
+from . import limits
+from .errors import Reason, Rejected
+from .model import ResourceKey, event_identity
+from .schemas import SCHEMA_URI_PREFIX, registry
 
 VERSION = 1
 STORED_MAPS = ("metadata", "resource_specific", "extra")  # provider data upsert stores as maps

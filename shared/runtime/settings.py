@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from shared.contracts import limits
 from shared.contracts.errors import ConfigError
 
 
@@ -94,7 +95,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         ingress_topic_template=template,
         ledger_ttl_days=int(env.get("DCM_LEDGER_TTL_DAYS", "7")),
         deadletter_ttl_days=int(env.get("DCM_DEADLETTER_TTL_DAYS", "30")),
-        max_event_bytes=int(env.get("DCM_MAX_EVENT_BYTES", str(64 * 1024))),
+        max_event_bytes=int(env.get("DCM_MAX_EVENT_BYTES", str(limits.MAX_EVENT_BYTES))),
         local_mode=_flag(env, "DCM_LOCAL_MODE"),
         push_audience=env.get("DCM_PUSH_AUDIENCE") or None,
         push_service_account=env.get("DCM_PUSH_SERVICE_ACCOUNT") or None,

@@ -16,8 +16,8 @@ import orjson
 import pytest
 import requests
 
-from tests.e2e.conftest import E2EStack, wait_until
 from infra.receiver import Hook, Receiver
+from tests.e2e.conftest import E2EStack, wait_until
 
 HOOK_TIMEOUT = 5.0  # the e2e stack's DCM_HOOK_TIMEOUT_SECONDS (conftest)
 

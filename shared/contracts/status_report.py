@@ -263,6 +263,13 @@ def check(message: PubSubMessage, topic_provider: str | None, max_bytes: int = l
 
 
 # ---- the provider's side ----------------------------------------------------------------
+class ReportForm(enum.StrEnum):
+    """The two identity forms a provider may send (``shared.contracts.identity`` reads both)."""
+
+    CURRENT = "current"  # dcm-project upstream: type dcm.status.{type}, source dcm/providers/{p}, data.id
+    JANUARY = "january"  # the proposal: type dcm.providers.{p}.{type}[.instances].{id}.status
+
+
 def status_type(provider: str, resource_type: str, resource_id: str) -> str:
     """The proposal's CloudEvent type for one resource's status."""
     infix = "instances." if resource_type in ("vm", "container") else ""
@@ -273,9 +280,18 @@ def build_event(provider: str, resource_type: str, resource_id: str, status: str
                 *, event_id: str | None = None, time: str | None = None, reason: str | None = None,
                 last_transition_time: str | None = None, metadata: Mapping[str, Any] | None = None,
                 resource_specific: Mapping[str, Any] | None = None, source: str | None = None,
-                dataschema: str | None = "current") -> CloudEvent:
-    """A status report as a CloudEvent (``dataschema="current"``: the type's newest schema)."""
+                dataschema: str | None = "current", form: ReportForm | str = ReportForm.JANUARY,
+                extensions: Mapping[str, Any] | None = None) -> CloudEvent:
+    """A status report as a CloudEvent (``dataschema="current"``: the type's newest schema).
+
+    ``form`` CURRENT is what dcm-project providers send today (``subject`` is the messaging subject
+    ``dcm.{type}``); JANUARY is the proposal's. ``extensions``: further context attributes
+    (``sequence``, a resync marker).
+    """
     data: dict[str, Any] = {"status": status, "message": message}
+    form = ReportForm(form)
+    if form is ReportForm.CURRENT:
+        data = {"id": resource_id, **data}
     if reason:
         data["reason"] = reason
     if last_transition_time:
@@ -284,19 +300,21 @@ def build_event(provider: str, resource_type: str, resource_id: str, status: str
         data["metadata"] = dict(metadata)
     if resource_specific:
         data["resourceSpecific"] = dict(resource_specific)
-    attributes = {
-        "id": event_id or str(uuid.uuid4()),
-        "source": source or f"{provider}-provider",
-        "type": status_type(provider, resource_type, resource_id),
-        "time": time or timeutil.now_str(),
-        "datacontenttype": "application/json",
-    }
+    attributes: dict[str, Any] = {"id": event_id or str(uuid.uuid4())}
+    if form is ReportForm.CURRENT:
+        attributes |= {"source": source or f"dcm/providers/{provider}", "type": f"dcm.status.{resource_type}",
+                       "subject": f"dcm.{resource_type}"}
+    else:
+        attributes |= {"source": source or f"{provider}-provider",
+                       "type": status_type(provider, resource_type, resource_id)}
+    attributes |= {"time": time or timeutil.now_str(), "datacontenttype": "application/json"}
     if dataschema == "current":
         current = registry().current.get(resource_type)
         if current:
             attributes["dataschema"] = current.uri
     elif dataschema:
         attributes["dataschema"] = dataschema
+    attributes |= dict(extensions or {})
     return CloudEvent(attributes, data)
 
 

@@ -1,0 +1,22 @@
+"""dcm-status provider kit: report the observed state of the resources a provider runs.
+
+    from dcm_status_sdk import Reporter, ReporterConfig
+
+    with Reporter(ReporterConfig(project="my-project", provider="aws")) as reporter:
+        reporter.report("vm", "i-0abc", "RUNNING", "VM is running.")
+
+- ``Reporter``: fire-and-forget publishing, checked locally with ingest's own rules, debounced,
+  rate limited, retried (``reporter.py``);
+- ``MappingTable``: a cloud's raw states onto the generic enums, as data (``mapping.py``,
+  ``mappings/*.json``);
+- ``Rejected``/``Reason``: the errors and reason codes ingest dead-letters with.
+"""
+
+from .contracts.errors import Reason, Rejected
+from .contracts.status_report import BindingMode, ReportForm
+from .mapping import MappedStatus, MappingTable
+from .reporter import Backlogged, FlushTimeout, Reporter, ReporterConfig, ResourceState, Stats
+
+__all__ = ["Backlogged", "BindingMode", "FlushTimeout", "MappedStatus", "MappingTable", "Reason", "Rejected",
+           "ReportForm", "Reporter", "ReporterConfig", "ResourceState", "Stats"]
+__version__ = "0.1.0"

@@ -1,0 +1,322 @@
+"""Report status fire-and-forget: checked now, debounced, rate limited, published with retries.
+
+    with Reporter(ReporterConfig(project="my-project", provider="aws")) as reporter:
+        reporter.report("vm", "i-0abc", "RUNNING", "VM is running.")
+
+``report`` builds the CloudEvent (the current upstream form: type ``dcm.status.{type}``,
+source ``dcm/providers/{provider}``, ``data.id``), runs on it every check ingest runs (a
+mistake raises ``Rejected`` with ingest's reason code, before anything is published), stamps
+``time`` and a ``sequence`` that only increases, and hands it to a background thread. It never
+waits on the network: it returns the event id at once, or raises ``Backlogged`` after
+``max_block_seconds`` when ``max_pending`` resources already wait.
+
+The background thread debounces and rate limits (``coalesce.py``), publishes with the resource
+key as ordering key (batched by the Pub/Sub client), and retries a failed publish with back-off
+until it succeeds, a newer report of the resource replaces it, or the reporter closes. The last
+state of every resource reaches the topic as long as the process lives: ``flush``/``close``
+before it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from cloudevents.http import CloudEvent
+
+from .coalesce import Coalescer, Offer, TokenBucket
+from .contracts.errors import DcmError
+from .contracts.model import PubSubMessage
+from .contracts.schemas import status_token
+from .contracts.status_report import BindingMode, ReportForm, build_event, check, to_message
+from .mapping import MappedStatus
+from .sequence import SequenceCounter
+
+log = logging.getLogger("dcm_status_sdk")
+INGRESS_TOPIC = "dcm-status-ingress-{provider}"
+RESYNC_ID = "resyncid"  # extension attributes marking a resync batch (its id, and how many events it has)
+RESYNC_TOTAL = "resynctotal"
+
+
+class Backlogged(DcmError):
+    """``max_pending`` resources already wait to be published and none left in ``max_block_seconds``."""
+
+
+class FlushTimeout(DcmError):
+    def __init__(self, left: int, timeout: float):
+        super().__init__(f"{left} report(s) still unpublished after {timeout:g} s")
+        self.left = left
+
+
+@dataclass(frozen=True)
+class ReporterConfig:
+    project: str
+    provider: str
+    topic: str = INGRESS_TOPIC  # {provider} is replaced
+    source: str | None = None  # default dcm/providers/{provider}
+    form: ReportForm = ReportForm.CURRENT
+    binding: BindingMode = BindingMode.STRUCTURED
+    debounce_seconds: float = 1.0  # per resource; 0: no debounce
+    rate_per_second: float | None = None  # per provider; None: no limit
+    burst: int = 100
+    terminal_statuses: frozenset[str] = frozenset({"DELETED", "FAILED"})
+    max_pending: int = 100_000  # resources waiting to be published
+    max_block_seconds: float = 0.5  # the longest report() waits for room
+    sequence_file: str | Path | None = None  # keeps the sequence above its last value across restarts
+    max_event_bytes: int = 64 * 1024  # ingest's default limit
+    batch_max_messages: int = 100
+    batch_max_latency_seconds: float = 0.01
+    publish_timeout_seconds: float = 30.0  # one publish, the client's own retries included
+    retry_initial_seconds: float = 0.5
+    retry_max_seconds: float = 30.0
+
+    @property
+    def topic_name(self) -> str:
+        return self.topic.replace("{provider}", self.provider)
+
+
+@dataclass(frozen=True)
+class ResourceState:
+    """One resource as a provider observes it (a ``resync`` snapshot is a list of these)."""
+
+    resource_type: str
+    resource_id: str
+    status: str | MappedStatus
+    message: str = ""
+    reason: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    resource_specific: Mapping[str, Any] | None = None
+    last_transition_time: str | None = None
+
+
+@dataclass(frozen=True)
+class _Outgoing:
+    event: CloudEvent
+    attempt: int = 0
+
+
+@dataclass
+class Stats:
+    reported: int = 0  # report() calls accepted (resync events included)
+    published: int = 0  # events the topic accepted
+    replaced: int = 0  # reports replaced by a later one of their resource inside its window or queue
+    failed_attempts: int = 0  # publishes that failed (and were retried or superseded)
+    pending: int = 0
+    in_flight: int = 0
+    last_error: str | None = None
+
+
+def _inherit_resync(old: _Outgoing, new: _Outgoing) -> _Outgoing:
+    """A report replacing one of a resync batch carries the batch's marker (the batch stays whole)."""
+    attrs = old.event.get_attributes()
+    if RESYNC_ID not in attrs or RESYNC_ID in new.event.get_attributes():
+        return new
+    event = CloudEvent({**new.event.get_attributes(), RESYNC_ID: attrs[RESYNC_ID],
+                        RESYNC_TOTAL: attrs[RESYNC_TOTAL]}, new.event.get_data())
+    return _Outgoing(event, new.attempt)
+
+
+class Reporter:
+    """Thread-safe; ``report`` is safe to call from asyncio code (it never waits on the network)."""
+
+    def __init__(self, config: ReporterConfig, publisher: Any = None, clock: Callable[[], float] = time.monotonic):
+        self.config = config
+        self._own_publisher = publisher is None
+        self._publisher = publisher or _publisher(config)
+        self._topic = self._publisher.topic_path(config.project, config.topic_name)
+        self._clock = clock
+        self._sequence = SequenceCounter(config.sequence_file)
+        self._coalescer: Coalescer[_Outgoing] = Coalescer(
+            config.debounce_seconds, TokenBucket(config.rate_per_second, config.burst), merge=_inherit_resync)
+        self._cond = threading.Condition()
+        self._stats = Stats()
+        self._closed = False
+        self._thread = threading.Thread(target=self._pump, name=f"dcm-status-reporter-{config.provider}",
+                                        daemon=True)
+        self._thread.start()
+
+    # ---- reporting ----------------------------------------------------------------------
+    def report(self, resource_type: str, resource_id: str, status: str | MappedStatus, message: str = "", *,
+               reason: str | None = None, metadata: Mapping[str, Any] | None = None,
+               resource_specific: Mapping[str, Any] | None = None, last_transition_time: str | None = None,
+               time: str | None = None, event_id: str | None = None) -> str:
+        """Queue one status report; returns its event id. ``Rejected`` (ingest's reason) when ingest
+        would refuse it. A ``MappedStatus`` (``mapping.py``) sends its status and, unless ``reason``
+        is given, its raw state as the reason."""
+        state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
+                              last_transition_time)
+        key, event, terminal = self._build(state, time=time, event_id=event_id)
+        self._offer([Offer(key, _Outgoing(event), terminal)])
+        return event["id"]
+
+    def resync(self, snapshot: Iterable[ResourceState]) -> str:
+        """Publish the provider's whole inventory as one marked batch; returns the batch id.
+
+        Every event carries ``resyncid`` (the batch) and ``resynctotal`` (its size), so the platform
+        can tell when it has the whole batch and which resources it no longer holds. The snapshot
+        skips the debounce window (it is the newest truth) but not the rate limit. Every state is
+        checked before any is queued: one invalid state rejects the batch.
+        """
+        states = list(snapshot)
+        if not states:
+            raise ValueError("a resync snapshot needs at least one resource")
+        batch = uuid.uuid4().hex
+        marks = {RESYNC_ID: batch, RESYNC_TOTAL: len(states)}
+        built = [self._build(s, extensions=marks) for s in states]
+        keys = [key for key, _, _ in built]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a resync snapshot lists a resource twice")
+        self._offer([Offer(key, _Outgoing(event), terminal, immediate=True) for key, event, terminal in built])
+        return batch
+
+    def _build(self, state: ResourceState, *, time: str | None = None, event_id: str | None = None,
+               extensions: Mapping[str, Any] | None = None) -> tuple[str, CloudEvent, bool]:
+        status, reason = state.status, state.reason
+        if isinstance(status, MappedStatus):
+            status, reason = status.status, reason if reason is not None else status.raw
+        event = build_event(
+            self.config.provider, state.resource_type, state.resource_id, status, state.message,
+            event_id=event_id, time=time, reason=reason, last_transition_time=state.last_transition_time,
+            metadata=state.metadata, resource_specific=state.resource_specific, source=self.config.source,
+            form=self.config.form, extensions={"sequence": self._sequence.next(), **(extensions or {})})
+        data, attrs = to_message(event, self.config.binding)
+        checked = check(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.provider,
+                        self.config.max_event_bytes)  # ingest's checks: Rejected with its reason
+        token = status_token(status)
+        generic = token if token in checked.schema.statuses else checked.schema.aliases.get(token)
+        if generic is None:
+            log.warning("status %r is not in the %s enum: the platform stores it as UNKNOWN (raw kept)",
+                        status, state.resource_type)
+        return str(checked.key), event, generic in self.config.terminal_statuses
+
+    def _offer(self, offers: list[Offer[_Outgoing]]) -> None:
+        deadline = self._clock() + self.config.max_block_seconds
+        with self._cond:
+            for offer in offers:
+                if self._closed:
+                    raise RuntimeError("the reporter is closed")
+                while len(self._coalescer) >= self.config.max_pending and not self._coalescer.holds(offer.key):
+                    left = deadline - self._clock()
+                    if left <= 0:
+                        raise Backlogged(f"{len(self._coalescer)} resources wait to be published "
+                                         f"(max_pending {self.config.max_pending})")
+                    self._cond.wait(left)
+                self._coalescer.offer(offer, self._clock())
+                self._stats.reported += 1
+            self._cond.notify_all()
+
+    # ---- publishing ---------------------------------------------------------------------
+    def _pump(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    out, wake = self._coalescer.take(self._clock())
+                    if out:
+                        self._stats.in_flight += len(out)
+                        break
+                    if self._closed and self._stats.in_flight == 0:
+                        return  # close() flushed: what is left (after its timeout) is given up
+                    self._cond.wait(None if wake is None else max(0.0, wake - self._clock()))
+            for offer in out:
+                self._send(offer)
+
+    def _send(self, offer: Offer[_Outgoing]) -> None:
+        data, attrs = to_message(offer.item.event, self.config.binding)
+        try:
+            future = self._publisher.publish(self._topic, data, ordering_key=offer.key,
+                                             timeout=self.config.publish_timeout_seconds, **attrs)
+        except Exception as exc:  # a paused ordering key, a closed client: retried like a failed publish
+            self._done(offer, None, exc)
+            return
+        future.add_done_callback(lambda f: self._done(offer, f, None))
+
+    def _done(self, offer: Offer[_Outgoing], future: Any, error: BaseException | None) -> None:
+        if error is None:
+            error = future.exception()
+        with self._cond:
+            self._stats.in_flight -= 1
+            if error is None:
+                self._stats.published += 1
+            else:
+                self._stats.failed_attempts += 1
+                self._stats.last_error = f"{type(error).__name__}: {error}"
+                attempt = offer.item.attempt + 1
+                delay = min(self.config.retry_max_seconds, self.config.retry_initial_seconds * 2 ** (attempt - 1))
+                delay *= random.uniform(0.5, 1.0)
+                log.warning("publish of %s failed (attempt %d), retrying in %.1f s: %s", offer.key, attempt, delay,
+                            self._stats.last_error)
+                self._coalescer.offer(Offer(offer.key, _Outgoing(offer.item.event, attempt), offer.terminal,
+                                            not_before=self._clock() + delay), self._clock())
+            self._cond.notify_all()
+        if error is not None:
+            resume = getattr(self._publisher, "resume_publish", None)
+            if resume is not None:
+                resume(self._topic, offer.key)  # the client pauses a key whose publish failed
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    def stats(self) -> Stats:
+        with self._cond:
+            return Stats(**{**self._stats.__dict__, "replaced": self._coalescer.replaced,
+                            "pending": len(self._coalescer)})
+
+    def flush(self, timeout: float | None = 30.0) -> None:
+        """Publish every queued report now (no debounce wait; the rate limit still applies) and wait
+        until the topic has them all; ``FlushTimeout`` says how many are left after ``timeout``."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            self._coalescer.release_all()
+            self._cond.notify_all()
+            while len(self._coalescer) or self._stats.in_flight:
+                left = None if deadline is None else deadline - self._clock()
+                if left is not None and left <= 0:
+                    raise FlushTimeout(len(self._coalescer) + self._stats.in_flight, timeout or 0)
+                self._cond.wait(left)
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Flush, then stop the background thread (and the Pub/Sub client, when the reporter made it)."""
+        try:
+            self.flush(timeout)
+        except FlushTimeout as exc:
+            log.error("closing with %d report(s) unpublished: %s", exc.left, self._stats.last_error)
+            raise
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            self._thread.join(timeout=1.0)
+            if self._own_publisher:
+                self._publisher.stop()
+
+    def __enter__(self) -> "Reporter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def aflush(self, timeout: float | None = 30.0) -> None:
+        await asyncio.to_thread(self.flush, timeout)
+
+    async def aclose(self, timeout: float | None = 30.0) -> None:
+        await asyncio.to_thread(self.close, timeout)
+
+    async def __aenter__(self) -> "Reporter":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _publisher(config: ReporterConfig) -> Any:
+    from google.cloud import pubsub_v1
+
+    return pubsub_v1.PublisherClient(
+        batch_settings=pubsub_v1.types.BatchSettings(max_messages=config.batch_max_messages,
+                                                     max_latency=config.batch_max_latency_seconds),
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))

@@ -1,0 +1,289 @@
+"""The provider kit's Reporter on a fake Pub/Sub client (sdk/dcm_status_sdk/reporter.py).
+
+Its local checks are ingest's: every invalid report is refused with the reason and message
+ingest would dead-letter it with. Debounce timing is tested on a fake clock in
+test_sdk_coalesce.py; the real emulator path is tests/e2e/test_provider_kit.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+import orjson
+import pytest
+
+from dcm_status_sdk import Backlogged, FlushTimeout, Rejected, Reporter, ReporterConfig, ResourceState
+from dcm_status_sdk.contracts.status_report import ReportForm
+from dcm_status_sdk.sequence import DIGITS, SequenceCounter
+from shared.contracts.errors import Rejected as IngestRejected
+from shared.contracts.model import PubSubMessage
+from shared.contracts.status_report import build_event, to_message
+from shared.ingest.normalize import normalize_message
+from shared.runtime import settings
+
+TOPIC = "dcm-status-ingress-aws"
+
+
+class FakePublisher:
+    """Records what is published; ``fail`` makes the next n publishes fail (as a dropped connection)."""
+
+    def __init__(self, fail: int = 0):
+        self.published: list[tuple[str, dict[str, Any], str]] = []
+        self.fail = fail
+        self.resumed: list[str] = []
+        self.lock = threading.Lock()
+
+    def topic_path(self, project: str, topic: str) -> str:
+        return f"projects/{project}/topics/{topic}"
+
+    def publish(self, topic: str, data: bytes, ordering_key: str = "", timeout: float = 0, **attrs: str) -> Future:
+        future: Future = Future()
+        with self.lock:
+            if self.fail:
+                self.fail -= 1
+                future.set_exception(ConnectionError("connection reset"))
+                return future
+            self.published.append((topic, {"data": orjson.loads(data), **attrs}, ordering_key))
+        future.set_result(str(len(self.published)))
+        return future
+
+    def resume_publish(self, topic: str, ordering_key: str) -> None:
+        self.resumed.append(ordering_key)
+
+    def events(self) -> list[dict[str, Any]]:
+        return [m["data"] for _, m, _ in self.published]
+
+
+def reporter(publisher: FakePublisher, **config: Any) -> Reporter:
+    config = {"debounce_seconds": 0.0, "retry_initial_seconds": 0.01, **config}
+    return Reporter(ReporterConfig(project="p", provider="aws", **config), publisher=publisher)
+
+
+def test_a_report_is_the_current_upstream_form_stamped_and_keyed_by_its_resource():
+    pub = FakePublisher()
+    with reporter(pub) as r:
+        event_id = r.report("vm", "i-0abc", "RUNNING", "VM is running.", metadata={"region": "eu-west-1"})
+    topic, message, ordering_key = pub.published[0]
+    event = message["data"]
+    assert topic == f"projects/p/topics/{TOPIC}" and ordering_key == "aws/vm/i-0abc"
+    assert event["id"] == event_id and event["type"] == "dcm.status.vm" and event["subject"] == "dcm.vm"
+    assert event["source"] == "dcm/providers/aws" and event["time"].endswith("Z")
+    assert len(event["sequence"]) == DIGITS and event["sequence"].isdigit()
+    assert event["data"] == {"id": "i-0abc", "status": "RUNNING", "message": "VM is running.",
+                             "metadata": {"region": "eu-west-1"}}
+    update = normalize_message(PubSubMessage(orjson.dumps(event), {}, "m1", topic=TOPIC), settings.from_env())
+    assert str(update.key) == "aws/vm/i-0abc" and update.status == "RUNNING"  # ingest takes it as it is
+
+
+def test_the_january_form_on_request():
+    pub = FakePublisher()
+    with reporter(pub, form=ReportForm.JANUARY) as r:
+        r.report("vm", "i-0abc", "STOPPED")
+    assert pub.events()[0]["type"] == "dcm.providers.aws.vm.instances.i-0abc.status"
+
+
+DEEP: dict[str, Any] = {}
+for _ in range(40):
+    DEEP = {"a": DEEP}
+INVALID = {  # what a provider can get wrong in a report, and ingest's reason for it
+    "unknown resource type": (("toaster", "t-1", "RUNNING"), {}, "unknown_resource_type"),
+    "status not a string": (("vm", "i-1", 7), {}, "schema_invalid"),
+    "resource id too long": (("vm", "i" * 600, "RUNNING"), {}, "invalid_identity"),
+    "transition time not a time": (("vm", "i-1", "RUNNING"), {"last_transition_time": "yesterday"},
+                                   "schema_invalid"),
+    "event time not a time": (("vm", "i-1", "RUNNING"), {"time": "2026-13-45T00:00:00Z"}, "not_a_cloudevent"),
+    "reserved metadata field": (("vm", "i-1", "RUNNING"), {"metadata": {"__name__": "x"}}, "schema_invalid"),
+    "too big": (("vm", "i-1", "RUNNING"), {"message": "x" * 70_000}, "oversize"),
+    "too deep": (("vm", "i-1", "RUNNING"), {"resource_specific": DEEP}, "schema_invalid"),
+}
+
+
+@pytest.mark.parametrize("args,fields,reason", INVALID.values(), ids=list(INVALID))
+def test_an_invalid_report_is_refused_before_publishing_with_ingests_reason_and_message(args, fields, reason):
+    pub = FakePublisher()
+    r = reporter(pub)
+    time = fields.pop("time", None)
+    with pytest.raises(Rejected) as refused:
+        r.report(*args, time=time, **fields)
+    r.close()
+    assert pub.published == [] and refused.value.reason.value == reason
+    event = build_event("aws", *args, time=time or "2026-11-22T00:00:00Z", form=ReportForm.CURRENT, **fields)
+    data, attrs = to_message(event)
+    with pytest.raises(IngestRejected) as ingest:
+        normalize_message(PubSubMessage(data, attrs, "m1", topic=TOPIC), settings.from_env())
+    sizes = re.compile(r"\d+ bytes")  # the two events differ in id, sequence and time, so in size
+    assert (ingest.value.reason.value, sizes.sub("N bytes", ingest.value.message)) == \
+        (reason, sizes.sub("N bytes", refused.value.message))
+
+
+def test_a_provider_name_ingest_would_refuse_is_refused():
+    with pytest.raises(Rejected, match="provider name"):
+        Reporter(ReporterConfig(project="p", provider="AWS"), publisher=FakePublisher()).report("vm", "i", "RUNNING")
+
+
+def test_a_status_outside_the_enum_is_sent_and_the_platform_keeps_it_raw(caplog):
+    pub = FakePublisher()
+    with reporter(pub) as r:
+        r.report("vm", "i-1", "hibernating")
+    assert pub.events()[0]["data"]["status"] == "hibernating"
+    assert "not in the vm enum" in caplog.text
+
+
+def test_the_sequence_only_increases_across_a_restart_even_when_the_clock_steps_back(tmp_path):
+    path = tmp_path / "aws.seq"
+    clock = iter([5_000_000, 5_000_001, 5_000_002]).__next__
+    first = SequenceCounter(path, clock=clock)
+    issued = [first.next() for _ in range(3)]
+    assert issued == sorted(issued) and len(set(issued)) == 3
+    restarted = SequenceCounter(path, clock=lambda: 1_000)  # the clock went back an hour
+    assert restarted.next() > issued[-1]
+    assert SequenceCounter(None, clock=lambda: 2_000).next() > f"{1_000:0{DIGITS}d}"  # no file: the clock
+
+
+def test_a_sequence_file_that_is_not_a_number_is_a_clear_error(tmp_path):
+    (tmp_path / "aws.seq").write_text("garbage")
+    with pytest.raises(ValueError, match="not an integer"):
+        SequenceCounter(tmp_path / "aws.seq")
+
+
+def test_a_failed_publish_is_retried_with_back_off_and_its_ordering_key_resumed():
+    pub = FakePublisher(fail=3)
+    with reporter(pub) as r:
+        r.report("vm", "i-1", "RUNNING")
+        r.flush(timeout=5)
+        stats = r.stats()
+    assert [e["data"]["status"] for e in pub.events()] == ["RUNNING"]
+    assert pub.resumed == ["aws/vm/i-1"] * 3
+    assert (stats.published, stats.failed_attempts) == (1, 3) and "connection reset" in stats.last_error
+
+
+def test_a_retry_gives_way_to_a_newer_report_of_its_resource():
+    pub = FakePublisher(fail=1)
+    with reporter(pub, retry_initial_seconds=0.3) as r:
+        r.report("vm", "i-1", "RUNNING")
+        threading.Event().wait(0.05)  # the first publish failed; its retry waits its back-off
+        r.report("vm", "i-1", "STOPPED")
+    assert [e["data"]["status"] for e in pub.events()] == ["STOPPED"]
+
+
+def test_flush_says_how_many_are_left_when_the_topic_never_takes_them():
+    pub = FakePublisher(fail=10**6)
+    r = reporter(pub)
+    r.report("vm", "i-1", "RUNNING")
+    r.report("vm", "i-2", "RUNNING")
+    with pytest.raises(FlushTimeout, match="2 report"):
+        r.flush(timeout=0.3)
+    with pytest.raises(FlushTimeout):
+        r.close(timeout=0.1)
+    with pytest.raises(RuntimeError, match="closed"):
+        r.report("vm", "i-3", "RUNNING")
+
+
+def test_report_does_not_block_longer_than_configured_when_too_much_waits():
+    pub = FakePublisher(fail=10**6)
+    r = reporter(pub, max_pending=2, max_block_seconds=0.1)
+    r.report("vm", "i-1", "RUNNING")
+    r.report("vm", "i-2", "RUNNING")
+    r.report("vm", "i-1", "STOPPED")  # a resource already waiting takes no more room
+    with pytest.raises(Backlogged, match="max_pending 2"):
+        r.report("vm", "i-3", "RUNNING")
+    with pytest.raises(FlushTimeout):
+        r.close(timeout=0.1)
+
+
+def test_resync_marks_every_event_of_the_batch():
+    pub = FakePublisher()
+    snapshot = [ResourceState("vm", f"i-{i}", "RUNNING") for i in range(3)]
+    with reporter(pub, debounce_seconds=10) as r:
+        r.report("vm", "i-0", "STOPPED")  # sent; i-0's window is now open for 10 s
+        batch = r.resync(snapshot)
+        r.flush(timeout=5)
+    resync = [e for e in pub.events() if "resyncid" in e]
+    assert len(resync) == 3 and {e["resyncid"] for e in resync} == {batch}
+    assert {e["resynctotal"] for e in resync} == {3}  # the snapshot skipped i-0's window
+
+
+def test_a_live_report_replacing_a_queued_resync_event_keeps_the_batch_whole():
+    pub = FakePublisher()
+    with reporter(pub, rate_per_second=1, burst=1) as r:
+        batch = r.resync([ResourceState("vm", f"i-{i}", "RUNNING") for i in range(3)])
+        r.report("vm", "i-2", "STOPPED")  # i-2's snapshot still waits for a token
+        r.flush(timeout=10)
+    last = {e["data"]["id"]: e for e in pub.events()}
+    assert last["i-2"]["data"]["status"] == "STOPPED" and last["i-2"]["resyncid"] == batch
+    assert sum("resyncid" in e for e in pub.events()) == 3
+
+
+@pytest.mark.parametrize("snapshot,message", [
+    ([], "at least one resource"),
+    ([ResourceState("vm", "i-1", "RUNNING"), ResourceState("vm", "i-1", "STOPPED")], "twice"),
+])
+def test_a_resync_snapshot_that_cannot_be_a_batch_is_refused(snapshot, message):
+    with reporter(FakePublisher()) as r, pytest.raises(ValueError, match=message):
+        r.resync(snapshot)
+
+
+def test_one_invalid_state_rejects_the_whole_resync_batch():
+    pub = FakePublisher()
+    with reporter(pub) as r:
+        with pytest.raises(Rejected, match="unknown resource type"):
+            r.resync([ResourceState("vm", "i-1", "RUNNING"), ResourceState("toaster", "t-1", "RUNNING")])
+    assert pub.published == []
+
+
+def test_reports_from_many_threads_end_with_each_resources_last_state():
+    pub = FakePublisher()
+    with reporter(pub, debounce_seconds=0.05) as r:
+        def work(n: int) -> None:
+            for i in range(200):
+                r.report("vm", f"i-{n}-{i % 10}", "RUNNING" if i < 190 else "STOPPED")
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    last: dict[str, str] = {}
+    for e in pub.events():
+        last[e["data"]["id"]] = e["data"]["status"]
+    assert len(last) == 80 and set(last.values()) == {"STOPPED"}
+    assert len(pub.published) < 8 * 200  # debounced
+
+
+def test_reporting_from_asyncio_code_does_not_block_the_loop():
+    pub = FakePublisher()
+
+    async def provider() -> None:
+        async with reporter(pub, debounce_seconds=0.2) as r:
+            ticks = 0
+
+            async def ticker() -> None:
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    await asyncio.sleep(0.01)
+            task = asyncio.create_task(ticker())
+            for i in range(50):
+                r.report("vm", "i-1", "RUNNING" if i % 2 else "FAILED")
+            await r.aflush(timeout=5)
+            task.cancel()
+            assert ticks >= 1  # the loop kept running while the reporter worked
+
+    asyncio.run(provider())
+    assert [e["data"]["status"] for e in pub.events()][-1] == "RUNNING"
+
+
+def test_a_binary_mode_report_is_what_ingest_decodes():
+    pub = FakePublisher()
+    with reporter(pub, binding="binary") as r:
+        r.report("vm", "i-1", "RUNNING")
+    _, message, _ = pub.published[0]
+    attrs = {k: v for k, v in message.items() if k != "data"}
+    assert attrs["ce-type"] == "dcm.status.vm" and attrs["ce-sequence"].isdigit()
+    data = orjson.dumps(message["data"])
+    update = normalize_message(PubSubMessage(data, attrs, "m1", topic=TOPIC), settings.from_env())
+    assert update.sequence == attrs["ce-sequence"]
+

@@ -6,6 +6,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from google.api_core import exceptions as gexc
 
 from infra.topology import load
@@ -46,14 +47,17 @@ class FakePublisher:
 
     messages: list[Published] = field(default_factory=list)
     fail: bool = False
+    fail_next: int = 0  # the next n publishes fail (a dropped connection), then they succeed
     resumed: list[tuple[str, str]] = field(default_factory=list)
 
-    def publish(self, topic: str, data: bytes, ordering_key: str = "", **attributes: Any) -> Future:
+    def publish(self, topic: str, data: bytes, ordering_key: str = "", retry: Any = None, timeout: Any = None,
+                **attributes: Any) -> Future:
         future: Future = Future()
         refused = pubsub_refuses(data, attributes, ordering_key)
         if refused:  # what production Pub/Sub answers (the emulator enforces none of it)
             future.set_exception(gexc.InvalidArgument(refused))
-        elif self.fail:
+        elif self.fail or self.fail_next:
+            self.fail_next = max(0, self.fail_next - 1)
             future.set_exception(gexc.ServiceUnavailable("pubsub down (fake)"))
         else:
             self.messages.append(Published(topic, data, dict(attributes), ordering_key))
@@ -65,6 +69,10 @@ class FakePublisher:
 
     def topic_path(self, project: str, topic: str) -> str:
         return f"projects/{project}/topics/{topic}"
+
+    def events(self) -> list[dict[str, Any]]:
+        """The structured-mode CloudEvents published, in order."""
+        return [orjson.loads(m.data) for m in self.messages]
 
     def on(self, topic_suffix: str) -> list[Published]:
         return [m for m in self.messages if m.topic.endswith("/" + topic_suffix)]

@@ -10,52 +10,29 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from concurrent.futures import Future
 from typing import Any
 
 import orjson
 import pytest
-
-from dcm_status_sdk import Backlogged, FlushTimeout, Rejected, Reporter, ReporterConfig, ResourceState
+from dcm_status_sdk import (
+    Backlogged,
+    FlushTimeout,
+    Rejected,
+    Reporter,
+    ReporterConfig,
+    ResourceState,
+)
 from dcm_status_sdk.contracts.status_report import ReportForm
 from dcm_status_sdk.sequence import DIGITS, SequenceCounter
+
 from shared.contracts.errors import Rejected as IngestRejected
 from shared.contracts.model import PubSubMessage
 from shared.contracts.status_report import build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
+from tests.fakes import FakePublisher
 
 TOPIC = "dcm-status-ingress-aws"
-
-
-class FakePublisher:
-    """Records what is published; ``fail`` makes the next n publishes fail (as a dropped connection)."""
-
-    def __init__(self, fail: int = 0):
-        self.published: list[tuple[str, dict[str, Any], str]] = []
-        self.fail = fail
-        self.resumed: list[str] = []
-        self.lock = threading.Lock()
-
-    def topic_path(self, project: str, topic: str) -> str:
-        return f"projects/{project}/topics/{topic}"
-
-    def publish(self, topic: str, data: bytes, ordering_key: str = "", timeout: float = 0, **attrs: str) -> Future:
-        future: Future = Future()
-        with self.lock:
-            if self.fail:
-                self.fail -= 1
-                future.set_exception(ConnectionError("connection reset"))
-                return future
-            self.published.append((topic, {"data": orjson.loads(data), **attrs}, ordering_key))
-        future.set_result(str(len(self.published)))
-        return future
-
-    def resume_publish(self, topic: str, ordering_key: str) -> None:
-        self.resumed.append(ordering_key)
-
-    def events(self) -> list[dict[str, Any]]:
-        return [m["data"] for _, m, _ in self.published]
 
 
 def reporter(publisher: FakePublisher, **config: Any) -> Reporter:
@@ -67,8 +44,8 @@ def test_a_report_is_the_current_upstream_form_stamped_and_keyed_by_its_resource
     pub = FakePublisher()
     with reporter(pub) as r:
         event_id = r.report("vm", "i-0abc", "RUNNING", "VM is running.", metadata={"region": "eu-west-1"})
-    topic, message, ordering_key = pub.published[0]
-    event = message["data"]
+    sent = pub.messages[0]
+    topic, ordering_key, event = sent.topic, sent.ordering_key, orjson.loads(sent.data)
     assert topic == f"projects/p/topics/{TOPIC}" and ordering_key == "aws/vm/i-0abc"
     assert event["id"] == event_id and event["type"] == "dcm.status.vm" and event["subject"] == "dcm.vm"
     assert event["source"] == "dcm/providers/aws" and event["time"].endswith("Z")
@@ -110,7 +87,7 @@ def test_an_invalid_report_is_refused_before_publishing_with_ingests_reason_and_
     with pytest.raises(Rejected) as refused:
         r.report(*args, time=time, **fields)
     r.close()
-    assert pub.published == [] and refused.value.reason.value == reason
+    assert pub.messages == [] and refused.value.reason.value == reason
     event = build_event("aws", *args, time=time or "2026-11-22T00:00:00Z", form=ReportForm.CURRENT, **fields)
     data, attrs = to_message(event)
     with pytest.raises(IngestRejected) as ingest:
@@ -151,18 +128,18 @@ def test_a_sequence_file_that_is_not_a_number_is_a_clear_error(tmp_path):
 
 
 def test_a_failed_publish_is_retried_with_back_off_and_its_ordering_key_resumed():
-    pub = FakePublisher(fail=3)
+    pub = FakePublisher(fail_next=3)
     with reporter(pub) as r:
         r.report("vm", "i-1", "RUNNING")
         r.flush(timeout=5)
         stats = r.stats()
     assert [e["data"]["status"] for e in pub.events()] == ["RUNNING"]
-    assert pub.resumed == ["aws/vm/i-1"] * 3
-    assert (stats.published, stats.failed_attempts) == (1, 3) and "connection reset" in stats.last_error
+    assert pub.resumed == [(f"projects/p/topics/{TOPIC}", "aws/vm/i-1")] * 3
+    assert (stats.published, stats.failed_attempts) == (1, 3) and "pubsub down" in stats.last_error
 
 
 def test_a_retry_gives_way_to_a_newer_report_of_its_resource():
-    pub = FakePublisher(fail=1)
+    pub = FakePublisher(fail_next=1)
     with reporter(pub, retry_initial_seconds=0.3) as r:
         r.report("vm", "i-1", "RUNNING")
         threading.Event().wait(0.05)  # the first publish failed; its retry waits its back-off
@@ -171,7 +148,7 @@ def test_a_retry_gives_way_to_a_newer_report_of_its_resource():
 
 
 def test_flush_says_how_many_are_left_when_the_topic_never_takes_them():
-    pub = FakePublisher(fail=10**6)
+    pub = FakePublisher(fail=True)
     r = reporter(pub)
     r.report("vm", "i-1", "RUNNING")
     r.report("vm", "i-2", "RUNNING")
@@ -184,7 +161,7 @@ def test_flush_says_how_many_are_left_when_the_topic_never_takes_them():
 
 
 def test_report_does_not_block_longer_than_configured_when_too_much_waits():
-    pub = FakePublisher(fail=10**6)
+    pub = FakePublisher(fail=True)
     r = reporter(pub, max_pending=2, max_block_seconds=0.1)
     r.report("vm", "i-1", "RUNNING")
     r.report("vm", "i-2", "RUNNING")
@@ -232,7 +209,7 @@ def test_one_invalid_state_rejects_the_whole_resync_batch():
     with reporter(pub) as r:
         with pytest.raises(Rejected, match="unknown resource type"):
             r.resync([ResourceState("vm", "i-1", "RUNNING"), ResourceState("toaster", "t-1", "RUNNING")])
-    assert pub.published == []
+    assert pub.messages == []
 
 
 def test_reports_from_many_threads_end_with_each_resources_last_state():
@@ -250,7 +227,7 @@ def test_reports_from_many_threads_end_with_each_resources_last_state():
     for e in pub.events():
         last[e["data"]["id"]] = e["data"]["status"]
     assert len(last) == 80 and set(last.values()) == {"STOPPED"}
-    assert len(pub.published) < 8 * 200  # debounced
+    assert len(pub.messages) < 8 * 200  # debounced
 
 
 def test_reporting_from_asyncio_code_does_not_block_the_loop():
@@ -280,10 +257,9 @@ def test_a_binary_mode_report_is_what_ingest_decodes():
     pub = FakePublisher()
     with reporter(pub, binding="binary") as r:
         r.report("vm", "i-1", "RUNNING")
-    _, message, _ = pub.published[0]
-    attrs = {k: v for k, v in message.items() if k != "data"}
+    sent = pub.messages[0]
+    attrs = sent.attributes
     assert attrs["ce-type"] == "dcm.status.vm" and attrs["ce-sequence"].isdigit()
-    data = orjson.dumps(message["data"])
-    update = normalize_message(PubSubMessage(data, attrs, "m1", topic=TOPIC), settings.from_env())
+    update = normalize_message(PubSubMessage(sent.data, attrs, "m1", topic=TOPIC), settings.from_env())
     assert update.sequence == attrs["ce-sequence"]
 

@@ -17,10 +17,10 @@ STAMP  := $(VENV)/.installed
 install: $(STAMP) emulators
 	@bash infra/install-browser.sh
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,aws]'
+	$(PY) -m pip install -q -e ./sdk -e '.[test,aws]'  # the provider kit is its own distribution
 	touch $(STAMP)
 
 emulators:
@@ -47,6 +47,7 @@ bench: install
 	$(PY) benchmarks/cost.py
 	$(PY) benchmarks/api.py
 	$(PY) benchmarks/callbacks.py
+	$(PY) benchmarks/provider_kit.py
 
 lint:
 	terraform fmt -check -recursive terraform

@@ -139,18 +139,20 @@ def provider_add(name: str) -> None:
               help="Seconds between polls.")
 @click.option("--once", is_flag=True, help="Poll once and exit.")
 def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, interval: float, once: bool) -> None:
-    """The AWS reference provider: report EC2 instance states as DCM vm status events.
+    """The AWS reference provider, on the provider kit: report EC2 instance states as DCM vm status.
 
-    Example: dcm-status provider run-aws --endpoint-url http://127.0.0.1:5000 --once
+    Credentials are boto3's (environment, profile, instance role). Against moto, any will do:
+
+    Example: AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing dcm-status provider run-aws --endpoint-url http://127.0.0.1:5000 --once
     """
     import time
     from urllib.parse import urlparse
 
     import boto3
     from botocore.config import Config
+    from dcm_status_sdk import FlushTimeout, Reporter, ReporterConfig
 
     from infra.providers.aws_ec2 import Ec2Bridge
-    from infra.providers.reporter import StatusReporter
 
     if endpoint_url and (urlparse(endpoint_url).scheme not in ("http", "https") or not urlparse(endpoint_url).netloc):
         raise click.BadParameter(f"{endpoint_url!r} is not an http(s) URL", param_hint="--endpoint-url")
@@ -159,15 +161,22 @@ def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, 
     conn = connect()
     # bounded: an unreachable endpoint is an error in seconds, not minutes of retries
     config = Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 2, "mode": "standard"})
+    reporter = Reporter(ReporterConfig(project=conn.project, provider=provider_name,
+                                       topic=conn.topology.ingress_template))
     bridge = Ec2Bridge(boto3.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config),
-                       StatusReporter(conn.publisher(), conn.project, provider_name, conn.topology.ingress_template),
-                       region)
-    while True:
-        for o in bridge.poll_once():
-            click.echo(f"{o.instance_id} {o.state} -> {o.status} at {o.transition_time}", err=True)
-        if once:
-            return
-        time.sleep(interval)
+                       reporter, region)
+    try:
+        while True:
+            for o in bridge.poll_once():
+                click.echo(f"{o.instance_id} {o.state} -> {o.status.status} at {o.transition_time}", err=True)
+            if once:
+                break
+            time.sleep(interval)
+    finally:  # an AWS error (no credentials, endpoint down) is one line too: infra/cli/errors.py
+        try:
+            reporter.close(timeout=30)
+        except FlushTimeout as exc:
+            raise click.ClickException(f"{exc} (Pub/Sub: {reporter.stats().last_error})") from exc
 
 
 @cli.command()

@@ -1,16 +1,15 @@
-"""The AWS reference provider: EC2 instance states -> DCM vm status events.
+"""The AWS reference provider, built on the provider kit: EC2 instance states -> DCM vm status.
 
-It polls ``DescribeInstances`` and publishes a status CloudEvent for every
-instance whose state changed since the last poll (the proposal's debounce: an
-unchanged state is not re-sent). EC2 states map onto the DCM vm enum as the
-proposal's table says, with ``stopping`` kept apart from ``stopped``:
+It polls ``DescribeInstances`` and reports every instance whose state changed since the
+last poll through a ``dcm_status_sdk.Reporter`` (which checks, debounces, rate limits and
+retries). The kit's ``aws-ec2`` mapping table maps the state name, with the state reason
+code as context (``terminated`` by a server failure is FAILED, by a user DELETED; see
+docs/mappings.md). Every ``resync_every``-th poll republishes the whole inventory as one
+resync batch, so the platform can tell which instances disappeared.
 
-    pending -> PROVISIONING   running -> RUNNING         stopping -> STOPPING
-    stopped -> STOPPED        shutting-down -> DELETING  terminated -> DELETED
-
-Event ids are derived from (instance, state, transition time), so a restarted
-bridge that reports the same state again publishes an exact duplicate, which
-the pipeline drops. Tags ``tenant`` and ``environment`` become metadata labels.
+Event ids of live reports are derived from (instance, state, transition time), so a
+restarted bridge that reports the same state again publishes an exact duplicate, which the
+pipeline drops. Tags ``tenant`` and ``environment`` become metadata labels.
 """
 
 from __future__ import annotations
@@ -20,17 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from infra.providers.reporter import StatusReporter
-from shared.contracts import timeutil
+from dcm_status_sdk import MappedStatus, MappingTable, Reporter, ResourceState
+from dcm_status_sdk.contracts import timeutil
 
-EC2_STATES = {
-    "pending": "PROVISIONING",
-    "running": "RUNNING",
-    "stopping": "STOPPING",
-    "stopped": "STOPPED",
-    "shutting-down": "DELETING",
-    "terminated": "DELETED",
-}
 LABEL_TAGS = ("tenant", "environment")
 _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:UTC|GMT)\)")
 
@@ -39,7 +30,7 @@ _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:UTC|GMT)\
 class Observation:
     instance_id: str
     state: str  # the EC2 state name
-    status: str  # the DCM status
+    status: MappedStatus  # the DCM status, with the raw state it came from
     transition_time: str
     message: str
     metadata: dict[str, str]
@@ -48,6 +39,10 @@ class Observation:
     @property
     def event_id(self) -> str:
         return f"{self.instance_id}/{self.state}/{self.transition_time}"
+
+    def resource_state(self) -> ResourceState:
+        return ResourceState("vm", self.instance_id, self.status, self.message, metadata=self.metadata,
+                             resource_specific=self.resource_specific, last_transition_time=self.transition_time)
 
 
 def transition_time(instance: dict[str, Any], now: datetime) -> str:
@@ -60,7 +55,7 @@ def transition_time(instance: dict[str, Any], now: datetime) -> str:
     return timeutil.format(now)
 
 
-def observe(instance: dict[str, Any], region: str, now: datetime) -> Observation:
+def observe(instance: dict[str, Any], region: str, now: datetime, table: MappingTable) -> Observation:
     state = instance["State"]["Name"]
     tags = {t["Key"].lower(): t["Value"] for t in instance.get("Tags", [])}
     cpu = instance.get("CpuOptions") or {}
@@ -68,7 +63,7 @@ def observe(instance: dict[str, Any], region: str, now: datetime) -> Observation
     return Observation(
         instance_id=instance["InstanceId"],
         state=state,
-        status=EC2_STATES.get(state, state.upper()),  # an unmapped state reaches DCM as UNKNOWN, raw kept
+        status=table.map(state=state, stateReason=(instance.get("StateReason") or {}).get("Code", "")),
         transition_time=transition_time(instance, now),
         message=f"EC2 instance is {state}" + (f": {reason}" if reason else ""),
         metadata={"region": region, "zone": (instance.get("Placement") or {}).get("AvailabilityZone", ""),
@@ -92,24 +87,28 @@ def instances(ec2: Any) -> Iterator[dict[str, Any]]:
 @dataclass
 class Ec2Bridge:
     ec2: Any  # a boto3 EC2 client
-    reporter: StatusReporter
+    reporter: Reporter
     region: str
+    resync_every: int = 10  # polls; 0: never (OSAC republishes everything every 10 polls too)
+    table: MappingTable = field(default_factory=lambda: MappingTable.load("aws-ec2"))
     last: dict[str, tuple[str, str]] = field(default_factory=dict)
+    polls: int = 0
 
     def poll_once(self) -> list[Observation]:
-        """Publish every state change since the last poll; return what was published."""
+        """Report every state change since the last poll (every instance on a resync poll); return them."""
         now = timeutil.now()
-        changed = []
-        for instance in instances(self.ec2):
-            obs = observe(instance, self.region, now)
-            if self.last.get(obs.instance_id) == (obs.state, obs.transition_time):
-                continue
-            changed.append(obs)
-        futures = [self.reporter.report("vm", o.instance_id, o.status, o.message, event_id=o.event_id,
-                                        source=f"aws-ec2/{self.region}", time=o.transition_time,
-                                        last_transition_time=o.transition_time, metadata=o.metadata,
-                                        resource_specific=o.resource_specific) for o in changed]
-        for obs, future in zip(changed, futures):
-            future.result(timeout=60)  # only a published state counts as reported
-            self.last[obs.instance_id] = (obs.state, obs.transition_time)
+        seen = [observe(instance, self.region, now, self.table) for instance in instances(self.ec2)]
+        self.polls += 1
+        if self.resync_every and self.polls % self.resync_every == 0 and seen:
+            self.reporter.resync([o.resource_state() for o in seen])
+            changed = seen
+        else:
+            changed = [o for o in seen if self.last.get(o.instance_id) != (o.state, o.transition_time)]
+            for o in changed:
+                s = o.resource_state()
+                self.reporter.report(s.resource_type, s.resource_id, s.status, s.message, metadata=s.metadata,
+                                     resource_specific=s.resource_specific, time=o.transition_time,
+                                     last_transition_time=o.transition_time, event_id=o.event_id)
+        for o in changed:
+            self.last[o.instance_id] = (o.state, o.transition_time)
         return changed

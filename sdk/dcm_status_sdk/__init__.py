@@ -15,7 +15,14 @@
 from .contracts.errors import Reason, Rejected
 from .contracts.status_report import BindingMode, ReportForm
 from .mapping import MappedStatus, MappingTable
-from .reporter import Backlogged, FlushTimeout, Reporter, ReporterConfig, ResourceState, Stats
+from .reporter import (
+           Backlogged,
+           FlushTimeout,
+           Reporter,
+           ReporterConfig,
+           ResourceState,
+           Stats,
+)
 
 __all__ = ["Backlogged", "BindingMode", "FlushTimeout", "MappedStatus", "MappingTable", "Reason", "Rejected",
            "ReportForm", "Reporter", "ReporterConfig", "ResourceState", "Stats"]

@@ -14,6 +14,11 @@ that finds no token waits in the queue, where later reports of its resource repl
 beyond the rate, updates coalesce per resource instead of being dropped. A terminal state
 takes its token even when the bucket is empty (a debt the next reports repay), so no rate
 limit delays it beyond the debounce window either.
+
+In flight: a resource whose report is being published is not taken again until ``done`` says
+the publish ended (its next report waits, parked, and coalesces there). So one resource has at
+most one publish at a time, and the order of its reports is the order they reach the topic,
+whichever batch each goes in.
 """
 
 from __future__ import annotations
@@ -86,15 +91,17 @@ class Coalescer(Generic[T]):
         self._queue: OrderedDict[str, Offer[T]] = OrderedDict()  # out of its window, waiting for a token
         self._urgent: OrderedDict[str, Offer[T]] = OrderedDict()  # terminal states: no token wait
         self._sent: dict[str, float] = {}  # resource -> when its last report left
+        self._busy: set[str] = set()  # resources with a publish in flight
+        self._parked: dict[str, Offer[T]] = {}  # out of its window, its resource busy: waits for done()
         self._ticket = itertools.count()
         self.replaced = 0  # reports replaced by a later one of their resource (never sent)
         self._merge = merge or (lambda old, new: new)
 
     def __len__(self) -> int:
-        return len(self._held) + len(self._queue) + len(self._urgent)
+        return len(self._held) + len(self._queue) + len(self._urgent) + len(self._parked)
 
     def holds(self, key: str) -> bool:
-        return key in self._held or key in self._queue or key in self._urgent
+        return key in self._held or key in self._queue or key in self._urgent or key in self._parked
 
     def _replacing(self, old: Offer[T], new: Offer[T]) -> Offer[T]:
         self.replaced += 1
@@ -105,7 +112,7 @@ class Coalescer(Generic[T]):
         newer one is sent instead (merged with it, so a resync marker is not lost)."""
         key = offer.key
         held = self._held.get(key)
-        queued = self._queue.get(key) or self._urgent.get(key)
+        queued = self._queue.get(key) or self._urgent.get(key) or self._parked.get(key)
         newer = held[1] if held is not None else queued
         if offer.not_before is not None and newer is not None:
             kept = replace(newer, item=self._merge(offer.item, newer.item))
@@ -135,11 +142,21 @@ class Coalescer(Generic[T]):
             self._held[key] = (due, offer)
 
     def _enqueue(self, offer: Offer[T]) -> None:
-        """Into its queue; a report replacing one in the same queue keeps that one's place (a resource
-        reported all the time is not sent to the back each time)."""
+        """Into its queue (parked while its resource is busy); a report replacing one in the same queue
+        keeps that one's place (a resource reported all the time is not sent to the back each time)."""
+        if offer.key in self._busy:
+            self._parked[offer.key] = offer
+            return
         mine, other = (self._urgent, self._queue) if offer.terminal else (self._queue, self._urgent)
         other.pop(offer.key, None)
         mine[offer.key] = offer
+
+    def done(self, key: str) -> None:
+        """The publish of ``key``'s report ended (either way): its next report may go."""
+        self._busy.discard(key)
+        parked = self._parked.pop(key, None)
+        if parked is not None:
+            self._enqueue(parked)
 
     def release_all(self) -> None:
         """Every held report is due now (flush: nothing waits for its window)."""
@@ -148,25 +165,30 @@ class Coalescer(Generic[T]):
         self._held.clear()
         self._due.clear()
 
-    def take(self, now: float) -> tuple[list[Offer[T]], float | None]:
-        """The reports to send now, and when to look again (None: nothing waits)."""
+    def take(self, now: float, limit: int | None = None) -> tuple[list[Offer[T]], float | None]:
+        """The reports to send now (at most ``limit``, terminal states first), and when to look again
+        (None: nothing waits)."""
         while self._due and self._due[0][0] <= now:
             due, _, key = heapq.heappop(self._due)
             held = self._held.get(key)
             if held is not None and held[0] == due:
                 del self._held[key]
                 self._enqueue(held[1])
-        out = list(self._urgent.values())
-        for _ in out:
+        room = len(self) if limit is None else limit
+        out: list[Offer[T]] = []
+        while self._urgent and len(out) < room:
             self.bucket.take(now, force=True)
-        self._urgent.clear()
-        while self._queue and self.bucket.take(now):
+            out.append(self._urgent.popitem(last=False)[1])
+        while self._queue and len(out) < room and self.bucket.take(now):
             out.append(self._queue.popitem(last=False)[1])
         for offer in out:
             self._sent[offer.key] = now
+            self._busy.add(offer.key)
         if len(self._sent) > 4 * (len(self) + 1024):
             self._sent = {k: t for k, t in self._sent.items() if now - t < self.window}  # no longer holding back
         wake = [self._due[0][0]] if self._due else []
+        if self._urgent:
+            wake.append(now)
         if self._queue:
             wake.append(self.bucket.next_token_at(now))
         return out, min(wake) if wake else None

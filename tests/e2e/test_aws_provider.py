@@ -35,7 +35,7 @@ def test_ec2_instance_states_reach_firestore(e2e, moto_ec2):
                                                 "Tags": [{"Key": "tenant", "Value": "acme"}]}])["Instances"][0]["InstanceId"]
     e2e.cli("provider", "run-aws", "--once", "--endpoint-url", endpoint)
     running = e2e.wait_for_status(f"aws/vm/{iid}", "RUNNING")
-    assert running["metadata"]["tenant"] == "acme" and running["eventSource"] == "aws-ec2/us-east-1"
+    assert running["metadata"]["tenant"] == "acme" and running["eventSource"] == "dcm/providers/aws"
     ec2.stop_instances(InstanceIds=[iid])
     e2e.cli("provider", "run-aws", "--once", "--endpoint-url", endpoint)
     e2e.cli("provider", "run-aws", "--once", "--endpoint-url", endpoint)  # a restarted bridge: a duplicate

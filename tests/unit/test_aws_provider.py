@@ -1,14 +1,14 @@
-"""The AWS reference provider against moto's EC2."""
+"""The AWS reference provider (on the provider kit) against moto's EC2."""
 
 from __future__ import annotations
 
 import boto3
 import orjson
 import pytest
+from dcm_status_sdk import Reporter, ReporterConfig
 from moto import mock_aws
 
-from infra.providers.aws_ec2 import EC2_STATES, Ec2Bridge, transition_time
-from infra.providers.reporter import StatusReporter
+from infra.providers.aws_ec2 import Ec2Bridge, transition_time
 from shared.contracts import timeutil
 from shared.contracts.model import PubSubMessage
 from shared.ingest.normalize import normalize_message
@@ -24,10 +24,23 @@ def ec2(monkeypatch):
         yield boto3.client("ec2", region_name="us-east-1")
 
 
+def kit(publisher: FakePublisher) -> Reporter:
+    return Reporter(ReporterConfig(project="p", provider="aws", debounce_seconds=0), publisher=publisher)
+
+
+class Polled(Ec2Bridge):
+    def poll_once(self):
+        changed = super().poll_once()
+        self.reporter.flush(timeout=5)  # the kit publishes in the background
+        return changed
+
+
 @pytest.fixture
 def bridge(ec2):
     publisher = FakePublisher()
-    return Ec2Bridge(ec2, StatusReporter(publisher, "p", "aws"), "us-east-1"), publisher
+    polled = Polled(ec2, kit(publisher), "us-east-1")
+    yield polled, publisher
+    polled.reporter.close()
 
 
 def launch(ec2, **tags) -> str:
@@ -40,19 +53,14 @@ def published(publisher) -> list[dict]:
     return [orjson.loads(m.data) for m in publisher.messages]
 
 
-def test_the_mapping_is_the_proposals():
-    assert EC2_STATES == {"pending": "PROVISIONING", "running": "RUNNING", "stopping": "STOPPING",
-                          "stopped": "STOPPED", "shutting-down": "DELETING", "terminated": "DELETED"}
-
-
 def test_a_running_instance_is_reported_once(bridge, ec2):
     b, publisher = bridge
     iid = launch(ec2, tenant="acme", environment="prod")
     [obs] = b.poll_once()
-    assert (obs.instance_id, obs.status) == (iid, "RUNNING")
+    assert (obs.instance_id, obs.status.status) == (iid, "RUNNING")
     assert b.poll_once() == []  # unchanged: debounced
     [event] = published(publisher)
-    assert event["type"] == f"dcm.providers.aws.vm.instances.{iid}.status"
+    assert event["type"] == "dcm.status.vm" and event["data"]["id"] == iid
     assert event["data"]["metadata"]["tenant"] == "acme" and event["data"]["metadata"]["region"] == "us-east-1"
     assert event["data"]["resourceSpecific"]["ipAddress"]
 
@@ -72,10 +80,47 @@ def test_lifecycle_stop_and_terminate(bridge, ec2):
 def test_a_restarted_bridge_publishes_exact_duplicates(ec2):
     launch(ec2)
     first, second = FakePublisher(), FakePublisher()
-    Ec2Bridge(ec2, StatusReporter(first, "p", "aws"), "us-east-1").poll_once()
-    Ec2Bridge(ec2, StatusReporter(second, "p", "aws"), "us-east-1").poll_once()
+    for publisher in (first, second):
+        with kit(publisher) as reporter:
+            Ec2Bridge(ec2, reporter, "us-east-1").poll_once()
     a, b = published(first)[0], published(second)[0]
     assert (a["id"], a["source"], a["time"]) == (b["id"], b["source"], b["time"])  # deduplicated downstream
+
+
+def test_a_terminated_spot_instance_is_failed_not_deleted(bridge, ec2):
+    b, publisher = bridge
+    iid = launch(ec2)
+    b.poll_once()
+    instance = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+    instance["State"] = {"Code": 48, "Name": "terminated"}
+    instance["StateReason"] = {"Code": "Server.SpotInstanceTermination", "Message": "spot capacity reclaimed"}
+    b.ec2 = FrozenEc2([instance])
+    [failed] = b.poll_once()
+    assert failed.status.status == "FAILED"
+    assert published(publisher)[-1]["data"]["reason"] == failed.status.raw
+
+
+def test_every_tenth_poll_is_a_resync_of_the_whole_inventory(bridge, ec2):
+    b, publisher = bridge
+    ids = {launch(ec2), launch(ec2)}
+    for _ in range(10):
+        b.poll_once()
+    batch = [e for e in published(publisher) if "resyncid" in e]
+    assert {e["data"]["id"] for e in batch} == ids and {e["resynctotal"] for e in batch} == {2}
+
+
+class FrozenEc2:
+    """An EC2 client whose DescribeInstances answers what it is given (a state moto cannot produce)."""
+
+    def __init__(self, instances: list[dict]):
+        self.instances = instances
+
+    def get_paginator(self, name: str):
+        assert name == "describe_instances"
+        return self
+
+    def paginate(self):
+        return [{"Reservations": [{"Instances": self.instances}]}]
 
 
 def test_what_the_bridge_publishes_passes_ingest(bridge, ec2):

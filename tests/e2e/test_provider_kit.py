@@ -1,0 +1,76 @@
+"""The provider kit (sdk/) against the emulators: installed alone into a clean virtualenv it
+publishes to the emulator, and a flapping resource reaches the platform in its final state
+through a bounded number of updates."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from dcm_status_sdk import Reporter, ReporterConfig
+from infra.stack import REPO_ROOT
+from shared.contracts.state import LEDGER
+from tests.e2e.conftest import E2EStack, wait_until
+
+CLEAN_SCRIPT = """
+import importlib.metadata, importlib.resources, sys
+from dcm_status_sdk import Reporter, ReporterConfig
+shipped = importlib.resources.files("dcm_status_sdk") / "schemas"
+assert (shipped / "vm" / "status-v1.json").is_file(), "the SDK ships the schemas it checks with"
+assert not (shipped / "samples").exists(), "the samples stay in the repository"
+installed = {d.metadata["Name"].lower() for d in importlib.metadata.distributions()}
+extra = installed & {"google-cloud-firestore", "functions-framework", "click", "rich", "dcm-status"}
+assert not extra, f"a provider does not need {sorted(extra)}"
+with Reporter(ReporterConfig(project=sys.argv[1], provider="aws")) as reporter:
+    reporter.report("vm", sys.argv[2], "RUNNING", "reported from a clean virtualenv")
+print("published")
+"""
+
+
+@pytest.mark.timeout(600)
+def test_the_sdk_installs_alone_into_a_clean_virtualenv_and_publishes_to_the_emulator(e2e: E2EStack, uid: str,
+                                                                                      tmp_path: Path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(REPO_ROOT / "sdk")],
+                             capture_output=True, text=True, timeout=540)
+    assert install.returncode == 0, install.stderr[-2000:]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DCM_SCHEMAS_DIR")}
+    run = subprocess.run([str(python), "-c", textwrap.dedent(CLEAN_SCRIPT), e2e.project, f"clean-{uid}"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # not the repo's code
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "published"
+    stored = e2e.wait_for_status(f"aws/vm/clean-{uid}", "RUNNING")
+    assert stored["eventSource"] == "dcm/providers/aws" and stored["message"] == "reported from a clean virtualenv"
+
+
+def test_a_flapping_resource_is_stored_in_its_final_state_through_a_bounded_number_of_updates(e2e: E2EStack,
+                                                                                                 uid: str):
+    window = 0.25
+    key = f"aws/vm/flap-{uid}"
+    reporter = Reporter(ReporterConfig(project=e2e.project, provider="aws", debounce_seconds=window))
+    reporter.report("vm", f"flap-{uid}", "RUNNING", "up")
+    started = time.monotonic()
+    for i in range(100):  # running -> error -> running within 50 ms, 100 times
+        reporter.report("vm", f"flap-{uid}", "ERROR", f"flap {i}: error")
+        time.sleep(0.005)
+        reporter.report("vm", f"flap-{uid}", "RUNNING", f"flap {i}: running again")
+        time.sleep(0.005)
+    flapped = time.monotonic() - started
+    reporter.close(timeout=30)
+    stats = reporter.stats()
+    assert stats.reported == 201 and stats.failed_attempts == 0
+    assert stats.published <= flapped / window + 2  # at most one per window, plus the first and the last
+    stored = e2e.wait_for_status(key, "RUNNING")
+    assert stored["message"] == "flap 99: running again"
+    ledger = e2e.db.collection(LEDGER).where("key", "==", key)
+    processed = wait_until(lambda: (n := len(list(ledger.stream()))) >= stats.published and n, 30,
+                           what="every published update processed")
+    assert processed == stats.published  # none lost, none added

@@ -32,6 +32,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
 from infra import emulators  # noqa: E402
 from infra.providers.reporter import StatusReporter  # noqa: E402
+from infra.receiver import Receiver  # noqa: E402
 from infra.stack import LocalStack  # noqa: E402
 from shared.contracts import change_feed, timeutil  # noqa: E402
 from shared.contracts.delivery import Delivery  # noqa: E402
@@ -40,7 +41,6 @@ from shared.notify.handler import Lane, Notify  # noqa: E402
 from shared.notify.store import CallbackStore  # noqa: E402
 from shared.runtime import settings  # noqa: E402
 from tests.fakes import FakePublisher  # noqa: E402
-from infra.receiver import Receiver  # noqa: E402
 
 LATENCY_SAMPLES = int(os.environ.get("BENCH_CALLBACK_SAMPLES", "100"))
 BURST = int(os.environ.get("BENCH_CALLBACK_BURST", "200"))

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from dcm_status_sdk import Reporter, ReporterConfig
+from google.cloud.firestore_v1.base_query import FieldFilter
+
 from infra.stack import REPO_ROOT
 from shared.contracts.state import LEDGER
 from tests.e2e.conftest import E2EStack, wait_until
@@ -70,7 +71,7 @@ def test_a_flapping_resource_is_stored_in_its_final_state_through_a_bounded_numb
     assert stats.published <= flapped / window + 2  # at most one per window, plus the first and the last
     stored = e2e.wait_for_status(key, "RUNNING")
     assert stored["message"] == "flap 99: running again"
-    ledger = e2e.db.collection(LEDGER).where("key", "==", key)
+    ledger = e2e.db.collection(LEDGER).where(filter=FieldFilter("key", "==", key))
     processed = wait_until(lambda: (n := len(list(ledger.stream()))) >= stats.published and n, 30,
                            what="every published update processed")
     assert processed == stats.published  # none lost, none added

@@ -9,9 +9,11 @@
   rate limited, retried (``reporter.py``);
 - ``MappingTable``: a cloud's raw states onto the generic enums, as data (``mapping.py``,
   ``mappings/*.json``);
+- ``Reporter.report_values``: Cloud Native Events (O-RAN style) values, ``Value``/``DataType``;
 - ``Rejected``/``Reason``: the errors and reason codes ingest dead-letters with.
 """
 
+from .contracts.cloud_native_event import DataType, Value
 from .contracts.errors import Reason, Rejected
 from .contracts.status_report import BindingMode, ReportForm
 from .mapping import MappedStatus, MappingTable
@@ -24,6 +26,6 @@ from .reporter import (
            Stats,
 )
 
-__all__ = ["Backlogged", "BindingMode", "FlushTimeout", "MappedStatus", "MappingTable", "Reason", "Rejected",
+__all__ = ["Backlogged", "BindingMode", "DataType", "Value", "FlushTimeout", "MappedStatus", "MappingTable", "Reason", "Rejected",
            "ReportForm", "Reporter", "ReporterConfig", "ResourceState", "Stats"]
 __version__ = "0.1.0"

@@ -29,11 +29,12 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cloudevents.http import CloudEvent
 
 from .coalesce import Coalescer, Offer, TokenBucket
+from .contracts import cloud_native_event as cne
 from .contracts.errors import DcmError
 from .contracts.model import PubSubMessage
 from .contracts.schemas import status_token
@@ -42,6 +43,7 @@ from .contracts.status_report import (
     ReportForm,
     build_event,
     check,
+    decode,
     to_message,
 )
 from .mapping import MappedStatus
@@ -192,6 +194,22 @@ class Reporter:
         now = self._clock()
         self._offer([Offer(key, _Outgoing(event, now), terminal, immediate=True) for key, event, terminal in built])
         return batch
+
+    def report_values(self, values: Sequence[cne.Value], *, event_type: str, source: str, time: str | None = None,
+                      event_id: str | None = None) -> str:
+        """Publish one Cloud Native Events event (O-RAN style: notifications and metrics about one or more
+        resource addresses, ``docs/cloud-native-events.md``); returns its id. Checked as ingest checks it
+        (``Rejected`` with its reason); not debounced (one event, several resources), rate limited and
+        retried like any report."""
+        event = cne.build_event(values, source=source, event_type=event_type, time=time, event_id=event_id,
+                                extensions={"sequence": self._sequence.next()})
+        data, attrs = to_message(event, self.config.binding)
+        decoded = decode(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.max_event_bytes)
+        if not cne.is_cloud_native(decoded):
+            raise ValueError(f"event type {event_type!r} is DCM's own: report() sends DCM status events")
+        cne.check(decoded, self.config.topic_name, self.config.provider)
+        self._offer([Offer(f"cne:{event['id']}", _Outgoing(event, self._clock()), immediate=True)])
+        return event["id"]
 
     def _build(self, state: ResourceState, *, time: str | None = None, event_id: str | None = None,
                extensions: Mapping[str, Any] | None = None) -> tuple[str, CloudEvent, bool]:

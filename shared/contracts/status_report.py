@@ -148,12 +148,16 @@ def _check_envelope(attrs: Mapping[str, Any]) -> None:
         parts.append("missing " + ", ".join(missing))
     if invalid:
         parts.append("invalid " + ", ".join(invalid))
+    version = attrs.get("specversion")
+    if "specversion" in invalid and isinstance(version, str) and version.lower().lstrip("v") == "1.0":
+        # the Cloud Native Events spec's own CloudEvents example writes "v1.0"
+        parts.append(f"specversion is {version!r}: CloudEvents 1.0 writes \"1.0\" (no 'v')")
     raise Rejected(Reason.NOT_A_CLOUDEVENT, "not a CloudEvents 1.0 event: " + "; ".join(parts),
                    {"missing": missing, "invalid": invalid,
                     "violations": [v.to_dict() for v in violations[:10]]})
 
 
-def _check_provider(key: ResourceKey, topic: str | None, topic_provider: str | None, source: str,
+def check_provider(key: ResourceKey, topic: str | None, topic_provider: str | None, source: str,
                     other_names: Collection[str]) -> None:
     """The provider is the one whose ingress topic the event arrived on; the event may not claim another."""
     if topic_provider is None:
@@ -193,7 +197,7 @@ def schema_for(key: ResourceKey, event: ProviderEvent) -> tuple[StatusSchema, bo
     return schema, False
 
 
-def _validate(schema: StatusSchema, data: Any) -> dict[str, Any]:
+def validate_data(schema: StatusSchema, data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise Rejected(Reason.SCHEMA_INVALID, "/data: status data must be a JSON object",
                        {"schema": schema.uri, "path": "/data", "rule": "type",
@@ -239,22 +243,23 @@ class CheckedReport:
 
 
 def check(message: PubSubMessage, topic_provider: str | None, max_bytes: int = limits.MAX_EVENT_BYTES,
-          other_names: Collection[str] = ()) -> CheckedReport:
+          other_names: Collection[str] = (), event: ProviderEvent | None = None) -> CheckedReport:
     """Every check ingest makes, in the order of trust: size, envelope, identity, provider isolation
     (before we look further at anything a provider claims), resource type, schema, data. The first
     failure raises Rejected with its reason (and ``key`` once it is known). The provider SDK runs the
     same function before it publishes, so a provider fails fast with the reason ingest would give.
 
     ``topic_provider``: the provider whose ingress topic the message is on; ``other_names``: the other
-    names a ``dcm/providers/{name}`` source may give that provider (its topology profile).
+    names a ``dcm/providers/{name}`` source may give that provider (its topology profile); ``event``:
+    the message already decoded.
     """
-    event = decode(message, max_bytes)
+    event = event or decode(message, max_bytes)
     attrs = event.attributes
     key = resolve(attrs, event.data if isinstance(event.data, dict) else {}, topic_provider)
     try:
-        _check_provider(key, message.topic, topic_provider, attrs["source"], other_names)
+        check_provider(key, message.topic, topic_provider, attrs["source"], other_names)
         schema, defaulted = schema_for(key, event)
-        data = _validate(schema, event.data)
+        data = validate_data(schema, event.data)
         transition = _transition_time(data, schema)
     except Rejected as exc:
         exc.key = str(key)

@@ -53,10 +53,13 @@ class StatusUpdate:
     published_at: str | None = None  # when the provider's message was published on its ingress topic
     reported_time: str | None = None  # the event time as sent, when it was ahead of the clock and clamped
     extra: Mapping[str, Any] = field(default_factory=dict)  # data fields beyond the common ones, kept
+    part: str | None = None  # which resource of a several-resource event (a Cloud Native Events address)
+    metrics_only: bool = False  # only metrics: the stored status stays as it is
 
     @property
     def dedup_id(self) -> str:
-        return event_identity(self.event_source, self.event_id)
+        """Source and id (and part): a redelivered event is one update, each resource of one event its own."""
+        return event_identity(self.event_source, self.event_id if self.part is None else f"{self.event_id}#{self.part}")
 
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from shared.contracts import status_update
 from shared.contracts.model import PubSubMessage
-from shared.ingest.normalize import normalize_message
+from shared.ingest.normalize import normalize
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
@@ -28,12 +28,14 @@ class Ingest:
         return cls(runtime.settings, runtime.publisher)
 
     def __call__(self, message: PubSubMessage) -> None:
-        update = normalize_message(message, self.settings)
-        key = str(update.key)
-        publish(self.publisher, self.topic, status_update.encode(update),
-                {"key": key, "provider": update.key.provider, "resourceType": update.key.resource_type,
-                 "status": update.status},
-                ordering_key=key)
-        log.info("event accepted", extra={
-            "labels": {"provider": update.key.provider, "resourceType": update.key.resource_type},
-            "key": key, "status": update.status, "eventId": update.event_id})
+        """Forward every update the message reports (a Cloud Native Events event may report several): a
+        failed publish raises, Pub/Sub redelivers, and upsert drops the updates it already has."""
+        for update in normalize(message, self.settings):
+            key = str(update.key)
+            publish(self.publisher, self.topic, status_update.encode(update),
+                    {"key": key, "provider": update.key.provider, "resourceType": update.key.resource_type,
+                     "status": update.status},
+                    ordering_key=key)
+            log.info("event accepted", extra={
+                "labels": {"provider": update.key.provider, "resourceType": update.key.resource_type},
+                "key": key, "status": update.status, "eventId": update.event_id})

@@ -10,11 +10,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from shared.contracts import cloud_native_event, timeutil
 from shared.contracts import dead_letter as dl
-from shared.contracts import timeutil
-from shared.contracts.model import PubSubMessage
-from shared.contracts.schemas import registry
-from shared.contracts.status_report import check
+from shared.contracts.model import PubSubMessage, ResourceKey
+from shared.contracts.schemas import StatusSchema, registry
+from shared.contracts.status_report import (
+    ProviderEvent,
+    check,
+    decode,
+)
 from shared.contracts.status_update import StatusUpdate
 from shared.ingest.statuses import normalize as normalize_status
 from shared.runtime.logs import get_logger
@@ -46,17 +50,38 @@ def _not_ahead(value: str, received: datetime, tolerance: timedelta) -> str:
     return timeutil.format(received) if timeutil.parse(value) > received + tolerance else value
 
 
-def normalize_message(message: PubSubMessage, settings: Settings) -> StatusUpdate:
-    """The StatusUpdate this message reports, or Rejected saying why not."""
+def normalize(message: PubSubMessage, settings: Settings) -> list[StatusUpdate]:
+    """Every StatusUpdate this message reports (one for a DCM status event, one per resource for a Cloud
+    Native Events event), or Rejected saying why not."""
+    event = decode(message, settings.max_event_bytes)
+    if not cloud_native_event.is_cloud_native(event):
+        return [normalize_message(message, settings, event)]
     topic_provider = settings.provider_of_topic(message.topic) if message.topic else None
     names = settings.profile(topic_provider).names if topic_provider else ()
-    checked = check(message, topic_provider, settings.max_event_bytes, names)
+    attrs = event.attributes
+    return [_update(message, settings, c.key, c.schema, c.data, None, attrs, True, part=c.resource.address,
+                    metrics_only=c.resource.metrics_only)
+            for c in cloud_native_event.check(event, message.topic, topic_provider, names)]
+
+
+def normalize_message(message: PubSubMessage, settings: Settings, event: ProviderEvent | None = None) -> StatusUpdate:
+    """The StatusUpdate a DCM status event reports, or Rejected saying why not."""
+    topic_provider = settings.provider_of_topic(message.topic) if message.topic else None
+    names = settings.profile(topic_provider).names if topic_provider else ()
+    checked = check(message, topic_provider, settings.max_event_bytes, names, event)
     key, schema, data, transition = checked.key, checked.schema, checked.data, checked.transition
     attrs = checked.event.attributes
     if checked.schema_defaulted:
         log.info("event has no dataschema; using the current schema", extra={
             "labels": {"provider": key.provider, "resourceType": key.resource_type},
             "schema": schema.uri, "eventId": attrs["id"]})
+    return _update(message, settings, key, schema, data, transition, attrs, checked.schema_defaulted)
+
+
+def _update(message: PubSubMessage, settings: Settings, key: ResourceKey, schema: StatusSchema,
+            data: Mapping[str, Any], transition: str | None, attrs: Mapping[str, Any], defaulted: bool,
+            part: str | None = None, metrics_only: bool = False) -> StatusUpdate:
+    """The update: the status on its type's enum, the times settled."""
     profile = settings.profile(key.provider)
     vocabulary = registry().vocabularies.get(profile.vocabulary) if profile.vocabulary else None
     status = normalize_status(registry().current[key.resource_type], data["status"], vocabulary)
@@ -92,7 +117,7 @@ def normalize_message(message: PubSubMessage, settings: Settings) -> StatusUpdat
         event_type=attrs["type"],
         event_subject=attrs.get("subject"),
         dataschema=schema.uri,
-        schema_defaulted=checked.schema_defaulted,
+        schema_defaulted=defaulted,
         ingress_message_id=message.message_id,
         ingress_topic=message.topic,
         received_at=received_at,
@@ -102,4 +127,6 @@ def normalize_message(message: PubSubMessage, settings: Settings) -> StatusUpdat
         published_at=publish_time,
         reported_time=reported if observed_at != reported else None,
         extra={k: v for k, v in data.items() if k not in KNOWN_DATA_FIELDS},
+        part=part,
+        metrics_only=metrics_only,
     )

@@ -21,7 +21,7 @@ Collections (shared/contracts/state.py):
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Mapping
 
@@ -197,6 +197,11 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
                        ChangeEvent.from_record(pending) if pending else None), writes
 
     current = current_snap.to_dict() if current_snap.exists else None
+    if update.metrics_only and current is not None:  # new metrics; the status stays what it is
+        update = replace(update, status=current["status"], raw_status=current["rawStatus"],
+                         status_recognized=current["statusRecognized"], message=current.get("message") or "",
+                         reason=current.get("reason"), transition_reported=False,
+                         resource_specific={**(current.get("resourceSpecific") or {}), **update.resource_specific})
     new_doc = resource_document(update, now)
     history = {
         "status": update.status, "rawStatus": update.raw_status, "message": update.message,

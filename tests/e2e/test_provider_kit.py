@@ -69,8 +69,9 @@ def test_a_flapping_resource_is_stored_in_its_final_state_through_a_bounded_numb
     stats = reporter.stats()
     assert stats.reported == 201 and stats.failed_attempts == 0
     assert stats.published <= flapped / window + 2  # at most one per window, plus the first and the last
-    stored = e2e.wait_for_status(key, "RUNNING")
-    assert stored["message"] == "flap 99: running again"
+    stored = wait_until(lambda: (d := e2e.resource(key)) and d["message"] == "flap 99: running again" and d, 30,
+                        what="the last state stored")
+    assert stored["status"] == "RUNNING"
     ledger = e2e.db.collection(LEDGER).where(filter=FieldFilter("key", "==", key))
     processed = wait_until(lambda: (n := len(list(ledger.stream()))) >= stats.published and n, 30,
                            what="every published update processed")

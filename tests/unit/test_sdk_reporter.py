@@ -16,11 +16,13 @@ import orjson
 import pytest
 from dcm_status_sdk import (
     Backlogged,
+    DataType,
     FlushTimeout,
     Rejected,
     Reporter,
     ReporterConfig,
     ResourceState,
+    Value,
 )
 from dcm_status_sdk.contracts.status_report import ReportForm
 from dcm_status_sdk.sequence import DIGITS, SequenceCounter
@@ -28,7 +30,7 @@ from dcm_status_sdk.sequence import DIGITS, SequenceCounter
 from shared.contracts.errors import Rejected as IngestRejected
 from shared.contracts.model import PubSubMessage
 from shared.contracts.status_report import build_event, to_message
-from shared.ingest.normalize import normalize_message
+from shared.ingest.normalize import normalize, normalize_message
 from shared.runtime import settings
 from tests.fakes import FakePublisher
 
@@ -263,3 +265,24 @@ def test_a_binary_mode_report_is_what_ingest_decodes():
     update = normalize_message(PubSubMessage(sent.data, attrs, "m1", topic=TOPIC), settings.from_env())
     assert update.sequence == attrs["ce-sequence"]
 
+
+
+def test_cloud_native_events_values_are_checked_as_ingest_checks_them_and_published_as_one_event():
+    pub = FakePublisher()
+    lock = "/cluster/node/n1/sync/ptp-status/lock-state"
+    with reporter(pub, debounce_seconds=10) as r:
+        first = r.report_values([Value(lock, DataType.NOTIFICATION, "enumeration", "LOCKED"),
+                                 Value(lock, DataType.METRIC, "decimal64.3", -5)],
+                                event_type="event.sync.ptp-status.ptp-state-change", source=lock)
+        second = r.report_values([Value(lock, DataType.NOTIFICATION, "enumeration", "HOLDOVER")],
+                                 event_type="event.sync.ptp-status.ptp-state-change", source=lock)
+        with pytest.raises(Rejected, match="/data/values/0/resource: no resource type is declared") as refused:
+            r.report_values([Value("/cluster/node/n1/fan", DataType.METRIC, "rpm", 900)], event_type="event.fan",
+                            source="/cluster/node/n1/fan")
+        with pytest.raises(ValueError, match="DCM's own"):
+            r.report_values([Value(lock, DataType.METRIC, "x", 1)], event_type="dcm.status.vm", source=lock)
+    assert refused.value.reason.value == "unknown_resource_type"
+    assert [e["id"] for e in pub.events()] == [first, second]  # one event each: not debounced into one
+    updates = normalize(PubSubMessage(pub.messages[0].data, pub.messages[0].attributes, "m", None, TOPIC),
+                        settings.from_env())
+    assert [(str(u.key), u.status) for u in updates] == [(f"aws/sync{lock}", "LOCKED")]

@@ -15,6 +15,7 @@ import click
 
 def _explanations() -> list[tuple[type[BaseException], Callable[[BaseException], str]]]:
     """(exception class, its one line), most specific first."""
+    import requests
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
@@ -34,6 +35,10 @@ def _explanations() -> list[tuple[type[BaseException], Callable[[BaseException],
         (gexc.GoogleAPICallError, lambda e: f"{type(e).__name__}: {_first_line(e.message)}"),
         (concurrent.futures.TimeoutError, lambda e: "timed out waiting for an answer: is the stack up "
                                                     "(dcm-status status)?"),
+        (requests.exceptions.SSLError, lambda e: f"TLS: {_first_line(e)} (--ca-file the cluster's CA?)"),
+        (requests.exceptions.ConnectionError, lambda e: f"cannot connect: {_first_line(e)}"),
+        (requests.exceptions.HTTPError, lambda e: f"the server refused: {_first_line(e)}"),
+        (requests.exceptions.RequestException, lambda e: f"HTTP: {_first_line(e)}"),
     ]
     try:
         from botocore import exceptions as boto_exc

@@ -179,6 +179,42 @@ def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, 
             raise click.ClickException(f"{exc} (Pub/Sub: {reporter.stats().last_error})") from exc
 
 
+@provider.command("run-kubernetes")
+@click.option("--api-url", required=True, help="The Kubernetes API server, e.g. https://api.cluster.example:6443.")
+@click.option("--kind", "kind_name", type=click.Choice(["pods", "vmis"]), default="pods", show_default=True,
+              help="pods (container status) or KubeVirt vmis (vm status).")
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A bearer token (in a pod: /var/run/secrets/kubernetes.io/serviceaccount/token).")
+@click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The cluster's CA certificate (default: the system's).")
+@click.option("--name", "provider_name", default="kubernetes", show_default=True, help="The DCM provider name.")
+@click.option("--once", is_flag=True, help="List once (a resync) and exit.")
+def provider_run_kubernetes(api_url: str, kind_name: str, token_file: str | None, ca_file: str | None,
+                            provider_name: str, once: bool) -> None:
+    """The Kubernetes reference provider, on the provider kit: pod or KubeVirt VMI states from list and watch.
+
+    Example: dcm-status provider run-kubernetes --api-url https://api.example:6443 --token-file token --kind pods
+    """
+    from urllib.parse import urlparse
+
+    from dcm_status_sdk import Reporter, ReporterConfig
+
+    from infra.providers.kubernetes import KINDS, ApiServer, KubernetesBridge, run
+
+    if urlparse(api_url).scheme not in ("http", "https") or not urlparse(api_url).netloc:
+        raise click.BadParameter(f"{api_url!r} is not an http(s) URL", param_hint="--api-url")
+    if not PROVIDER_NAME.match(provider_name):
+        raise click.BadParameter(f"invalid provider name {provider_name!r} ({PROVIDER_RULE})", param_hint="--name")
+    conn = connect()
+    token = open(token_file).read().strip() if token_file else None
+    with Reporter(ReporterConfig(project=conn.project, provider=provider_name,
+                                 topic=conn.topology.ingress_template)) as reporter:
+        bridge = KubernetesBridge(reporter, KINDS[kind_name])
+        run(bridge, ApiServer(api_url, token, ca_file or True), once=once,
+            on_report=lambda status: click.echo(f"{status.raw} -> {status.status}", err=True))
+        click.echo(f"{len(bridge.last)} {kind_name} known", err=True)
+
+
 @cli.command()
 @JSON
 def env(as_json: bool) -> None:

@@ -18,13 +18,15 @@ def pod_inputs(pod: Mapping[str, Any], deleted: bool = False) -> dict[str, Any]:
     """``kubernetes-pod`` inputs of a v1 Pod: ``status.phase`` and ``status.reason``; the first container
     (init containers first) whose ``state.waiting`` is set gives ``waiting``; when none waits, the first
     whose ``state.terminated`` is set gives ``terminated`` and ``exitCode``. ``deleted``: the object is
-    gone (a watch DELETED event)."""
+    gone (a watch DELETED event); given only when true."""
     status = pod.get("status") or {}
     containers = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
     states = [c.get("state") or {} for c in containers]
     waiting = next((s["waiting"] for s in states if s.get("waiting")), None)
     terminated = None if waiting else next((s["terminated"] for s in states if s.get("terminated")), None)
-    inputs: dict[str, Any] = {"phase": status.get("phase"), "podReason": status.get("reason"), "deleted": deleted}
+    inputs: dict[str, Any] = {"phase": status.get("phase"), "podReason": status.get("reason")}
+    if deleted:
+        inputs["deleted"] = True
     if waiting:
         inputs["waiting"] = waiting.get("reason")
     if terminated:
@@ -56,12 +58,8 @@ def cluster_inputs(cluster: Mapping[str, Any], deleted: bool = False) -> dict[st
     rolling = any(h.get("state") == "Partial" for h in history)
     ever = conditions.get("ManagedClusterJoined") == "True" or conditions.get("ControlPlaneInitialized") == "True" \
         or any(h.get("state") == "Completed" for h in history) or available == "True"
-    return {
-        "available": available,
-        "deleted": deleted,
-        "deleting": bool((cluster.get("metadata") or {}).get("deletionTimestamp")),
-        "phase": status.get("phase"),
-        "degraded": conditions.get("Degraded"),
-        "progressing": conditions.get("Progressing") == "True" or rolling,
-        "everAvailable": True if ever else (False if available is not None or history else None),
-    }
+    flags = {"deleted": deleted, "deleting": bool((cluster.get("metadata") or {}).get("deletionTimestamp")),
+             "progressing": conditions.get("Progressing") == "True" or rolling}
+    return {"available": available, "phase": status.get("phase"), "degraded": conditions.get("Degraded"),
+            "everAvailable": True if ever else (False if available is not None or history else None),
+            **{k: True for k, v in flags.items() if v}}  # a flag is said only when it holds: the raw value stays short

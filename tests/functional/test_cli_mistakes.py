@@ -77,6 +77,10 @@ CASES = [
     ("aws provider, invalid endpoint", ["provider", "run-aws", "--once", "--endpoint-url", "not a url"], {}, 2,
      "is not an http(s) URL"),
     ("aws provider, bad interval", ["provider", "run-aws", "--interval", "0"], {}, 2, "--interval"),
+    ("kubernetes provider, invalid api url", ["provider", "run-kubernetes", "--api-url", "not a url"], {}, 2,
+     "is not an http(s) URL"),
+    ("kubernetes provider, unknown kind", ["provider", "run-kubernetes", "--api-url", "https://k", "--kind", "nodes"],
+     {}, 2, "--kind"),
     ("callback for a resource and a filter", ["callbacks", "add", "--hook", "https://h.example/cb", "--resource",
                                               "aws/vm/i-1", "--status", "STOPPED"], {}, 2, "takes no filter options"),
     ("callback for a malformed resource key", ["callbacks", "add", "--hook", "https://h.example/cb", "--resource",
@@ -107,6 +111,13 @@ def test_aws_provider_without_aws_credentials_or_with_an_unreachable_endpoint(en
                                  env={**env, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"},
                                  capture_output=True, text=True, timeout=120)
     _one_clear_line(unreachable.returncode, unreachable.stderr, 1, "cannot reach the AWS endpoint")
+
+
+def test_kubernetes_provider_with_its_api_server_down(env, listener):
+    env = {**env, "DCM_PROJECT": "p", "PUBSUB_EMULATOR_HOST": listener}
+    down = subprocess.run([SCRIPT, "provider", "run-kubernetes", "--api-url", f"http://{DEAD}", "--once"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    _one_clear_line(down.returncode, down.stderr, 1, "cannot connect")
 
 
 def test_help_version_and_the_types_publish_accepts(env):

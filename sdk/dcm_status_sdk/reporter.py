@@ -232,19 +232,26 @@ class Reporter:
         return str(checked.key), event, generic in self.config.terminal_statuses
 
     def _offer(self, offers: list[Offer[_Outgoing]]) -> None:
+        """Queue them all or none (a resync batch stays whole): wait at most ``max_block_seconds`` for room."""
+        if len(offers) > self.config.max_pending:
+            raise Backlogged(f"{len(offers)} reports at once, more than max_pending {self.config.max_pending}")
         deadline = self._clock() + self.config.max_block_seconds
         with self._cond:
-            for offer in offers:
+            while True:
                 if self._closed:
                     raise RuntimeError("the reporter is closed")
-                while len(self._coalescer) >= self.config.max_pending and not self._coalescer.holds(offer.key):
-                    left = deadline - self._clock()
-                    if left <= 0:
-                        raise Backlogged(f"{len(self._coalescer)} resources wait to be published "
-                                         f"(max_pending {self.config.max_pending})")
-                    self._cond.wait(left)
-                self._coalescer.offer(offer, self._clock())
-                self._stats.reported += 1
+                room = sum(not self._coalescer.holds(o.key) for o in offers)
+                if len(self._coalescer) + room <= self.config.max_pending:
+                    break
+                left = deadline - self._clock()
+                if left <= 0:
+                    raise Backlogged(f"{len(self._coalescer)} resources wait to be published "
+                                     f"(max_pending {self.config.max_pending})")
+                self._cond.wait(left)
+            now = self._clock()
+            for offer in offers:
+                self._coalescer.offer(offer, now)
+            self._stats.reported += len(offers)
             self._cond.notify_all()
 
     # ---- publishing ---------------------------------------------------------------------

@@ -286,3 +286,16 @@ def test_cloud_native_events_values_are_checked_as_ingest_checks_them_and_publis
     updates = normalize(PubSubMessage(pub.messages[0].data, pub.messages[0].attributes, "m", None, TOPIC),
                         settings.from_env())
     assert [(str(u.key), u.status) for u in updates] == [(f"aws/sync{lock}", "LOCKED")]
+
+
+def test_a_resync_batch_is_queued_whole_or_not_at_all():
+    pub = FakePublisher(fail=True)
+    r = reporter(pub, max_pending=3, max_block_seconds=0.1)
+    r.report("vm", "i-0", "RUNNING")
+    with pytest.raises(Backlogged, match="max_pending 3"):  # 3 new resources, room for 2
+        r.resync([ResourceState("vm", f"i-{i}", "RUNNING") for i in range(1, 4)])
+    assert r.stats().pending == 1  # none of the batch was queued
+    with pytest.raises(Backlogged, match="4 reports at once"):
+        r.resync([ResourceState("vm", f"i-{i}", "RUNNING") for i in range(4)])
+    with pytest.raises(FlushTimeout):
+        r.close(timeout=0.1)

@@ -73,7 +73,8 @@ class ReporterConfig:
     source: str | None = None  # default dcm/providers/{provider}
     form: ReportForm = ReportForm.CURRENT
     binding: BindingMode = BindingMode.STRUCTURED
-    debounce_seconds: float = 1.0  # per resource; 0: no debounce
+    debounce_seconds: float = 1.0  # per resource; 0: no window (reports made while the resource's last one
+    # is still being published still coalesce: one publish per resource at a time, the latest state wins)
     rate_per_second: float | None = None  # per provider; None: no limit
     burst: int = 100
     terminal_statuses: frozenset[str] = frozenset({"DELETED", "FAILED"})

@@ -261,6 +261,8 @@ class Reporter:
         while True:
             with self._cond:
                 while True:
+                    if self._closed:
+                        return  # close() flushed: what is left (after its timeout) is given up, not retried
                     if self._batches < self.config.max_concurrent_batches:
                         out, wake = self._coalescer.take(self._clock(), self.config.batch_max_messages)
                         if out:
@@ -269,8 +271,6 @@ class Reporter:
                             break
                     else:
                         wake = None  # a batch's end wakes us
-                    if self._closed and self._stats.in_flight == 0:
-                        return  # close() flushed: what is left (after its timeout) is given up
                     self._cond.wait(None if wake is None else max(0.0, wake - self._clock()))
             self._executor.submit(self._send, out)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from dcm_status_sdk.coalesce import Coalescer, Offer, TokenBucket
 
 WINDOW = 1.0

@@ -290,8 +290,9 @@ def test_cloud_native_events_values_are_checked_as_ingest_checks_them_and_publis
 
 def test_a_resync_batch_is_queued_whole_or_not_at_all():
     pub = FakePublisher(fail=True)
-    r = reporter(pub, max_pending=3, max_block_seconds=0.1)
-    r.report("vm", "i-0", "RUNNING")
+    r = reporter(pub, max_pending=3, max_block_seconds=0.1, debounce_seconds=10)
+    r.report("vm", "i-0", "RUNNING")  # sent (or failing, retried) ...
+    r.report("vm", "i-0", "STOPPED")  # ... and this one waits in i-0's window: one resource queued, for sure
     with pytest.raises(Backlogged, match="max_pending 3"):  # 3 new resources, room for 2
         r.resync([ResourceState("vm", f"i-{i}", "RUNNING") for i in range(1, 4)])
     assert r.stats().pending == 1  # none of the batch was queued
@@ -299,3 +300,14 @@ def test_a_resync_batch_is_queued_whole_or_not_at_all():
         r.resync([ResourceState("vm", f"i-{i}", "RUNNING") for i in range(4)])
     with pytest.raises(FlushTimeout):
         r.close(timeout=0.1)
+
+
+def test_a_closed_reporter_stops_retrying_what_it_gave_up():
+    pub = FakePublisher(fail=True)
+    r = reporter(pub)
+    r.report("vm", "i-1", "RUNNING")
+    with pytest.raises(FlushTimeout):
+        r.close(timeout=0.2)
+    attempts = r.stats().failed_attempts
+    threading.Event().wait(0.3)  # several back-offs of 0.01 s
+    assert r.stats().failed_attempts == attempts and not r._thread.is_alive()

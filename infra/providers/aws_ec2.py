@@ -100,7 +100,7 @@ class Ec2Bridge:
         seen = [observe(instance, self.region, now, self.table) for instance in instances(self.ec2)]
         self.polls += 1
         if self.resync_every and self.polls % self.resync_every == 0 and seen:
-            self.reporter.resync([o.resource_state() for o in seen])
+            self.reporter.resync([o.resource_state() for o in seen], taken_at=timeutil.format(now))  # listed after it
             changed = seen
         else:
             changed = [o for o in seen if self.last.get(o.instance_id) != (o.state, o.transition_time)]

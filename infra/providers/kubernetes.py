@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 import orjson
 import requests
 from dcm_status_sdk import MappedStatus, MappingTable, Reporter, ResourceState
+from dcm_status_sdk.contracts import timeutil
 from dcm_status_sdk.kubernetes import kubevirt_inputs, pod_inputs
 
 INSTANCE_LABEL = "dcm.project/dcm-instance-id"
@@ -68,8 +69,8 @@ class KubernetesBridge:
             labels["node"] = node
         return resource_id(obj), self.table.map(**self.kind.inputs(obj, deleted)), labels
 
-    def resync(self, items: list[Mapping[str, Any]]) -> int:
-        """The whole list as one resync batch; returns how many."""
+    def resync(self, items: list[Mapping[str, Any]], taken_at: str | None = None) -> int:
+        """The whole list (made from ``taken_at`` on) as one resync batch; returns how many."""
         states = []
         for obj in items:
             rid, status, labels = self.observe(obj)
@@ -77,7 +78,7 @@ class KubernetesBridge:
                                         metadata=labels))
             self.last[rid] = status.status
         if states:
-            self.reporter.resync(states)
+            self.reporter.resync(states, taken_at=taken_at, scope=[self.kind.resource_type])
         return len(states)
 
     def handle(self, event: Mapping[str, Any]) -> MappedStatus | None:
@@ -134,8 +135,9 @@ def run(bridge: KubernetesBridge, api: ApiServer, once: bool = False, rewatch: b
         on_report: Callable[[MappedStatus], None] | None = None) -> None:
     """List (a resync), then watch; a watch the server closes is resumed from the last version seen
     (``rewatch``), one that expired (410) lists again. ``once``: the list only."""
+    started = timeutil.now_str()
     items, version = api.list(bridge.kind.path)
-    bridge.resync(items)
+    bridge.resync(items, started)
     while not once:
         try:
             for event in api.watch(bridge.kind.path, version):
@@ -144,8 +146,9 @@ def run(bridge: KubernetesBridge, api: ApiServer, once: bool = False, rewatch: b
                 if reported and on_report:
                     on_report(reported)
         except WatchExpired:
+            started = timeutil.now_str()
             items, version = api.list(bridge.kind.path)
-            bridge.resync(items)
+            bridge.resync(items, started)
             continue
         if not rewatch:
             return

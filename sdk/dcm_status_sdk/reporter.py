@@ -35,8 +35,10 @@ from cloudevents.http import CloudEvent
 
 from .coalesce import Coalescer, Offer, TokenBucket
 from .contracts import cloud_native_event as cne
+from .contracts import resync, timeutil
 from .contracts.errors import DcmError
 from .contracts.model import PubSubMessage
+from .contracts.resync import ResyncMark
 from .contracts.schemas import status_token
 from .contracts.status_report import (
     BindingMode,
@@ -51,8 +53,6 @@ from .sequence import SequenceCounter
 
 log = logging.getLogger("dcm_status_sdk")
 INGRESS_TOPIC = "dcm-status-ingress-{provider}"
-RESYNC_ID = "resyncid"  # extension attributes marking a resync batch (its id, and how many events it has)
-RESYNC_TOTAL = "resynctotal"
 
 
 class Backlogged(DcmError):
@@ -130,11 +130,11 @@ class Stats:
 def _inherit_resync(old: _Outgoing, new: _Outgoing) -> _Outgoing:
     """A report replacing one of a resync batch carries the batch's marker (the batch stays whole)."""
     attrs = old.event.get_attributes()
-    if RESYNC_ID not in attrs or RESYNC_ID in new.event.get_attributes():
+    if resync.ID not in attrs or resync.ID in new.event.get_attributes():
         return new
-    event = CloudEvent({**new.event.get_attributes(), RESYNC_ID: attrs[RESYNC_ID],
-                        RESYNC_TOTAL: attrs[RESYNC_TOTAL]}, new.event.get_data())
-    return _Outgoing(event, new.reported_at, new.attempt)
+    marker = {a: attrs[a] for a in resync.ATTRIBUTES if a in attrs}
+    return _Outgoing(CloudEvent({**new.event.get_attributes(), **marker}, new.event.get_data()), new.reported_at,
+                     new.attempt)
 
 
 class Reporter:
@@ -175,23 +175,27 @@ class Reporter:
         self._offer([Offer(key, _Outgoing(event, self._clock()), terminal)])
         return event["id"]
 
-    def resync(self, snapshot: Iterable[ResourceState]) -> str:
+    def resync(self, snapshot: Iterable[ResourceState], taken_at: str | None = None,
+               scope: Iterable[str] | None = None) -> str:
         """Publish the provider's whole inventory as one marked batch; returns the batch id.
 
-        Every event carries ``resyncid`` (the batch) and ``resynctotal`` (its size), so the platform
-        can tell when it has the whole batch and which resources it no longer holds. The snapshot
-        skips the debounce window (it is the newest truth) but not the rate limit. Every state is
-        checked before any is queued: one invalid state rejects the batch.
+        Every event carries the resync marker (``shared/contracts/resync.py``): the batch, its size, the
+        event's index, ``taken_at`` (when you began listing, RFC 3339; default now: pass the time the
+        listing started, so a resource created meanwhile is not taken for gone) and the scope (the
+        resource types the snapshot covers; default the types in it). The platform then finds what it
+        holds that the provider no longer has. The snapshot skips the debounce window (it is the newest
+        truth) but not the rate limit; it is checked whole and queued whole or not at all.
         """
         states = list(snapshot)
         if not states:
             raise ValueError("a resync snapshot needs at least one resource")
-        batch = uuid.uuid4().hex
-        marks = {RESYNC_ID: batch, RESYNC_TOTAL: len(states)}
-        built = [self._build(s, extensions=marks) for s in states]
-        keys = [key for key, _, _ in built]
-        if len(set(keys)) != len(keys):
+        if len({(s.resource_type, s.resource_id) for s in states}) != len(states):
             raise ValueError("a resync snapshot lists a resource twice")
+        batch = uuid.uuid4().hex
+        at = timeutil.canonical(taken_at) if taken_at else timeutil.now_str()
+        types = tuple(sorted(set(scope) if scope is not None else {s.resource_type for s in states}))
+        built = [self._build(s, extensions=ResyncMark(batch, len(states), i, at, types).attributes())
+                 for i, s in enumerate(states)]
         now = self._clock()
         self._offer([Offer(key, _Outgoing(event, now), terminal, immediate=True) for key, event, terminal in built])
         return batch

@@ -13,6 +13,8 @@ change feed is read by. No I/O.
 - ``callbacks/{callbackId}``: a registered webhook callback and its delivery stats
   (shared/contracts/callback.py); ``deliveries/{deliveryId}``: a delivery that
   succeeded, so that a redelivered one is not sent twice (``expireAt``: its TTL).
+- ``resyncs/{provider~batchId}``: a provider's snapshot batch (shared/contracts/resync.py), written
+  by upsert from the batch's first event; each resource it listed carries ``resync.id``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ DUPLICATES = "duplicates"
 DEADLETTERS = "deadletters"
 CALLBACKS = "callbacks"
 DELIVERIES = "deliveries"
+RESYNCS = "resyncs"
 
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"

@@ -55,6 +55,7 @@ class StatusUpdate:
     extra: Mapping[str, Any] = field(default_factory=dict)  # data fields beyond the common ones, kept
     part: str | None = None  # which resource of a several-resource event (a Cloud Native Events address)
     metrics_only: bool = False  # only metrics: the stored status stays as it is
+    resync: Mapping[str, Any] | None = None  # the resync marker (shared/contracts/resync.py), as a dict
 
     @property
     def dedup_id(self) -> str:

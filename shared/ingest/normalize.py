@@ -12,7 +12,9 @@ from typing import Any, Mapping
 
 from shared.contracts import cloud_native_event, timeutil
 from shared.contracts import dead_letter as dl
+from shared.contracts.errors import Reason, Rejected
 from shared.contracts.model import PubSubMessage, ResourceKey
+from shared.contracts.resync import ResyncMark
 from shared.contracts.schemas import StatusSchema, registry
 from shared.contracts.status_report import (
     ProviderEvent,
@@ -75,12 +77,22 @@ def normalize_message(message: PubSubMessage, settings: Settings, event: Provide
         log.info("event has no dataschema; using the current schema", extra={
             "labels": {"provider": key.provider, "resourceType": key.resource_type},
             "schema": schema.uri, "eventId": attrs["id"]})
-    return _update(message, settings, key, schema, data, transition, attrs, checked.schema_defaulted)
+    try:
+        mark = ResyncMark.of(attrs)
+    except Rejected as exc:
+        exc.key = str(key)
+        raise
+    if mark is not None and key.resource_type not in mark.scope:
+        raise Rejected(Reason.NOT_A_CLOUDEVENT, f"resync marker: a {key.resource_type} is outside the batch's scope "
+                       f"({', '.join(mark.scope)})", {"missing": [], "invalid": ["resyncscope"]}, key=str(key))
+    return _update(message, settings, key, schema, data, transition, attrs, checked.schema_defaulted,
+                   resync=mark.to_dict() if mark else None)
 
 
 def _update(message: PubSubMessage, settings: Settings, key: ResourceKey, schema: StatusSchema,
             data: Mapping[str, Any], transition: str | None, attrs: Mapping[str, Any], defaulted: bool,
-            part: str | None = None, metrics_only: bool = False) -> StatusUpdate:
+            part: str | None = None, metrics_only: bool = False,
+            resync: Mapping[str, Any] | None = None) -> StatusUpdate:
     """The update: the status on its type's enum, the times settled."""
     profile = settings.profile(key.provider)
     vocabulary = registry().vocabularies.get(profile.vocabulary) if profile.vocabulary else None
@@ -129,4 +141,5 @@ def _update(message: PubSubMessage, settings: Settings, key: ResourceKey, schema
         extra={k: v for k, v in data.items() if k not in KNOWN_DATA_FIELDS},
         part=part,
         metrics_only=metrics_only,
+        resync=resync,
     )

@@ -30,12 +30,14 @@ from google.cloud import firestore
 
 from shared.contracts import status_changed, timeutil
 from shared.contracts.errors import Transient
+from shared.contracts.resync import ResyncMark
 from shared.contracts.state import (
     COMMITTED_AT,
     DUPLICATES,
     HISTORY,
     LEDGER,
     RESOURCES,
+    RESYNCS,
     Outcome,
 )
 from shared.contracts.status_changed import ChangeEvent
@@ -203,6 +205,9 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
                          reason=current.get("reason"), transition_reported=False,
                          resource_specific={**(current.get("resourceSpecific") or {}), **update.resource_specific})
     new_doc = resource_document(update, now)
+    listed = _listed(update)  # the resync batch that lists this resource, if any
+    new_doc.update(listed)
+    batch_writes = _resync_batch(store, update, now)
     history = {
         "status": update.status, "rawStatus": update.raw_status, "message": update.message,
         "reason": update.reason, "observedAt": update.observed_at,
@@ -227,6 +232,9 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
             _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, **_feed_entry(update), "outcome": Outcome.STALE.value,
                                                 "change": late.to_record(), "changeAnnounced": False}),
             _Write(WriteOp.SET, history_ref, {**history, "outcome": Outcome.STALE.value}),
+            # a snapshot that lists a resource with an older state still says the resource exists
+            *([_Write(WriteOp.UPDATE, resource_ref, listed, current_snap.update_time)] if listed else []),
+            *batch_writes,
         ]
 
     same_status = current is not None and current.get("status") == update.status
@@ -240,8 +248,9 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         return Result(Outcome.UNCHANGED, current["status"], update.status, None), [
             _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, "outcome": Outcome.UNCHANGED.value, "change": None,
                                                 "changeAnnounced": True}),
-            _Write(WriteOp.UPDATE, resource_ref, {**frontier, "reReports": current.get("reReports", 0) + 1},
+            _Write(WriteOp.UPDATE, resource_ref, {**frontier, **listed, "reReports": current.get("reReports", 0) + 1},
                    current_snap.update_time),
+            *batch_writes,
         ]
     change = None
     if not same_status or new_doc["lastTransitionTime"] != current.get("lastTransitionTime"):
@@ -258,4 +267,23 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
                                             "changeAnnounced": change is None}),
         resource_write,
         _Write(WriteOp.SET, history_ref, {**history, "outcome": Outcome.APPLIED.value}),
+        *batch_writes,
     ]
+
+
+def _listed(update: StatusUpdate) -> dict[str, Any]:
+    """The resource's field naming the last snapshot batch that listed it."""
+    if not update.resync:
+        return {}
+    return {"resync": {"id": update.resync["id"], "at": update.resync["at"], "index": update.resync["index"]}}
+
+
+def _resync_batch(store: StateStore, update: StatusUpdate, now: str) -> list[_Write]:
+    """The batch itself, from its first event only (one writer: the batch document is never hot)."""
+    if not update.resync or update.resync["index"] != 0:
+        return []
+    mark = ResyncMark.from_dict(update.resync)
+    ref = store.db.collection(RESYNCS).document(f"{update.key.provider}~{mark.batch}")
+    return [_Write(WriteOp.SET, ref, {"provider": update.key.provider, "batch": mark.batch, "total": mark.total,
+                                      "at": mark.at, "scope": list(mark.scope), "source": update.event_source,
+                                      "openedAt": now, "state": "open"})]

@@ -12,7 +12,7 @@ def list_vms() -> list[tuple[str, str, str]]:
 
 
 ec2 = MappingTable.load("aws-ec2")
-config = ReporterConfig(project=os.environ["DCM_PROJECT"], provider="aws", rate_per_second=50)
+config = ReporterConfig(project=os.environ["DCM_PROJECT"], provider=os.environ.get("PROVIDER", "aws"), rate_per_second=50)
 seen: dict[str, str] = {}
 with Reporter(config) as reporter:  # leaving the block publishes what is still queued
     for poll in itertools.count():

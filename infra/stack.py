@@ -29,7 +29,7 @@ from google.protobuf import duration_pb2
 
 from infra import emulators
 from infra.emulators import Process
-from infra.topology import SubscriptionSpec, Topology, load
+from infra.topology import SubscriptionSpec, Topology, load, read
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROJECT = "dcm-local"
@@ -329,7 +329,14 @@ class LocalStack:
         pidfile = self.pidfile(name)
         pidfile.parent.mkdir(parents=True, exist_ok=True)
         pidfile.with_suffix(".restarts").unlink(missing_ok=True)
-        keeper = [sys.executable, "-m", "infra.supervise", "--name", name, "--pidfile", str(pidfile), "--", *server]
+        keeper = [sys.executable, "-m", "infra.supervise", "--name", name, "--pidfile", str(pidfile)]
+        doc = read()
+        spec = doc["functions"].get(name) or {}
+        if spec.get("schedule"):  # Cloud Scheduler's job in production; the keeper's timer here
+            key = next(s["topic"] for s in doc["subscriptions"] if s.get("push") == name)  # the topic it is pushed
+            topic = f"projects/{state.project}/topics/{self.topology(state).topic(key)}"
+            keeper += ["--tick", topic, "--every", str(spec.get("tick_seconds", 60))]
+        keeper += ["--", *server]
         pid = emulators.spawn(keeper, self.log_dir / f"{name}.log", env=self.function_env(state), cwd=str(REPO_ROOT))
         return Process(pid, port)
 

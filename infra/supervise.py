@@ -12,6 +12,9 @@ Each start and exit is one JSON line in the function's log; the server's pid
 is written to ``--pidfile`` so that an operator (or a test) can find it.
 Restarts back off from 0.5 s to 10 s while the server keeps dying young
 (it lived less than 30 s), so a server that cannot start does not spin.
+
+``--tick TOPIC --every SECONDS``: the keeper also publishes a tick to TOPIC every SECONDS, the local
+stand-in for the Cloud Scheduler job that drives a scheduled function (the sweep) in production.
 """
 
 from __future__ import annotations
@@ -77,16 +80,40 @@ def keep(name: str, command: list[str], pidfile: Path) -> int:
     return 0
 
 
+def tick(topic: str, every: float) -> None:
+    """Publish a tick to ``topic`` every ``every`` seconds, for as long as the keeper lives (a daemon thread)."""
+    import threading
+
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient()
+
+    def run() -> None:
+        while True:
+            time.sleep(every)
+            try:
+                publisher.publish(topic, json.dumps({"tick": datetime.now(timezone.utc).isoformat()}).encode()
+                                  ).result(timeout=10)
+            except Exception as exc:  # the emulator is down or restarting: the next tick tries again
+                _log("WARNING", f"tick to {topic} not published: {exc!r}")
+
+    threading.Thread(target=run, name="tick", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True)
     parser.add_argument("--pidfile", required=True, type=Path)
+    parser.add_argument("--tick", help="a topic path to publish a tick to, every --every seconds")
+    parser.add_argument("--every", type=float, default=60.0)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command to keep running")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    if args.tick:
+        tick(args.tick, args.every)
     return keep(args.name, command, args.pidfile)
 
 

@@ -4,6 +4,7 @@ locals {
   apis = [
     "artifactregistry.googleapis.com", # function images
     "cloudbuild.googleapis.com",       # function builds
+    "cloudscheduler.googleapis.com",   # the sweep's ticks (sweep.tf)
     "cloudfunctions.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "firestore.googleapis.com",

@@ -102,7 +102,8 @@ locals {
   # runs with the operator's identity, from the CLI). notify publishes the
   # webhook deliveries of both lanes (callbacks, callbacks_retry). The api (HTTP)
   # never publishes: it answers a bad request itself; it writes Firestore only
-  # to register webhook callbacks (shared/api/callbacks.py). A function missing
+  # to register webhook callbacks (shared/api/callbacks.py). The sweep publishes the
+  # updates it synthesises (reconciliation) to upsert's topic. A function missing
   # here, or an unknown firestore value, fails the plan (preconditions in
   # functions.tf).
   function_access = {
@@ -113,6 +114,7 @@ locals {
     audit      = { publishes = ["deadletter"], firestore = "write" }
     notify     = { publishes = ["callbacks", "callbacks_retry", "deadletter"], firestore = "write" }
     api        = { publishes = [], firestore = "write" }
+    sweep      = { publishes = ["normalized", "deadletter"], firestore = "write" }
   }
 
   # firestore access of function_access => the project role that grants it ("none": no grant).

@@ -27,7 +27,7 @@ from shared.contracts.model import ResourceKey
 from shared.deadletter.store import DeadLetterStore
 
 UPSTREAM_PROVIDERS = ["kubevirt", "acm-cluster", "osac", "k8s-storage", "k8s-container", "three-tier-app"]
-PROVIDERS = ["aws", "azure", "vmware", *UPSTREAM_PROVIDERS]
+PROVIDERS = ["aws", "azure", "vmware", "kubernetes", *UPSTREAM_PROVIDERS]  # kubernetes: the README provider's
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,

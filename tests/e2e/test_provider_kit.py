@@ -82,9 +82,11 @@ def test_the_readme_provider_is_complete_and_reports_what_it_maps(e2e: E2EStack)
     example = (REPO_ROOT / "examples" / "provider.py").read_text()
     assert f"```python\n{example}```" in (REPO_ROOT / "README.md").read_text()  # the README shows all of it
     assert len(example.splitlines()) < 30
+    # its own provider: its resync says "this is all I have", which would reconcile away other tests' aws vms
     run = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / "provider.py")], cwd=REPO_ROOT,
-                         env={**os.environ, "POLLS": "1"}, capture_output=True, text=True, timeout=120)
+                         env={**os.environ, "POLLS": "1", "PROVIDER": "kubernetes"}, capture_output=True, text=True,
+                         timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert e2e.wait_for_status("aws/vm/vm-1", "RUNNING")["eventSource"] == "dcm/providers/aws"
-    failed = e2e.wait_for_status("aws/vm/vm-2", "FAILED")  # terminated by a spot reclaim: a failure
+    assert e2e.wait_for_status("kubernetes/vm/vm-1", "RUNNING")["eventSource"] == "dcm/providers/kubernetes"
+    failed = e2e.wait_for_status("kubernetes/vm/vm-2", "FAILED")  # terminated by a spot reclaim: a failure
     assert "Server.SpotInstanceTermination" in failed["reason"]

@@ -1,0 +1,1 @@
+"""sweep: what the platform finds out on a schedule (today: reconciling providers' snapshots)."""

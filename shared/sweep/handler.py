@@ -1,0 +1,114 @@
+"""The sweep: what the platform finds out on a schedule rather than from an event.
+
+A tick (Cloud Scheduler publishes one a minute to ``dcm-status-sweep``; the local stack on its own
+timer) runs it. Today it reconciles providers' snapshots (``shared/contracts/resync.py``): for each
+open batch (``resyncs/{provider~id}``, written by upsert from the batch's first event),
+
+- complete (as many distinct resources list it as it has): the resources the provider no longer has
+  (``not_in_snapshot``) get a synthesised DELETED, reason ``NotInSnapshot``, source
+  ``dcm/platform/reconcile``, published to upsert like any update (so it is deduplicated, refused if
+  a newer report came meanwhile, stored and announced the usual way); the batch is then closed;
+- incomplete after ``RESYNC_TIMEOUT``: abandoned, nothing deleted (a partial snapshot proves nothing).
+
+Reads per batch: one count of the resources listing it (an aggregation: one read per 1,000 index
+entries), and, once it is complete, the provider's resources of the batch's types (the same order of
+reads as the batch's own events). An idempotent sweep: a tick redelivered, or two at once, publish
+the same synthesised events (deterministic ids), which upsert deduplicates.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Iterable
+
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.contracts import status_update, timeutil
+from shared.contracts.model import PubSubMessage, ResourceKey
+from shared.contracts.resync import ResyncMark, not_in_snapshot
+from shared.contracts.schemas import registry
+from shared.contracts.state import RESOURCES, RESYNCS
+from shared.contracts.status_update import StatusUpdate
+from shared.runtime import firestore as fs
+from shared.runtime.clients import Runtime
+from shared.runtime.logs import get_logger
+from shared.runtime.publishing import publish
+from shared.runtime.settings import Settings
+
+RECONCILE_SOURCE = "dcm/platform/reconcile"
+RECONCILE_TYPE = "dcm.status.reconciled"
+NOT_IN_SNAPSHOT = "NotInSnapshot"
+RESYNC_TIMEOUT = timedelta(hours=1)
+
+log = get_logger("sweep")
+
+
+def deletion(doc: dict[str, Any], batch: ResyncMark, now: str) -> StatusUpdate:
+    """The synthesised update of a resource a complete snapshot did not list: DELETED at the snapshot's
+    time (so a report newer than the snapshot still wins), its labels kept (billing attributes it)."""
+    key = ResourceKey.parse(doc["key"])
+    return StatusUpdate(
+        key=key, status="DELETED", raw_status="DELETED", status_recognized=True,
+        message=f"not in the provider's snapshot {batch.batch} (taken {batch.at}): deleted by reconciliation",
+        reason=NOT_IN_SNAPSHOT, last_transition_time=batch.at, observed_at=batch.at,
+        metadata=doc.get("metadata") or {}, resource_specific=doc.get("resourceSpecific") or {},
+        event_id=f"not-in-snapshot/{batch.batch}/{doc['key']}", event_source=RECONCILE_SOURCE,
+        event_type=RECONCILE_TYPE, event_subject=None, dataschema=registry().current[key.resource_type].uri,
+        schema_defaulted=True, ingress_message_id=f"sweep/{batch.batch}", ingress_topic=None, received_at=now,
+        transition_reported=True)
+
+
+class Sweep:
+    def __init__(self, settings: Settings, db: Any, publisher: Any):
+        self.db = db
+        self.publisher = publisher
+        self.topic = settings.topic_path(settings.topic_normalized)
+
+    @classmethod
+    def build(cls, runtime: Runtime) -> "Sweep":
+        return cls(runtime.settings, runtime.firestore, runtime.publisher)
+
+    def __call__(self, message: PubSubMessage) -> None:
+        now = timeutil.now()
+        for snap in self._open_batches():
+            self.reconcile(snap, now)
+
+    def _open_batches(self) -> Iterable[Any]:
+        with fs.guard("Firestore query"):
+            return list(self.db.collection(RESYNCS).where(filter=FieldFilter("state", "==", "open")).stream(
+                timeout=fs.TIMEOUT))
+
+    def reconcile(self, snap: Any, now_dt: Any) -> str:
+        """Close one batch if it is complete (deleting what it shows gone) or too old; returns its state."""
+        doc = snap.to_dict()
+        batch = ResyncMark(doc["batch"], doc["total"], 0, doc["at"], tuple(doc["scope"]))
+        resources = self.db.collection(RESOURCES).where(filter=FieldFilter("provider", "==", doc["provider"]))
+        now = timeutil.format(now_dt)
+        with fs.guard("Firestore query"):
+            listed = resources.where(filter=FieldFilter("resync.id", "==", batch.batch)).count().get(
+                timeout=fs.TIMEOUT)[0][0].value
+        if listed < batch.total:
+            if timeutil.parse(doc["openedAt"]) + RESYNC_TIMEOUT < now_dt:
+                self._close(snap, "abandoned", now, listed=listed)
+                log.warning("resync batch abandoned: incomplete, nothing deleted", extra={
+                    "labels": {"provider": doc["provider"]}, "batch": batch.batch, "listed": listed,
+                    "total": batch.total})
+                return "abandoned"
+            return "open"
+        with fs.guard("Firestore query"):
+            held = [s.to_dict() for s in resources.where(
+                filter=FieldFilter("resourceType", "in", list(batch.scope))).stream(timeout=fs.TIMEOUT)]
+        gone = not_in_snapshot(batch, held)
+        docs = {d["key"]: d for d in held}
+        for key in gone:  # a failed publish raises: the tick is redelivered and the batch reconciled again
+            publish(self.publisher, self.topic, status_update.encode(deletion(docs[key], batch, now)),
+                    {"key": key, "provider": doc["provider"], "resourceType": docs[key]["resourceType"],
+                     "status": "DELETED"}, ordering_key=key)
+        self._close(snap, "reconciled", now, listed=listed, deleted=len(gone))
+        log.info("resync batch reconciled", extra={
+            "labels": {"provider": doc["provider"]}, "batch": batch.batch, "listed": listed, "deleted": len(gone)})
+        return "reconciled"
+
+    def _close(self, snap: Any, state: str, now: str, **counts: int) -> None:
+        with fs.guard("Firestore update"):
+            snap.reference.update({"state": state, "closedAt": now, **counts}, timeout=fs.TIMEOUT)

@@ -33,6 +33,11 @@
 #                              shared/notify/store.py): key ==, scope ==:
 #                              automatic single-field indexes.
 #   deliveries/{deliveryId}    read by id only. TTL on expireAt.
+#   resyncs/{provider~batch}   snapshot batches (shared/sweep/handler.py): state ==
+#                              open: automatic. Counting a batch's resources
+#                              (resources: provider ==, resync.id ==) and listing
+#                              a provider's (provider ==, resourceType in): merged
+#                              single-field indexes, no composite.
 
 locals {
   # shared/runtime/clients.py opens firestore.Client(project=...): the (default) database.

@@ -309,6 +309,9 @@ class LocalStack:
         env = {k: v for k, v in os.environ.items()
                if k in passed or not k.startswith(("DCM_", "PUBSUB_", "FIRESTORE_"))}
         env.update(self.client_env(state))
+        # topology.yaml's provider profiles and freshness, unless this shell says otherwise (e.g. a
+        # provider with a deadline of seconds, to watch NotReported locally: docs/lifecycle.md)
+        env.update({k: os.environ[k] for k in ("DCM_PROVIDER_PROFILES", "DCM_FRESHNESS") if k in os.environ})
         env.update({
             "FIRESTORE_EMULATOR_HOST": state.functions_firestore_host,
             "DCM_LOCAL_MODE": "1",  # no OIDC tokens on the emulator; never set in production

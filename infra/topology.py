@@ -9,13 +9,14 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from shared.contracts import timeutil
+
 TOPOLOGY_FILE = Path(__file__).resolve().parent / "topology.yaml"
 
 
 def seconds(value: str | int) -> int:
     """'604800s' -> 604800."""
-    text = str(value)
-    return int(text[:-1]) if text.endswith("s") else int(text)
+    return timeutil.duration_seconds(value)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Topology:
     deadletter_topic: str
     ingress_template: str
     provider_profiles: Mapping[str, Any] = field(default_factory=dict)
+    freshness: Mapping[str, Any] = field(default_factory=dict)  # how often providers report, by default
     http_functions: tuple[str, ...] = ()  # called over HTTP by people and tools, not pushed to
 
     def topic(self, key: str, provider: str | None = None) -> str:
@@ -69,6 +71,7 @@ class Topology:
             "DCM_PROVIDERS": ",".join(self.providers),
             # compact, keys sorted: byte for byte what Terraform's jsonencode() writes
             "DCM_PROVIDER_PROFILES": json.dumps(self.provider_profiles, separators=(",", ":"), sort_keys=True),
+            "DCM_FRESHNESS": json.dumps(self.freshness, separators=(",", ":"), sort_keys=True),
         }
 
 
@@ -120,4 +123,5 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         deadletter_topic=doc["topics"]["deadletter"]["name"],
         ingress_template=doc["topics"]["ingress"]["name"],
         provider_profiles=doc.get("provider_profiles") or {},
+        freshness=doc.get("freshness") or {},
     )

@@ -142,5 +142,6 @@ locals {
     DCM_INGRESS_TOPIC_TEMPLATE = local.topology.topics.ingress.name
     DCM_PROVIDERS              = join(",", local.cloud_providers)
     DCM_PROVIDER_PROFILES      = jsonencode(try(local.topology.provider_profiles, {}))
+    DCM_FRESHNESS              = jsonencode(try(local.topology.freshness, {}))
   }
 }

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from shared.billing.store import BillingStore
 from shared.contracts.model import PubSubMessage
+from shared.contracts.state import PlatformReason
 from shared.contracts.status_changed import Change, decode
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 
+UNKNOWN = "UNKNOWN"
 log = get_logger("billing")
 
 
@@ -42,6 +44,13 @@ class Billing:
         return self.apply(decode(message))
 
     def apply(self, change: Change) -> Change:
+        if change.new_status == UNKNOWN and change.reason == PlatformReason.NOT_REPORTED:
+            # The platform's "not reported lately" is no observed state: usage goes on as last known
+            # until the provider reports again (then its report, at its own time, is the next transition).
+            log.info("not reported lately: usage continues as last known", extra={
+                "labels": {"provider": change.provider, "resourceType": change.resource_type},
+                "key": change.key, "eventId": change.event_id, "lastKnown": change.old_status})
+            return change
         self.store.record(change)
         log.info("transition recorded", extra={
             "labels": {"provider": change.provider, "resourceType": change.resource_type,

@@ -26,6 +26,7 @@ from .model import ResourceKey
 _LEGACY_PREFIX = "dcm.providers."
 _LEGACY_SUFFIX = ".status"
 _UPSTREAM_PREFIX = "dcm.status."
+PLATFORM_SOURCE = "dcm/platform/"  # updates the platform synthesises (reconciliation, freshness): never a provider's
 SOURCE_PROVIDER = re.compile(r"^/?dcm/providers/([^/]+)(?:/.*)?$")
 SERVICE_TYPE_SUBJECT = re.compile(r"^dcm\.[A-Za-z0-9_-]+$")  # a messaging subject such as dcm.vm, not an id
 # One rule for a provider name, here, in the CLI and in Terraform (terraform/variables.tf, checked by

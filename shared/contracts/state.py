@@ -50,3 +50,10 @@ class EntryState(enum.StrEnum):
     OPEN = "open"  # waiting for an operator
     REPLAYED = "replayed"  # sent back; its outcome is the pipeline's (dcm-status dlq show)
     REPLAY_FAILED = "replay_failed"  # a replay failed again and came back here
+
+
+class PlatformReason(enum.StrEnum):
+    """The reasons of states the platform sets itself (shared/sweep/), never a provider."""
+
+    NOT_REPORTED = "NotReported"  # no report within the freshness deadline: UNKNOWN, last known kept
+    NOT_IN_SNAPSHOT = "NotInSnapshot"  # a complete snapshot of its provider no longer lists it: DELETED

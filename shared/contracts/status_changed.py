@@ -126,6 +126,7 @@ class Change:
     version: str
     old_labels: Mapping[str, str] | None = None  # the labels of the old state (from ``changes``)
     published_at: str = ""  # cause.publishedAt (since 1.1): orders changes stamped at the same instant
+    reason: str | None = None  # the resource's reason (NotReported, NotInSnapshot: states the platform set)
 
     @property
     def doc_id(self) -> str:
@@ -226,4 +227,5 @@ def decode(message: PubSubMessage) -> Change:
         labels=labels_of(data["resource"]),
         version=data["version"],
         old_labels=old_labels_of(labels_of(data["resource"]), data["changes"]) if data["oldStatus"] else None,
+        reason=data["resource"].get("reason") if isinstance(data["resource"].get("reason"), str) else None,
     )

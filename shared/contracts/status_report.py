@@ -27,7 +27,7 @@ from cloudevents.http import CloudEvent
 
 from . import limits, timeutil
 from .errors import Reason, Rejected
-from .identity import provider_named_by, resolve
+from .identity import PLATFORM_SOURCE, provider_named_by, resolve
 from .model import PubSubMessage, ResourceKey
 from .schemas import ENVELOPE_URI, StatusSchema, registry
 
@@ -168,6 +168,10 @@ def check_provider(key: ResourceKey, topic: str | None, topic_provider: str | No
         raise Rejected(Reason.PROVIDER_MISMATCH,
                        f"event claims provider {key.provider!r} but arrived on {topic_provider!r}'s topic",
                        {"eventProvider": key.provider, "topicProvider": topic_provider, "topic": topic})
+    if source.lstrip("/").startswith(PLATFORM_SOURCE):
+        raise Rejected(Reason.PROVIDER_MISMATCH, f"source {source!r} is the platform's own: a provider may not use it",
+                       {"eventProvider": key.provider, "topicProvider": topic_provider, "topic": topic,
+                        "attribute": "source"})
     named = provider_named_by(source)
     if named and named != key.provider and named not in other_names:
         raise Rejected(Reason.PROVIDER_MISMATCH,

@@ -48,3 +48,9 @@ def now() -> datetime:
 
 def now_str() -> str:
     return format(now())
+
+
+def duration_seconds(value: str | int) -> int:
+    """A duration as the topology writes it (``'3600s'``, or a number of seconds) -> seconds."""
+    text = str(value).strip()
+    return int(text[:-1]) if text.endswith("s") else int(text)

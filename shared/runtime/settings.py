@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
-from shared.contracts import limits
+from shared.contracts import limits, timeutil
 from shared.contracts.errors import ConfigError
 
 
@@ -24,14 +24,29 @@ class ProviderProfile:
 
     vocabulary: str | None = None
     names: tuple[str, ...] = ()
+    freshness: Mapping[str, Any] = field(default_factory=dict)  # {report_every, grace, types: {TYPE: {...}}}
 
 
 def _profiles(text: str) -> dict[str, ProviderProfile]:
     try:
         doc = json.loads(text or "{}")
-        return {str(p): ProviderProfile(v.get("vocabulary"), tuple(v.get("names", ()))) for p, v in doc.items()}
+        return {str(p): ProviderProfile(v.get("vocabulary"), tuple(v.get("names", ())), v.get("freshness") or {})
+                for p, v in doc.items()}
     except (ValueError, AttributeError, TypeError) as exc:
         raise ConfigError(f"DCM_PROVIDER_PROFILES must be a JSON object of provider profiles: {exc}") from exc
+
+
+def _freshness(text: str) -> Mapping[str, Any]:
+    try:
+        doc = json.loads(text or "{}")
+        if not isinstance(doc, dict):
+            raise TypeError("not an object")
+        for key in ("report_every", "grace"):
+            if key in doc:
+                timeutil.duration_seconds(doc[key])
+        return doc
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"DCM_FRESHNESS must be a JSON object {{report_every, grace}}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -56,9 +71,21 @@ class Settings:
     topic_callbacks_retry: str = "dcm-status-callbacks-retry"
     hook_timeout_seconds: float = 10.0  # a receiver that has not answered by then has failed this attempt
     callback_concurrency: int = 8  # calls at once to one fast receiver from one instance (first lane)
+    freshness_default: Mapping[str, Any] = field(default_factory=dict)  # topology.yaml's freshness
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
+
+    def stale_after(self, provider: str, resource_type: str) -> int | None:
+        """Seconds after its last report a resource of this provider and type is no longer known to be
+        as shown (report_every + grace: the type's, else the provider's, else the default); None: never."""
+        own = self.profile(provider).freshness
+        layers = [own.get("types", {}).get(resource_type, {}), own, self.freshness_default]
+        every = next((layer["report_every"] for layer in layers if "report_every" in layer), None)
+        if every is None:
+            return None
+        grace = next((layer["grace"] for layer in layers if "grace" in layer), 0)
+        return timeutil.duration_seconds(every) + timeutil.duration_seconds(grace)
 
     def topic_path(self, topic: str) -> str:
         return f"projects/{self.project}/topics/{topic}"
@@ -108,4 +135,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
         hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
         callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "8")),
+        freshness_default=_freshness(env.get("DCM_FRESHNESS", "")),
     )

@@ -1,8 +1,17 @@
 """The sweep: what the platform finds out on a schedule rather than from an event.
 
 A tick (Cloud Scheduler publishes one a minute to ``dcm-status-sweep``; the local stack on its own
-timer) runs it. Today it reconciles providers' snapshots (``shared/contracts/resync.py``): for each
-open batch (``resyncs/{provider~id}``, written by upsert from the batch's first event),
+timer) runs it.
+
+Freshness: a resource whose deadline passed (``staleAt``, set by upsert at each provider report to
+now + report_every + grace, ``Settings.stale_after``) gets a synthesised UNKNOWN, reason
+``NotReported``, its last known status and last report kept (``extra``), at the deadline (so the
+provider's next report, later than that, restores it). The query reads the index on ``staleAt`` up
+to now: only the resources past their deadline, at most ``FRESHNESS_BATCH`` a tick (the rest on the
+next ones); with none stale it costs one read, at 10,000 resources as at 1,000,000.
+
+Reconciliation of providers' snapshots (``shared/contracts/resync.py``): for each open batch
+(``resyncs/{provider~id}``, written by upsert from the batch's first event),
 
 - complete (as many distinct resources list it as it has): the resources the provider no longer has
   (``not_in_snapshot``) get a synthesised DELETED, reason ``NotInSnapshot``, source
@@ -24,10 +33,12 @@ from typing import Any, Iterable
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.contracts import status_update, timeutil
+from shared.contracts.errors import Transient
+from shared.contracts.identity import PLATFORM_SOURCE
 from shared.contracts.model import PubSubMessage, ResourceKey
 from shared.contracts.resync import ResyncMark, not_in_snapshot
 from shared.contracts.schemas import registry
-from shared.contracts.state import RESOURCES, RESYNCS
+from shared.contracts.state import RESOURCES, RESYNCS, PlatformReason
 from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
@@ -35,10 +46,12 @@ from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
 from shared.runtime.settings import Settings
 
-RECONCILE_SOURCE = "dcm/platform/reconcile"
+RECONCILE_SOURCE = PLATFORM_SOURCE + "reconcile"
 RECONCILE_TYPE = "dcm.status.reconciled"
-NOT_IN_SNAPSHOT = "NotInSnapshot"
 RESYNC_TIMEOUT = timedelta(hours=1)
+FRESHNESS_SOURCE = PLATFORM_SOURCE + "freshness"
+FRESHNESS_TYPE = "dcm.status.notreported"
+FRESHNESS_BATCH = 500  # resources marked per tick at most
 
 log = get_logger("sweep")
 
@@ -50,12 +63,28 @@ def deletion(doc: dict[str, Any], batch: ResyncMark, now: str) -> StatusUpdate:
     return StatusUpdate(
         key=key, status="DELETED", raw_status="DELETED", status_recognized=True,
         message=f"not in the provider's snapshot {batch.batch} (taken {batch.at}): deleted by reconciliation",
-        reason=NOT_IN_SNAPSHOT, last_transition_time=batch.at, observed_at=batch.at,
+        reason=PlatformReason.NOT_IN_SNAPSHOT.value, last_transition_time=batch.at, observed_at=batch.at,
         metadata=doc.get("metadata") or {}, resource_specific=doc.get("resourceSpecific") or {},
         event_id=f"not-in-snapshot/{batch.batch}/{doc['key']}", event_source=RECONCILE_SOURCE,
         event_type=RECONCILE_TYPE, event_subject=None, dataschema=registry().current[key.resource_type].uri,
         schema_defaulted=True, ingress_message_id=f"sweep/{batch.batch}", ingress_topic=None, received_at=now,
         transition_reported=True)
+
+
+def not_reported(doc: dict[str, Any], now: str) -> StatusUpdate:
+    """The synthesised update of a resource past its freshness deadline: UNKNOWN at the deadline, its last
+    known status and last report kept, its labels and details kept."""
+    key = ResourceKey.parse(doc["key"])
+    return StatusUpdate(
+        key=key, status="UNKNOWN", raw_status="UNKNOWN", status_recognized=True,
+        message=f"not reported since {doc.get('lastSeenAt')}: last known {doc['status']}",
+        reason=PlatformReason.NOT_REPORTED.value, last_transition_time=doc["staleAt"], observed_at=doc["staleAt"],
+        metadata=doc.get("metadata") or {}, resource_specific=doc.get("resourceSpecific") or {},
+        event_id=f"not-reported/{doc['key']}/{doc['staleAt']}", event_source=FRESHNESS_SOURCE,
+        event_type=FRESHNESS_TYPE, event_subject=None, dataschema=registry().current[key.resource_type].uri,
+        schema_defaulted=True, ingress_message_id=f"sweep/{doc['staleAt']}", ingress_topic=None, received_at=now,
+        transition_reported=True,
+        extra={"lastKnownStatus": doc["status"], "lastSeenAt": doc.get("lastSeenAt")})
 
 
 class Sweep:
@@ -69,9 +98,32 @@ class Sweep:
         return cls(runtime.settings, runtime.firestore, runtime.publisher)
 
     def __call__(self, message: PubSubMessage) -> None:
+        """One tick. A failure (Firestore or Pub/Sub down) acks it all the same: the next tick does the
+        same work, and a tick redelivered or dead-lettered would only add noise."""
         now = timeutil.now()
-        for snap in self._open_batches():
-            self.reconcile(snap, now)
+        try:
+            for snap in self._open_batches():
+                self.reconcile(snap, now)
+            self.expire(now)
+        except Transient as exc:
+            log.warning("sweep tick failed; the next tick does the same work", extra={"error": str(exc)})
+
+    def expire(self, now_dt: Any) -> int:
+        """Mark the resources past their freshness deadline NotReported; returns how many."""
+        now = timeutil.format(now_dt)
+        query = self.db.collection(RESOURCES).where(filter=FieldFilter("staleAt", "<=", now)).order_by(
+            "staleAt").limit(FRESHNESS_BATCH)
+        with fs.guard("Firestore query"):
+            stale = [s.to_dict() for s in query.stream(timeout=fs.TIMEOUT)]
+        for doc in stale:  # a failed publish raises: the tick is redelivered, the same ids published again
+            publish(self.publisher, self.topic, status_update.encode(not_reported(doc, now)),
+                    {"key": doc["key"], "provider": doc["provider"], "resourceType": doc["resourceType"],
+                     "status": "UNKNOWN"}, ordering_key=doc["key"])
+        if stale:
+            log.warning("resources not reported within their deadline: UNKNOWN until they are", extra={
+                "labels": {"reason": PlatformReason.NOT_REPORTED.value}, "count": len(stale),
+                "providers": sorted({d["provider"] for d in stale})})
+        return len(stale)
 
     def _open_batches(self) -> Iterable[Any]:
         with fs.guard("Firestore query"):

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from datetime import timedelta
-from typing import Any, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Callable, Mapping
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.contracts import status_changed, timeutil
 from shared.contracts.errors import Transient
+from shared.contracts.identity import PLATFORM_SOURCE
 from shared.contracts.resync import ResyncMark
 from shared.contracts.state import (
     COMMITTED_AT,
@@ -123,9 +124,13 @@ def compare(update: StatusUpdate, doc: Mapping[str, Any]) -> int:
 
 
 class StateStore:
-    def __init__(self, db: firestore.Client, ledger_ttl_days: int = 7):
+    def __init__(self, db: firestore.Client, ledger_ttl_days: int = 7,
+                 stale_after: Callable[[str, str], int | None] = lambda provider, rtype: None):
+        """``stale_after(provider, type)``: seconds after a report the resource is no longer known to be as
+        shown (Settings.stale_after); None: never (no freshness deadline)."""
         self.db = db
         self.ttl = timedelta(days=ledger_ttl_days)
+        self.stale_after = stale_after
 
     def resource_ref(self, doc_id: str):
         return self.db.collection(RESOURCES).document(doc_id)
@@ -207,6 +212,7 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
     new_doc = resource_document(update, now)
     listed = _listed(update)  # the resync batch that lists this resource, if any
     new_doc.update(listed)
+    new_doc["staleAt"] = _stale_at(store, update, now_dt)
     batch_writes = _resync_batch(store, update, now)
     history = {
         "status": update.status, "rawStatus": update.raw_status, "message": update.message,
@@ -244,7 +250,7 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
     if current is not None and all(new_doc.get(f) == current.get(f) for f in REPORTED_FIELDS):
         # A re-report (a resync, a heartbeat): nothing observed changed. The ledger entry, and the
         # order and last-seen fields of the resource; no history entry, no change event.
-        frontier = {k: new_doc[k] for k in ORDER_FIELDS}
+        frontier = {k: new_doc[k] for k in (*ORDER_FIELDS, "staleAt")}
         return Result(Outcome.UNCHANGED, current["status"], update.status, None), [
             _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, "outcome": Outcome.UNCHANGED.value, "change": None,
                                                 "changeAnnounced": True}),
@@ -269,6 +275,15 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         _Write(WriteOp.SET, history_ref, {**history, "outcome": Outcome.APPLIED.value}),
         *batch_writes,
     ]
+
+
+def _stale_at(store: StateStore, update: StatusUpdate, now: datetime) -> str | None:
+    """When the resource's freshness deadline passes (the sweep marks it NotReported then): a provider's
+    report restarts the clock; a DELETED resource, or a state the platform synthesised, has none."""
+    if update.status == "DELETED" or update.event_source.startswith(PLATFORM_SOURCE):
+        return None
+    after = store.stale_after(update.key.provider, update.key.resource_type)
+    return timeutil.format(now + timedelta(seconds=after)) if after is not None else None
 
 
 def _listed(update: StatusUpdate) -> dict[str, Any]:

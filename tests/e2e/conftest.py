@@ -8,6 +8,7 @@ Firestore outage without losing the emulator's data.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -23,11 +24,13 @@ from google.cloud import firestore, pubsub_v1
 
 from infra.providers.reporter import StatusReporter
 from infra.stack import REPO_ROOT, LocalStack, StackState
+from infra.topology import load as load_topology
 from shared.contracts.model import ResourceKey
 from shared.deadletter.store import DeadLetterStore
 
 UPSTREAM_PROVIDERS = ["kubevirt", "acm-cluster", "osac", "k8s-storage", "k8s-container", "three-tier-app"]
-PROVIDERS = ["aws", "azure", "vmware", "kubernetes", *UPSTREAM_PROVIDERS]  # kubernetes: the README provider's
+QUIET = "quiet"  # a provider with a freshness deadline of seconds
+PROVIDERS = ["aws", "azure", "vmware", "kubernetes", QUIET, *UPSTREAM_PROVIDERS]  # kubernetes: the README provider's
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,
@@ -119,6 +122,9 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
     saved = dict(os.environ)
     os.environ["DCM_SCHEMAS_DIR"] = str(schemas)
     os.environ["DCM_HOOK_TIMEOUT_SECONDS"] = "5"  # a hanging webhook receiver is given up on sooner (test_callbacks)
+    # provider "quiet" must report every 8 s (test_freshness); the others keep topology.yaml's hour
+    profiles = {**load_topology().provider_profiles, QUIET: {"freshness": {"report_every": "8s", "grace": "2s"}}}
+    os.environ["DCM_PROVIDER_PROFILES"] = json.dumps(profiles, separators=(",", ":"), sort_keys=True)
     stack = LocalStack(root / "state", project=f"dcm-e2e-{uuid.uuid4().hex[:6]}")
     state = stack.up(PROVIDERS, chaos=True)
     try:

@@ -1,6 +1,7 @@
-"""The sweep's reconciliation through functions-framework's test client, on the Firestore emulator:
-a complete snapshot batch, delivered shuffled and duplicated, deletes exactly the resources the
-provider no longer has, once; a partial one deletes nothing and is abandoned when too old."""
+"""The sweep through functions-framework's test client, on the Firestore emulator. Reconciliation: a
+complete snapshot batch, delivered shuffled and duplicated, deletes exactly the resources the provider
+no longer has, once; a partial one deletes nothing and is abandoned when too old. Freshness: a resource
+past its deadline is UNKNOWN (NotReported), last known kept, until it reports again."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import orjson
 import pytest
 
 from shared.contracts import status_update
+from shared.contracts.errors import Rejected, Transient
 from shared.contracts.model import PubSubMessage
 from shared.contracts.resync import ResyncMark
 from shared.contracts.status_report import ReportForm, build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
+from shared.sweep.handler import Sweep
 from tests.functional.conftest import SHAPES, client_for
 
 AT = "2026-11-22T10:00:00.000000Z"
@@ -89,3 +92,35 @@ def test_a_report_newer_than_the_snapshot_outlives_its_deletion(upsert, sweep, f
     assert tick(sweep, publisher, upsert) == ["aws/vm/back"]
     report(upsert, "back", "RUNNING", "2026-11-22T10:10:00Z", "new-back")  # re-created after the snapshot
     assert resource(firestore, "back")["status"] == "RUNNING"
+
+
+def test_a_resource_past_its_deadline_is_unknown_not_reported_until_its_next_report(upsert, sweep, firestore,
+                                                                                   publisher):
+    report(upsert, "quiet", "RUNNING", "2026-11-22T09:00:00Z", "q-1")
+    doc = resource(firestore, "quiet")
+    assert doc["staleAt"] > doc["lastSeenAt"]  # topology.yaml's freshness: report_every + grace after it
+    firestore.document("resources/aws~vm~quiet").update({"staleAt": "2026-11-22T10:15:00.000000Z"})  # passed
+    assert tick(sweep, publisher, upsert) == ["aws/vm/quiet"]
+    doc = resource(firestore, "quiet")
+    assert (doc["status"], doc["reason"], doc["extra"]["lastKnownStatus"]) == ("UNKNOWN", "NotReported", "RUNNING")
+    assert doc["metadata"] == {"tenant": "acme"} and doc["staleAt"] is None  # marked once, not every tick
+    assert tick(sweep, publisher, upsert) == []
+    report(upsert, "quiet", "RUNNING", "2026-11-22T11:00:00Z", "q-2")  # it reports again
+    doc = resource(firestore, "quiet")
+    assert (doc["status"], doc["reason"]) == ("RUNNING", None) and doc["staleAt"] > "2026-11-22T11"
+
+
+def test_a_provider_may_not_pose_as_the_platform(upsert):
+    event = build_event("aws", "vm", "i-x", "DELETED", event_id="spoof", time="2026-11-22T10:00:00Z",
+                        form=ReportForm.CURRENT, source="dcm/platform/reconcile")
+    data, attrs = to_message(event)
+    with pytest.raises(Rejected, match="the platform's own") as refused:
+        normalize_message(PubSubMessage(data, attrs, "in-spoof", None, "dcm-status-ingress-aws"), settings.from_env())
+    assert refused.value.reason.value == "provider_mismatch"
+
+
+def test_a_tick_that_fails_is_acked_the_next_one_does_the_work(sweep, monkeypatch):
+    def down(self):
+        raise Transient("Firestore query failed: unavailable")
+    monkeypatch.setattr(Sweep, "_open_batches", down)
+    assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "t"}), {}, "t-down").status_code == 200

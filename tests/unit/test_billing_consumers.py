@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -115,6 +116,16 @@ class FakeBillingStore:
         if self.fail:
             raise Transient("Firestore down")
         self.recorded.append(change)
+
+
+def test_not_reported_lately_is_no_transition_for_billing_a_provider_reason_of_the_same_word_is():
+    fake = FakeBillingStore()
+    base = decode(message_of("changed"))
+    quiet = replace(base, new_status="UNKNOWN", reason="NotReported", old_status="RUNNING")
+    Billing(fake).apply(quiet)  # the platform's: usage goes on as last known (RUNNING)
+    Billing(fake).apply(replace(quiet, reason="NodeLost"))  # a provider's UNKNOWN is a real observation
+    Billing(fake).apply(replace(quiet, new_status="STOPPED"))
+    assert [(c.new_status, c.reason) for c in fake.recorded] == [("UNKNOWN", "NodeLost"), ("STOPPED", "NotReported")]
 
 
 def test_billing_records_the_transition():

@@ -11,11 +11,13 @@ def test_one_ingress_topic_and_push_subscription_per_provider():
     assert subs["dcm-ingest-aws"].topic == "dcm-status-ingress-aws" and subs["dcm-ingest-aws"].push == "ingest"
 
 
-def test_every_subscription_has_retry_and_dead_letter_except_the_dead_letter_readers():
+def test_every_subscription_has_retry_and_dead_letter_except_the_dead_letter_readers_and_ticks():
     topo = load()
+    ticks = {t.name for t in topo.topics if t.key == "sweep"}  # a failed tick expires; the next does its work
     for s in topo.subscriptions:
         assert s.minimum_backoff >= 1 and s.maximum_backoff >= s.minimum_backoff
-        assert s.dead_letter is (s.topic != topo.deadletter_topic), s.name
+        assert s.dead_letter is (s.topic != topo.deadletter_topic and s.topic not in ticks), s.name
+    assert ticks
     readers = [s for s in topo.subscriptions if s.topic == topo.deadletter_topic]
     assert any(s.push == "deadletter" for s in readers) and any(s.push is None for s in readers)
 

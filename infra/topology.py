@@ -54,6 +54,7 @@ class Topology:
     ingress_template: str
     provider_profiles: Mapping[str, Any] = field(default_factory=dict)
     freshness: Mapping[str, Any] = field(default_factory=dict)  # how often providers report, by default
+    flapping: Mapping[str, Any] = field(default_factory=dict)  # how many changes in what window is flapping
     http_functions: tuple[str, ...] = ()  # called over HTTP by people and tools, not pushed to
 
     def topic(self, key: str, provider: str | None = None) -> str:
@@ -72,6 +73,8 @@ class Topology:
             # compact, keys sorted: byte for byte what Terraform's jsonencode() writes
             "DCM_PROVIDER_PROFILES": json.dumps(self.provider_profiles, separators=(",", ":"), sort_keys=True),
             "DCM_FRESHNESS": json.dumps(self.freshness, separators=(",", ":"), sort_keys=True),
+            "DCM_FLAPPING": json.dumps(self.flapping, separators=(",", ":"), sort_keys=True),
+            "DCM_TOPIC_PROVIDERS": self.topic("providers"),
         }
 
 
@@ -124,4 +127,5 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         ingress_template=doc["topics"]["ingress"]["name"],
         provider_profiles=doc.get("provider_profiles") or {},
         freshness=doc.get("freshness") or {},
+        flapping=doc.get("flapping") or {},
     )

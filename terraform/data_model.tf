@@ -37,7 +37,13 @@
 #                              open: automatic. Counting a batch's resources
 #                              (resources: provider ==, resync.id ==) and listing
 #                              a provider's (provider ==, resourceType in): merged
-#                              single-field indexes, no composite.
+#                              single-field indexes, no composite. Freshness:
+#                              resources staleAt <= now ordered by staleAt
+#                              (single-field, automatic); a provider's newest
+#                              deadline (provider ==, staleAt desc): composite below.
+#   providers/{provider}       a provider silent as a whole or reporting (the
+#                              sweep, at each transition): state ==, automatic.
+#   audit_providers/{id}       written once, never queried.
 
 locals {
   # shared/runtime/clients.py opens firestore.Client(project=...): the (default) database.
@@ -67,6 +73,8 @@ locals {
     { collection = "resources", equality = local.resource_filter_fields, order_by = "resourceId", orders = ["ASCENDING"] },
     # The change feed in commit order, and its latest N (descending).
     { collection = "events", equality = ["provider", "resourceType", "status"], order_by = "committedAt", orders = ["ASCENDING", "DESCENDING"] },
+    # A provider's resource with the newest freshness deadline (the sweep: is the provider silent?).
+    { collection = "resources", equality = ["provider"], order_by = "staleAt", orders = ["DESCENDING"] },
   ]
 
   # The equality filters of the api's resource lists (shared/api/queries.py ResourceFilter).

@@ -114,7 +114,7 @@ locals {
     audit      = { publishes = ["deadletter"], firestore = "write" }
     notify     = { publishes = ["callbacks", "callbacks_retry", "deadletter"], firestore = "write" }
     api        = { publishes = [], firestore = "write" }
-    sweep      = { publishes = ["normalized", "deadletter"], firestore = "write" }
+    sweep      = { publishes = ["normalized", "providers", "deadletter"], firestore = "write" }
   }
 
   # firestore access of function_access => the project role that grants it ("none": no grant).
@@ -143,5 +143,7 @@ locals {
     DCM_PROVIDERS              = join(",", local.cloud_providers)
     DCM_PROVIDER_PROFILES      = jsonencode(try(local.topology.provider_profiles, {}))
     DCM_FRESHNESS              = jsonencode(try(local.topology.freshness, {}))
+    DCM_FLAPPING               = jsonencode(try(local.topology.flapping, {}))
+    DCM_TOPIC_PROVIDERS        = local.topology.topics.providers.name
   }
 }

@@ -57,6 +57,7 @@ ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint,
     ("/v1/changes", "changes", ["GET"]),
     ("/v1/changes/stream", "stream", ["GET"]),
     ("/v1/summary", "summary", ["GET"]),
+    ("/v1/providers", "providers", ["GET"]),
     ("/v1/deadletters", "deadletters", ["GET"]),
     ("/v1/stats", "stats", ["GET"]),
     ("/v1/callbacks", "callbacks", ["GET", "POST"]),
@@ -118,8 +119,10 @@ class Params:
 
 class Api:
     def __init__(self, db: Any, providers: tuple[str, ...], retention_days: int, settle: float,
-                 stream_seconds: float, callbacks: Callbacks | None = None):
+                 stream_seconds: float, callbacks: Callbacks | None = None,
+                 deadline: Callable[[str], int | None] = lambda provider: None):
         self.db = db
+        self.deadline = deadline
         self.callbacks = callbacks or Callbacks(db, local_mode=False)
         self.providers = providers
         self.feed = ChangeFeed(db, retention_days, settle, options=READ_OPTIONS)
@@ -132,7 +135,8 @@ class Api:
     def build(cls, runtime: Runtime) -> "Api":
         s = runtime.settings
         return cls(runtime.firestore, s.providers, s.ledger_ttl_days, s.feed_settle_seconds, s.stream_seconds,
-                   Callbacks(runtime.firestore, s.local_mode, s.hook_timeout_seconds))
+                   Callbacks(runtime.firestore, s.local_mode, s.hook_timeout_seconds),
+                   lambda provider: s.stale_after(provider, ""))
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
@@ -242,6 +246,10 @@ class Api:
     def _summary(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
         return json_response(queries.summary(self.db, self.providers, READ_OPTIONS))
+
+    def _providers(self, request: flask.Request) -> flask.Response:
+        Params(request.args, ())
+        return json_response({"providers": queries.providers(self.db, self.providers, self.deadline, READ_OPTIONS)})
 
     def _deadletters(self, request: flask.Request) -> flask.Response:
         p = Params(request.args, ("provider", "reason"))

@@ -23,6 +23,7 @@ from shared.contracts.state import (
     DUPLICATES,
     HISTORY,
     LEDGER,
+    PROVIDERS,
     RESOURCES,
     EntryState,
     Outcome,
@@ -206,7 +207,8 @@ def status_counts_of(db: firestore.Client, where: ResourceFilter,
 
 def summary(db: firestore.Client, providers: Iterable[str], options: Mapping[str, Any] | None = None
             ) -> dict[str, Any]:
-    """Resources per type and status, and per provider: aggregation queries only."""
+    """Resources per type and status, and per provider (aggregation queries), and the providers silent as a
+    whole (``providers/{p}``: one read each)."""
     resources = db.collection(RESOURCES)
     queries: dict[str, Any] = {"total": resources}
     for t in registry().resource_types:
@@ -224,7 +226,29 @@ def summary(db: firestore.Client, providers: Iterable[str], options: Mapping[str
             by_type.setdefault(t, {})[s] = n
         elif name.startswith("provider:") and n:
             by_provider[name.split(":", 1)[1]] = n
-    return {"total": got["total"], "byType": by_type, "byProvider": by_provider}
+    silent = [{"provider": s.id, "since": d.get("since"), "lastSeenAt": d.get("lastSeenAt")}
+              for s in db.collection(PROVIDERS).where(filter=FieldFilter("state", "==", "SILENT")).stream(
+                  **(options or fs.read_options())) for d in [s.to_dict()]]
+    return {"total": got["total"], "byType": by_type, "byProvider": by_provider,
+            "silentProviders": sorted(silent, key=lambda d: d["provider"])}
+
+
+def providers(db: firestore.Client, names: Iterable[str], deadline: Any = lambda provider: None,
+              options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Where each provider stands: SILENT or REPORTING as the sweep last found it (``providers/{p}``,
+    written at each transition), UNSEEN while it holds no resource; its resources (aggregation
+    queries) and its freshness deadline (``deadline(provider)``, seconds)."""
+    names = list(names)
+    held = counts({p: db.collection(RESOURCES).where(filter=FieldFilter("provider", "==", p)) for p in names},
+                  options)
+    states = {s.id: s.to_dict() for s in db.collection(PROVIDERS).stream(**(options or fs.read_options()))}
+    out = []
+    for p in names:
+        known = states.get(p) or {}
+        state = known.get("state") or ("REPORTING" if held[p] else "UNSEEN")
+        out.append({"provider": p, "state": state, "since": known.get("since"),
+                    "lastSeenAt": known.get("lastSeenAt"), "deadlineSeconds": deadline(p), "resources": held[p]})
+    return out
 
 
 def status_counts(db: firestore.Client) -> dict[str, dict[str, int]]:

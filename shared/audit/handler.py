@@ -10,6 +10,10 @@ subscription filters, and a message could reach the function another way
 (replay, manual push). So the condition is checked again here, on the event
 data (authoritative), not on the attributes.
 
+It also records every provider-level event (a provider silent as a whole, then reporting again:
+shared/contracts/provider_event.py), from its own subscription on ``dcm-status-providers``, in
+``audit_providers/{provider~state~since}``.
+
 ``audit_stopped/{changeEventId}`` is written with ``create``: a redelivery
 finds the document and is a no-op, so the first record (and its
 ``recordedAt``) is kept. A late STOPPED (``late=true``) is recorded too: the
@@ -23,14 +27,16 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 
-from shared.contracts import timeutil
+from shared.contracts import provider_event, timeutil
 from shared.contracts.model import PubSubMessage
+from shared.contracts.provider_event import ProviderEvent
 from shared.contracts.status_changed import Change, decode
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 
 COLLECTION = "audit_stopped"
+PROVIDER_COLLECTION = "audit_providers"
 STATUS = "STOPPED"
 
 log = get_logger("audit")
@@ -58,15 +64,18 @@ def record_of(change: Change, now: str) -> dict[str, Any]:
 
 
 class Audit:
-    def __init__(self, db):
+    def __init__(self, db, providers_topic: str = "dcm-status-providers"):
         self.db = db
+        self.providers_topic = providers_topic
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Audit":
-        return cls(runtime.firestore)
+        return cls(runtime.firestore, runtime.settings.topic_providers)
 
     def __call__(self, message: PubSubMessage) -> Audited:
-        """Rejected (dead-lettered by the entry point) if the message is not a change event."""
+        """Rejected (dead-lettered by the entry point) if the message is not the event its topic carries."""
+        if message.topic == self.providers_topic:
+            return self.record_provider(provider_event.decode(message))
         change = decode(message)
         if change.new_status != STATUS:  # the emulator ignores the subscription filter
             log.info("change ignored: not %s", STATUS, extra={
@@ -80,10 +89,22 @@ class Audit:
         return outcome
 
     def record(self, change: Change) -> Audited:
-        ref = self.db.collection(COLLECTION).document(change.event_id)
+        return self._create(self.db.collection(COLLECTION).document(change.event_id),
+                            record_of(change, timeutil.now_str()))
+
+    def record_provider(self, event: ProviderEvent) -> Audited:
+        doc_id = "~".join((event.provider, event.state.value, event.since))
+        outcome = self._create(self.db.collection(PROVIDER_COLLECTION).document(doc_id),
+                               {**event.to_dict(), "eventId": event.event_id, "recordedAt": timeutil.now_str()})
+        log.info("provider %s %s", event.state.value, outcome.value, extra={
+            "labels": {"outcome": outcome.value, "provider": event.provider}, "eventId": event.event_id,
+            "since": event.since})
+        return outcome
+
+    def _create(self, ref, record: dict[str, Any]) -> Audited:
         try:
             with fs.guard("Firestore create"):
-                ref.create(record_of(change, timeutil.now_str()), timeout=fs.TIMEOUT)
+                ref.create(record, timeout=fs.TIMEOUT)
         except gexc.AlreadyExists:
             return Audited.DUPLICATE
         return Audited.RECORDED

@@ -15,11 +15,17 @@ change feed is read by. No I/O.
   succeeded, so that a redelivered one is not sent twice (``expireAt``: its TTL).
 - ``resyncs/{provider~batchId}``: a provider's snapshot batch (shared/contracts/resync.py), written
   by upsert from the batch's first event; each resource it listed carries ``resync.id``.
+- ``providers/{provider}``: whether a provider reports or has gone silent as a whole
+  (shared/contracts/provider_event.py), written by the sweep at each transition only.
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from . import timeutil
 
 RESOURCES = "resources"
 HISTORY = "history"
@@ -29,6 +35,7 @@ DEADLETTERS = "deadletters"
 CALLBACKS = "callbacks"
 DELIVERIES = "deliveries"
 RESYNCS = "resyncs"
+PROVIDERS = "providers"
 
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"
@@ -57,3 +64,33 @@ class PlatformReason(enum.StrEnum):
 
     NOT_REPORTED = "NotReported"  # no report within the freshness deadline: UNKNOWN, last known kept
     NOT_IN_SNAPSHOT = "NotInSnapshot"  # a complete snapshot of its provider no longer lists it: DELETED
+
+
+@dataclass(frozen=True)
+class FlapPolicy:
+    """More than ``changes`` status changes within ``window_seconds`` is flapping (topology.yaml's
+    ``flapping``). Judged on the changes' own transition times, so a redelivery or a backlog drained
+    late judges the same."""
+
+    changes: int = 5
+    window_seconds: int = 600
+
+    def judge(self, recent: Sequence[str], at: str) -> tuple[list[str], dict[str, int] | None]:
+        """The recent transition times to keep once a change at ``at`` is added (within the window of
+        the newest, at most changes + 1 of them: the document stays small), and the flag: ``{changes,
+        windowSeconds}`` when flapping, else None."""
+        times = sorted({*(t for t in recent if isinstance(t, str)), at})
+        newest = timeutil.parse(times[-1])
+        kept = [t for t in times if (newest - timeutil.parse(t)).total_seconds() < self.window_seconds]
+        kept = kept[-(self.changes + 1):]
+        flag = {"changes": len(kept), "windowSeconds": self.window_seconds} if len(kept) > self.changes else None
+        return kept, flag
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> "FlapPolicy":
+        """``{changes, window}`` as the topology writes it; ValueError/TypeError if it is not."""
+        policy = cls(int(doc.get("changes", cls.changes)),
+                     timeutil.duration_seconds(doc.get("window", cls.window_seconds)))
+        if policy.changes < 1 or policy.window_seconds < 1:
+            raise ValueError(f"flapping needs changes >= 1 and a window >= 1s, got {dict(doc)}")
+        return policy

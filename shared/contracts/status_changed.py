@@ -32,9 +32,10 @@ from .status_update import StatusUpdate
 
 EVENT_TYPE = "dcm.status.changed"
 EVENT_SOURCE = "dcm/status/upsert"
-VERSION = "1.1"  # 1.1: cause.publishedAt and cause.sequence added
+VERSION = "1.2"  # 1.1: cause.publishedAt and cause.sequence added; 1.2: recreated, flapping
 SUPPORTED_MAJOR = 1
 LABEL_KEYS = ("tenant", "region", "environment")
+DELETED = "DELETED"
 SCHEMA_URI = "https://schemas.dcm.org/events/status-changed-v1.json"
 CONTENT_TYPE = "application/cloudevents+json"
 # The fields whose change a consumer cares about; bookkeeping fields are left out of diffs.
@@ -68,6 +69,8 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
     ``old`` and ``new`` are resource documents (``new`` is announced as the snapshot).
     """
     old_status = old.get("status") if old else None
+    recreated = old_status == DELETED and new["status"] != DELETED and not late
+    flapping = new.get("flapping") if not late else None
     data = {
         "version": VERSION,
         "key": str(update.key),
@@ -79,6 +82,8 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
         "oldTransitionTime": old.get("lastTransitionTime") if old else None,
         "newTransitionTime": new["lastTransitionTime"],
         "late": late,
+        "recreated": recreated,  # a resource that was DELETED exists again (a newer report than the deletion)
+        "flapping": flapping,  # {changes, windowSeconds} when it changes too often (FlapPolicy), else null
         "changes": changes(observed(old), observed(new)),
         "resource": dict(new),
         "cause": {"eventId": update.event_id, "source": update.event_source,
@@ -101,6 +106,8 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
         "oldStatus": old_status or "",
         "newStatus": new["status"],
         "late": "true" if late else "false",
+        "recreated": "true" if recreated else "false",
+        "flapping": "true" if flapping else "false",
         "key": str(update.key),  # clipped to Pub/Sub's 1,024 bytes where it is published
     }
     return ChangeEvent(update.dedup_id, to_json(event), attributes)
@@ -127,6 +134,8 @@ class Change:
     old_labels: Mapping[str, str] | None = None  # the labels of the old state (from ``changes``)
     published_at: str = ""  # cause.publishedAt (since 1.1): orders changes stamped at the same instant
     reason: str | None = None  # the resource's reason (NotReported, NotInSnapshot: states the platform set)
+    recreated: bool = False  # since 1.2: DELETED before, exists again
+    flapping: Mapping[str, int] | None = None  # since 1.2: {changes, windowSeconds} when flapping
 
     @property
     def doc_id(self) -> str:
@@ -228,4 +237,6 @@ def decode(message: PubSubMessage) -> Change:
         version=data["version"],
         old_labels=old_labels_of(labels_of(data["resource"]), data["changes"]) if data["oldStatus"] else None,
         reason=data["resource"].get("reason") if isinstance(data["resource"].get("reason"), str) else None,
+        recreated=data.get("recreated") is True,
+        flapping=data.get("flapping") if isinstance(data.get("flapping"), dict) else None,
     )

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from shared.contracts import limits, timeutil
 from shared.contracts.errors import ConfigError
+from shared.contracts.state import FlapPolicy
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,16 @@ def _freshness(text: str) -> Mapping[str, Any]:
         raise ConfigError(f"DCM_FRESHNESS must be a JSON object {{report_every, grace}}: {exc}") from exc
 
 
+def _flapping(text: str) -> FlapPolicy:
+    try:
+        doc = json.loads(text or "{}")
+        if not isinstance(doc, dict):
+            raise TypeError("not an object")
+        return FlapPolicy.from_dict(doc)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"DCM_FLAPPING must be a JSON object {{changes, window}}: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class Settings:
     project: str
@@ -72,6 +83,8 @@ class Settings:
     hook_timeout_seconds: float = 10.0  # a receiver that has not answered by then has failed this attempt
     callback_concurrency: int = 8  # calls at once to one fast receiver from one instance (first lane)
     freshness_default: Mapping[str, Any] = field(default_factory=dict)  # topology.yaml's freshness
+    flapping: FlapPolicy = FlapPolicy()  # topology.yaml's flapping
+    topic_providers: str = "dcm-status-providers"
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -136,4 +149,6 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
         callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "8")),
         freshness_default=_freshness(env.get("DCM_FRESHNESS", "")),
+        flapping=_flapping(env.get("DCM_FLAPPING", "")),
+        topic_providers=env.get("DCM_TOPIC_PROVIDERS", "dcm-status-providers"),
     )

@@ -10,6 +10,13 @@ provider's next report, later than that, restores it). The query reads the index
 to now: only the resources past their deadline, at most ``FRESHNESS_BATCH`` a tick (the rest on the
 next ones); with none stale it costs one read, at 10,000 resources as at 1,000,000.
 
+A provider silent as a whole (none of its resources reported within its deadline) is said once, as a
+provider-level event (``shared/contracts/provider_event.py``) published to ``dcm-status-providers`` and
+kept in ``providers/{provider}`` (``GET /v1/providers``), and once more when it reports again. Its
+resources still become UNKNOWN one by one (the change feed stays a complete log of transitions), each
+marked ``extra.providerSilent``, so that a consumer that alerts collapses them into the one alarm.
+One read per provider a tick: its resource with the newest deadline (an index on provider, staleAt).
+
 Reconciliation of providers' snapshots (``shared/contracts/resync.py``): for each open batch
 (``resyncs/{provider~id}``, written by upsert from the batch's first event),
 
@@ -30,15 +37,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Iterable
 
+from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import status_update, timeutil
+from shared.contracts import provider_event, status_update, timeutil
 from shared.contracts.errors import Transient
 from shared.contracts.identity import PLATFORM_SOURCE
 from shared.contracts.model import PubSubMessage, ResourceKey
+from shared.contracts.provider_event import ProviderEvent, ProviderState
 from shared.contracts.resync import ResyncMark, not_in_snapshot
 from shared.contracts.schemas import registry
-from shared.contracts.state import RESOURCES, RESYNCS, PlatformReason
+from shared.contracts.state import PROVIDERS, RESOURCES, RESYNCS, PlatformReason
 from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
@@ -71,20 +80,23 @@ def deletion(doc: dict[str, Any], batch: ResyncMark, now: str) -> StatusUpdate:
         transition_reported=True)
 
 
-def not_reported(doc: dict[str, Any], now: str) -> StatusUpdate:
+def not_reported(doc: dict[str, Any], now: str, provider_silent: bool = False) -> StatusUpdate:
     """The synthesised update of a resource past its freshness deadline: UNKNOWN at the deadline, its last
-    known status and last report kept, its labels and details kept."""
+    known status and last report kept, its labels and details kept; ``providerSilent`` when its whole
+    provider is (the provider event is the alarm)."""
     key = ResourceKey.parse(doc["key"])
+    silent = {"providerSilent": True} if provider_silent else {}
     return StatusUpdate(
         key=key, status="UNKNOWN", raw_status="UNKNOWN", status_recognized=True,
-        message=f"not reported since {doc.get('lastSeenAt')}: last known {doc['status']}",
+        message=(f"not reported since {doc.get('lastSeenAt')}: last known {doc['status']}"
+                 + (f" (provider {key.provider} silent)" if provider_silent else "")),
         reason=PlatformReason.NOT_REPORTED.value, last_transition_time=doc["staleAt"], observed_at=doc["staleAt"],
         metadata=doc.get("metadata") or {}, resource_specific=doc.get("resourceSpecific") or {},
         event_id=f"not-reported/{doc['key']}/{doc['staleAt']}", event_source=FRESHNESS_SOURCE,
         event_type=FRESHNESS_TYPE, event_subject=None, dataschema=registry().current[key.resource_type].uri,
         schema_defaulted=True, ingress_message_id=f"sweep/{doc['staleAt']}", ingress_topic=None, received_at=now,
         transition_reported=True,
-        extra={"lastKnownStatus": doc["status"], "lastSeenAt": doc.get("lastSeenAt")})
+        extra={"lastKnownStatus": doc["status"], "lastSeenAt": doc.get("lastSeenAt"), **silent})
 
 
 class Sweep:
@@ -92,6 +104,9 @@ class Sweep:
         self.db = db
         self.publisher = publisher
         self.topic = settings.topic_path(settings.topic_normalized)
+        self.providers_topic = settings.topic_path(settings.topic_providers)
+        self.providers = settings.providers
+        self.deadline = lambda provider: settings.stale_after(provider, "")
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Sweep":
@@ -104,19 +119,58 @@ class Sweep:
         try:
             for snap in self._open_batches():
                 self.reconcile(snap, now)
-            self.expire(now)
+            silent = self.watch_providers(now)
+            self.expire(now, silent)
         except Transient as exc:
             log.warning("sweep tick failed; the next tick does the same work", extra={"error": str(exc)})
 
-    def expire(self, now_dt: Any) -> int:
-        """Mark the resources past their freshness deadline NotReported; returns how many."""
+    def watch_providers(self, now_dt: Any) -> set[str]:
+        """Say once when a provider goes silent as a whole, and once when it reports again; returns the
+        silent ones. A provider's resource with the newest deadline tells: past it, none was reported in
+        time; with no deadline at all (nothing, all deleted or already marked) the state stays as it was."""
+        now = timeutil.format(now_dt)
+        with fs.guard("Firestore query"):
+            known = {s.id: s.to_dict() for s in self.db.collection(PROVIDERS).stream(timeout=fs.TIMEOUT)}
+        silent = {p for p, d in known.items() if d.get("state") == ProviderState.SILENT.value}
+        for provider in self.providers:
+            query = (self.db.collection(RESOURCES).where(filter=FieldFilter("provider", "==", provider))
+                     .order_by("staleAt", direction=firestore.Query.DESCENDING).limit(1))
+            with fs.guard("Firestore query"):
+                newest = next((s.to_dict() for s in query.stream(timeout=fs.TIMEOUT)), None)
+            if not newest or not newest.get("staleAt"):
+                continue
+            state = ProviderState.SILENT if newest["staleAt"] <= now else ProviderState.REPORTING
+            was = ProviderState(known.get(provider, {}).get("state", ProviderState.REPORTING.value))
+            if state is not was:
+                since = newest["staleAt"] if state is ProviderState.SILENT else newest["lastSeenAt"]
+                self._announce(ProviderEvent(provider, state, since, newest.get("lastSeenAt"),
+                                             self.deadline(provider)), now)
+            (silent.add if state is ProviderState.SILENT else silent.discard)(provider)
+        return silent
+
+    def _announce(self, event: ProviderEvent, now: str) -> None:
+        """Publish first, then record: a failed record republishes the same event (same id) next tick."""
+        body, attributes = provider_event.encode(event)
+        publish(self.publisher, self.providers_topic, body, attributes)
+        with fs.guard("Firestore write"):
+            self.db.collection(PROVIDERS).document(event.provider).set(
+                {**event.to_dict(), "changedAt": now, "eventId": event.event_id}, timeout=fs.TIMEOUT)
+        (log.warning if event.state is ProviderState.SILENT else log.info)(
+            "provider %s: %s since %s", event.provider, event.state.value, event.since, extra={
+                "labels": {"provider": event.provider, "state": event.state.value},
+                "lastSeenAt": event.last_seen_at, "deadlineSeconds": event.deadline_seconds})
+
+    def expire(self, now_dt: Any, silent: set[str] = frozenset()) -> int:
+        """Mark the resources past their freshness deadline NotReported (``providerSilent`` those of the
+        ``silent`` providers); returns how many."""
         now = timeutil.format(now_dt)
         query = self.db.collection(RESOURCES).where(filter=FieldFilter("staleAt", "<=", now)).order_by(
             "staleAt").limit(FRESHNESS_BATCH)
         with fs.guard("Firestore query"):
             stale = [s.to_dict() for s in query.stream(timeout=fs.TIMEOUT)]
         for doc in stale:  # a failed publish raises: the tick is redelivered, the same ids published again
-            publish(self.publisher, self.topic, status_update.encode(not_reported(doc, now)),
+            update = not_reported(doc, now, doc["provider"] in silent)
+            publish(self.publisher, self.topic, status_update.encode(update),
                     {"key": doc["key"], "provider": doc["provider"], "resourceType": doc["resourceType"],
                      "status": "UNKNOWN"}, ordering_key=doc["key"])
         if stale:

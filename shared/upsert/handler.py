@@ -32,7 +32,7 @@ class Upsert:
     @classmethod
     def build(cls, runtime: Runtime) -> "Upsert":
         s = runtime.settings
-        return cls(StateStore(runtime.firestore, s.ledger_ttl_days, s.stale_after), runtime.publisher,
+        return cls(StateStore(runtime.firestore, s.ledger_ttl_days, s.stale_after, s.flapping), runtime.publisher,
                    s.topic_path(s.topic_changed))
 
     def __call__(self, message: PubSubMessage) -> Result:

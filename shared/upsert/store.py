@@ -39,6 +39,7 @@ from shared.contracts.state import (
     LEDGER,
     RESOURCES,
     RESYNCS,
+    FlapPolicy,
     Outcome,
 )
 from shared.contracts.status_changed import ChangeEvent
@@ -125,12 +126,15 @@ def compare(update: StatusUpdate, doc: Mapping[str, Any]) -> int:
 
 class StateStore:
     def __init__(self, db: firestore.Client, ledger_ttl_days: int = 7,
-                 stale_after: Callable[[str, str], int | None] = lambda provider, rtype: None):
+                 stale_after: Callable[[str, str], int | None] = lambda provider, rtype: None,
+                 flapping: FlapPolicy = FlapPolicy()):
         """``stale_after(provider, type)``: seconds after a report the resource is no longer known to be as
-        shown (Settings.stale_after); None: never (no freshness deadline)."""
+        shown (Settings.stale_after); None: never (no freshness deadline). ``flapping``: how many changes
+        in what window flag a resource (Settings.flapping)."""
         self.db = db
         self.ttl = timedelta(days=ledger_ttl_days)
         self.stale_after = stale_after
+        self.flapping = flapping
 
     def resource_ref(self, doc_id: str):
         return self.db.collection(RESOURCES).document(doc_id)
@@ -259,8 +263,12 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
             *batch_writes,
         ]
     change = None
+    new_doc["recentChanges"] = (current or {}).get("recentChanges") or []
+    new_doc["flapping"] = (current or {}).get("flapping")
     if not same_status or new_doc["lastTransitionTime"] != current.get("lastTransitionTime"):
         # A real change: a new status, or the same status re-entered at a reported time (a restart).
+        new_doc["recentChanges"], new_doc["flapping"] = store.flapping.judge(
+            new_doc["recentChanges"], new_doc["lastTransitionTime"])
         change = status_changed.build(update, current, new_doc, late=False)
     new_doc["createdAt"] = current.get("createdAt", now) if current else now
     new_doc["updates"] = (current.get("updates", 0) if current else 0) + 1

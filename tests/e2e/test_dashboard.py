@@ -339,3 +339,23 @@ def test_the_callbacks_panel_shows_each_receivers_delivery_stats(e2e, uid, dashb
     finally:
         for callback_id in ids:
             requests.delete(base + f"v1/callbacks/{callback_id}", timeout=30)
+
+
+def test_a_provider_silent_as_a_whole_is_one_alarm_on_the_overview(e2e, uid, dashboard):
+    """As the sweep records it (shared/sweep/handler.py): one line, however many resources it holds."""
+    name = f"silent-{uid}"  # not a provider of the stack: the sweep never rewrites it
+    e2e.db.collection("providers").document(name).set({
+        "provider": name, "state": "SILENT", "since": "2026-11-22T10:15:00.000000Z",
+        "lastSeenAt": "2026-11-22T09:00:00.000000Z"})
+    try:
+        dashboard.open()
+        line = f'[data-testid="silent-{name}"]'
+        eventually(lambda: dashboard.page.query_selector(line) is not None, 15,
+                   lambda: f"the providers panel: {dashboard.page.text_content('[data-testid=providers]')!r}")
+        text = dashboard.page.text_content(line)
+        assert name in text and "silent" in text
+        assert dashboard.page.query_selector(f'{line} [data-ago="2026-11-22T09:00:00.000000Z"]') is not None
+        assert len(dashboard.page.query_selector_all(f'[data-testid="providers"] .silent:has-text("{name}")')) == 1
+        assert not dashboard.errors, dashboard.errors
+    finally:
+        e2e.db.collection("providers").document(name).delete()

@@ -170,6 +170,22 @@ def test_the_stream_sends_the_changes_after_its_cursor_then_says_ready(api, fire
     assert change["newStatus"] == "STOPPED" and f"id: {change['cursor']}" in events[0]
 
 
+def test_providers_say_which_report_which_went_silent_and_since_when(api, fleet, firestore):
+    firestore.document("providers/azure").set({"provider": "azure", "state": "SILENT",
+                                               "since": "2026-03-01T11:15:00.000000Z",
+                                               "lastSeenAt": "2026-03-01T10:00:05.000000Z"})
+    got = {p["provider"]: p for p in api.get("/v1/providers").json["providers"]}
+    assert tuple(got) == settings.from_env().providers  # every provider of the topology, in its order
+    assert (got["azure"]["state"], got["azure"]["since"], got["azure"]["resources"]) == (
+        "SILENT", "2026-03-01T11:15:00.000000Z", 2)
+    assert (got["aws"]["state"], got["aws"]["resources"]) == ("REPORTING", 4)
+    assert (got["vmware"]["state"], got["vmware"]["resources"]) == ("UNSEEN", 0)
+    assert got["aws"]["deadlineSeconds"] == 3600 + 900  # topology.yaml's freshness
+    assert api.get("/v1/summary").json["silentProviders"] == [
+        {"provider": "azure", "since": "2026-03-01T11:15:00.000000Z", "lastSeenAt": "2026-03-01T10:00:05.000000Z"}]
+    assert api.get("/v1/providers?x=1").status_code == 400
+
+
 def test_fleet_summary_stats_and_dead_letters(api, fleet, firestore):
     summary = api.get("/v1/summary").json
     assert summary["total"] == 7

@@ -124,3 +124,72 @@ def test_a_tick_that_fails_is_acked_the_next_one_does_the_work(sweep, monkeypatc
         raise Transient("Firestore query failed: unavailable")
     monkeypatch.setattr(Sweep, "_open_batches", down)
     assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "t"}), {}, "t-down").status_code == 200
+
+
+def past_deadline(db, *rids: str) -> None:
+    for rid in rids:  # as if report_every + grace had passed since their last report
+        db.document(f"resources/aws~vm~{rid}").update({"staleAt": "2026-11-22T10:15:00.000000Z"})
+
+
+def provider_events(publisher) -> list[tuple[str, str]]:
+    from shared.contracts import provider_event
+
+    return [(e.provider, e.state.value) for e in (provider_event.decode(PubSubMessage(m.data, m.attributes, "p"))
+                                                  for m in publisher.on("dcm-status-providers"))]
+
+
+def test_a_provider_silent_as_a_whole_is_one_provider_event_and_its_resources_say_so(upsert, sweep, firestore,
+                                                                                    publisher):
+    for rid in ("s-1", "s-2", "s-3"):
+        report(upsert, rid, "RUNNING", "2026-11-22T09:00:00Z", f"silent-{rid}")
+    past_deadline(firestore, "s-1")
+    assert tick(sweep, publisher, upsert) == ["aws/vm/s-1"]  # one resource quiet: the provider reports
+    assert provider_events(publisher) == [] and not resource(firestore, "s-1")["extra"].get("providerSilent")
+    past_deadline(firestore, "s-2", "s-3")  # now none of its resources was reported in time
+    assert sorted(tick(sweep, publisher, upsert)) == ["aws/vm/s-2", "aws/vm/s-3"]
+    assert provider_events(publisher) == [("aws", "SILENT")]
+    assert all(resource(firestore, r)["extra"]["providerSilent"] for r in ("s-2", "s-3"))
+    state = firestore.document("providers/aws").get().to_dict()
+    assert (state["state"], state["since"]) == ("SILENT", "2026-11-22T10:15:00.000000Z")
+    assert tick(sweep, publisher, upsert) == [] and provider_events(publisher) == [("aws", "SILENT")]  # once
+    report(upsert, "s-2", "RUNNING", "2026-11-22T11:00:00Z", "silent-back")
+    tick(sweep, publisher, upsert)
+    assert provider_events(publisher) == [("aws", "SILENT"), ("aws", "REPORTING")]
+    assert firestore.document("providers/aws").get().to_dict()["state"] == "REPORTING"
+
+
+def test_a_provider_that_holds_nothing_or_only_deleted_resources_is_never_silent(upsert, sweep, firestore, publisher):
+    report(upsert, "d-1", "DELETED", "2026-11-22T09:00:00Z", "deleted-1")
+    assert tick(sweep, publisher, upsert) == [] and provider_events(publisher) == []
+    assert not firestore.document("providers/aws").get().exists
+
+
+def test_a_report_newer_than_a_deletion_is_announced_as_a_re_creation(upsert, firestore, publisher):
+    from shared.contracts.status_changed import decode
+
+    report(upsert, "re", "RUNNING", "2026-11-22T09:00:00Z", "re-1")
+    report(upsert, "re", "DELETED", "2026-11-22T09:10:00Z", "re-2")
+    report(upsert, "re", "PROVISIONING", "2026-11-22T09:05:00Z", "re-late")  # older than the deletion: stale
+    report(upsert, "re", "RUNNING", "2026-11-22T09:20:00Z", "re-3")
+    changes = [decode(PubSubMessage(m.data, m.attributes, "c")) for m in publisher.on("dcm-status-changed")]
+    assert [(c.old_status, c.new_status, c.late, c.recreated) for c in changes] == [
+        (None, "RUNNING", False, False), ("RUNNING", "DELETED", False, False),
+        (None, "PROVISIONING", True, False), ("DELETED", "RUNNING", False, True)]
+    assert resource(firestore, "re")["status"] == "RUNNING"
+
+
+def test_a_resource_changing_more_than_the_policy_allows_is_flagged_flapping_then_calms(upsert, firestore,
+                                                                                       publisher):
+    from shared.contracts.status_changed import decode
+
+    policy = settings.from_env().flapping  # topology.yaml: more than 5 changes in 600 s
+    statuses = ["RUNNING", "FAILED"] * 4
+    for i, status in enumerate(statuses):  # 8 changes, one a minute
+        report(upsert, "flap", status, f"2026-11-22T09:{i:02d}:00Z", f"flap-{i}")
+    report(upsert, "flap", "RUNNING", "2026-11-22T10:00:00Z", "flap-calm")  # an hour later: calm again
+    changes = [decode(PubSubMessage(m.data, m.attributes, "c")) for m in publisher.on("dcm-status-changed")]
+    flags = [c.flapping["changes"] if c.flapping else 0 for c in changes]
+    assert flags == [0] * policy.changes + [6, 6, 6, 0]  # the window holds at most changes + 1
+    assert [c.new_status for c in changes] == statuses + ["RUNNING"]  # every change announced: billing is exact
+    doc = resource(firestore, "flap")
+    assert doc["flapping"] is None and len(doc["recentChanges"]) == 1

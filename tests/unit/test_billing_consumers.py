@@ -175,7 +175,7 @@ class FakeDocs:
         self.fail = fail
 
     def collection(self, name):
-        assert name == audit.COLLECTION
+        assert name in (audit.COLLECTION, audit.PROVIDER_COLLECTION)
         return self
 
     def document(self, doc_id):
@@ -224,6 +224,22 @@ def test_audit_records_a_late_stop():
     db = FakeDocs()
     assert Audit(db)(message_of("late")) is Audited.RECORDED
     assert next(iter(db.docs.values()))["late"] is True
+
+
+def test_audit_records_each_provider_event_once_from_its_own_topic(dead_letters):
+    from tests.unit.test_provider_event_contract import SAMPLES
+
+    db = FakeDocs()
+    sample = orjson.loads((SAMPLES / "silent.json").read_bytes())
+    msg = PubSubMessage(orjson.dumps(sample["event"]), sample["attributes"], "p-1", None, "dcm-status-providers")
+    assert Audit(db)(msg) is Audited.RECORDED
+    assert Audit(db)(msg) is Audited.DUPLICATE
+    [(doc_id, doc)] = db.docs.items()
+    assert doc_id == "aws~SILENT~2026-03-01T10:15:00.000000Z" and (doc["state"], doc["provider"]) == ("SILENT", "aws")
+    # a change event on the providers' topic is not a provider event: dead-lettered, saying why
+    wrong = PubSubMessage(message_of("changed").data, {}, "p-2", None, "dcm-status-providers")
+    through_entry_point("audit", Audit(Forbidden()), wrong, dead_letters)
+    assert dead_letters.messages[0].attributes["dcm-reason"] == "not_a_cloudevent"
 
 
 def test_audit_transient_on_firestore_failure():

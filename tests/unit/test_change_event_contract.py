@@ -28,7 +28,7 @@ from shared.contracts.status_update import StatusUpdate
 from shared.upsert.store import resource_document
 
 SAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "events" / "samples" / "status-changed-v1"
-KINDS = ("created", "changed", "late")
+KINDS = ("created", "changed", "late", "recreated", "flapping")
 NOW = "2026-03-01T09:00:02.000000Z"
 
 
@@ -59,6 +59,14 @@ def build(kind: str) -> change_events.ChangeEvent:
         return change_events.build(running, old, resource_document(running, NOW), late=False)
     if kind == "late":  # refused as stale for the current state: announced with late=true, no old state
         return change_events.build(stopped, None, resource_document(stopped, NOW), late=True)
+    if kind == "recreated":  # a report newer than the resource's deletion: it exists again
+        deleted = update("DELETED", "terminated", "2026-03-01T08:59:30.000000Z", "2026-03-01T08:59:30.000000Z",
+                         "ev-d", "Instance terminated.")
+        return change_events.build(running, resource_document(deleted, NOW), resource_document(running, NOW),
+                                   late=False)
+    if kind == "flapping":  # more changes in the window than the policy allows (as upsert stores it)
+        new = {**resource_document(running, NOW), "flapping": {"changes": 6, "windowSeconds": 600}}
+        return change_events.build(running, resource_document(provisioning, NOW), new, late=False)
     raise ValueError(kind)
 
 
@@ -139,12 +147,17 @@ def test_filter_attributes_repeat_the_data(kind):
     assert attrs["newStatus"] == data["newStatus"]
     assert attrs["oldStatus"] == (data["oldStatus"] or "")
     assert attrs["late"] == ("true" if data["late"] else "false")
+    assert attrs["recreated"] == ("true" if data["recreated"] else "false")
+    assert attrs["flapping"] == ("true" if data["flapping"] else "false")
     assert attrs["key"] == data["key"]
 
 
 def test_the_kinds_differ_where_they_should():
-    created, changed, late = (as_message(build(k))["event"]["data"] for k in KINDS)
+    created, changed, late, recreated, flapping = (as_message(build(k))["event"]["data"] for k in KINDS)
     assert created["oldStatus"] is None and created["late"] is False
+    assert not any(d["recreated"] or d["flapping"] for d in (created, changed, late))
+    assert recreated["recreated"] is True and recreated["oldStatus"] == "DELETED"
+    assert flapping["flapping"] == {"changes": 6, "windowSeconds": 600} and not flapping["recreated"]
     assert changed["oldStatus"] == "PROVISIONING" and changed["newStatus"] == "RUNNING"
     assert {"attribute": "/status", "old": "PROVISIONING", "new": "RUNNING"} in changed["changes"]
     assert late["late"] is True and late["oldStatus"] is None
@@ -172,6 +185,8 @@ def test_consumers_read_every_sample():
         change = decode(PubSubMessage(orjson.dumps(sample["event"]), sample["attributes"], "1"))
         assert change.new_status == sample["event"]["data"]["newStatus"]
         assert change.labels == {"tenant": "acme", "region": "eu-west-1", "environment": "prod"}
+        assert (change.recreated, change.flapping) == (sample["event"]["data"]["recreated"],
+                                                       sample["event"]["data"]["flapping"])
 
 
 def write_samples() -> None:

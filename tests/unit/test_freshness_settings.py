@@ -33,3 +33,28 @@ def test_no_freshness_declared_means_no_deadline():
 def test_a_freshness_setting_that_cannot_be_read_is_a_configuration_error(text):
     with pytest.raises(ConfigError, match="DCM_FRESHNESS"):
         settings.from_env({"DCM_PROJECT": "p", "DCM_FRESHNESS": text})
+
+
+def test_flapping_is_more_changes_than_the_policy_allows_within_the_window_of_the_newest():
+    from shared.contracts.state import FlapPolicy
+
+    policy = FlapPolicy(changes=2, window_seconds=60)
+    times = []
+    flags = []
+    for at in ("2026-01-01T00:00:00Z", "2026-01-01T00:00:10Z", "2026-01-01T00:00:20Z", "2026-01-01T00:00:30Z"):
+        times, flag = policy.judge(times, at)
+        flags.append(flag)
+    assert flags == [None, None, {"changes": 3, "windowSeconds": 60}, {"changes": 3, "windowSeconds": 60}]
+    assert len(times) == 3  # never more than changes + 1 kept: the document stays small
+    times, flag = policy.judge(times, "2026-01-01T00:01:25Z")  # only 00:00:30 is within 60 s of it
+    assert flag is None and times == ["2026-01-01T00:00:30Z", "2026-01-01T00:01:25Z"]
+    # a change arriving out of order is judged on its own time, and the same time counts once
+    assert policy.judge(["2026-01-01T00:00:30Z"], "2026-01-01T00:00:30Z")[0] == ["2026-01-01T00:00:30Z"]
+
+
+def test_flapping_comes_from_the_topology_and_a_bad_policy_is_a_config_error():
+    s = settings.from_env({"DCM_PROJECT": "p", "DCM_FLAPPING": json.dumps({"changes": 3, "window": "120s"})})
+    assert (s.flapping.changes, s.flapping.window_seconds) == (3, 120)
+    for text in ("[1]", '{"changes": 0}', '{"window": "soon"}', "{"):
+        with pytest.raises(ConfigError, match="DCM_FLAPPING"):
+            settings.from_env({"DCM_PROJECT": "p", "DCM_FLAPPING": text})

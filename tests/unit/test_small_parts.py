@@ -58,6 +58,8 @@ def test_function_defaults_agree_with_the_topology_declaration():
     assert s.topic_changed == topo.topic("changed")
     assert s.topic_deadletter == topo.deadletter_topic
     assert s.ingress_topic_template == topo.ingress_template
+    assert s.topic_providers == topo.topic("providers")
+    assert settings.from_env({**topo.env(), "DCM_PROJECT": "p"}).flapping == s.flapping  # the same defaults
 
 
 def test_provider_of_topic():

@@ -278,7 +278,11 @@
 
   function renderProviders() {
     const items = Object.entries(S.summary.byProvider).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
-    $('providers').replaceChildren(bars(items, '#3b6fd1', 'provider',
+    // A provider silent as a whole is one alarm here, however many of its resources went UNKNOWN.
+    const silent = (S.summary.silentProviders || []).map((p) => h('p', { class: 'silent', role: 'status',
+      'data-testid': `silent-${p.provider}` }, h('strong', {}, p.provider), ' silent: nothing reported since ',
+      when(p.lastSeenAt), ' (deadline passed ', when(p.since), ')'));
+    $('providers').replaceChildren(...silent, bars(items, '#3b6fd1', 'provider',
       (p) => `#/resources?provider=${encodeURIComponent(p)}`) || h('p', { class: 'empty' }, 'No resource yet.'));
   }
 

@@ -48,6 +48,7 @@ bench: install
 	$(PY) benchmarks/api.py
 	$(PY) benchmarks/callbacks.py
 	$(PY) benchmarks/provider_kit.py
+	$(PY) benchmarks/fairness.py
 
 lint:
 	terraform fmt -check -recursive terraform

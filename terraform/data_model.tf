@@ -19,7 +19,9 @@
 #                              committedAt <= horizon, ordered by committedAt,
 #                              __name__ (asc, or desc for the latest N), with
 #                              equality on provider, resourceType, status:
-#                              composite indexes below. TTL on expireAt.
+#                              composite indexes below. TTL on expireAt. A hot
+#                              resource's latest entries (key ==, processedAt
+#                              desc): composite below.
 #   duplicates/{messageId}     TTL on expireAt.
 #   deadletters/{entryId}      counted by reason / provider ==; filtered by
 #                              reason / provider / fingerprint ==, ranged and
@@ -41,6 +43,7 @@
 #                              resources staleAt <= now ordered by staleAt
 #                              (single-field, automatic); a provider's newest
 #                              deadline (provider ==, staleAt desc): composite below.
+#                              Hot resources (hot ==): automatic.
 #   providers/{provider}       a provider silent as a whole or reporting (the
 #                              sweep, at each transition): state ==, automatic.
 #   audit_providers/{id}       written once, never queried.
@@ -73,6 +76,8 @@ locals {
     { collection = "resources", equality = local.resource_filter_fields, order_by = "resourceId", orders = ["ASCENDING"] },
     # The change feed in commit order, and its latest N (descending).
     { collection = "events", equality = ["provider", "resourceType", "status"], order_by = "committedAt", orders = ["ASCENDING", "DESCENDING"] },
+    # A hot resource's latest ledger entries, whose states are newer than its document (upsert, the sweep, the api).
+    { collection = "events", equality = ["key"], order_by = "processedAt", orders = ["DESCENDING"] },
     # A provider's resource with the newest freshness deadline (the sweep: is the provider silent?).
     { collection = "resources", equality = ["provider"], order_by = "staleAt", orders = ["DESCENDING"] },
   ]

@@ -29,6 +29,7 @@ from shared.contracts.state import (
     Outcome,
 )
 from shared.runtime import firestore as fs
+from shared.runtime import resources
 
 UNKNOWN = "UNKNOWN"
 SEARCH_END = "\uf8ff"  # the last code point Firestore orders: [q, q + SEARCH_END) is "starts with q"
@@ -46,8 +47,12 @@ class Sort:
 # ---- point reads -------------------------------------------------------------------------
 def get_resource(db: firestore.Client, key: ResourceKey, options: Mapping[str, Any] | None = None
                  ) -> dict[str, Any] | None:
-    snap = db.collection(RESOURCES).document(key.doc_id).get(**(options or fs.read_options()))
-    return snap.to_dict() if snap.exists else None
+    """The resource's newest state: its document, or a newer state its updates coalesced into while it
+    was hot (shared/runtime/resources.py). Lists and counts read documents only."""
+    options = options or fs.read_options()
+    snap = db.collection(RESOURCES).document(key.doc_id).get(**options)
+    doc = resources.newest(db, snap.to_dict() if snap.exists else None, **options)
+    return dict(doc) if doc is not None else None
 
 
 def history(db: firestore.Client, key: ResourceKey, limit: int = 50) -> list[dict[str, Any]]:

@@ -94,3 +94,64 @@ class FlapPolicy:
         if policy.changes < 1 or policy.window_seconds < 1:
             raise ValueError(f"flapping needs changes >= 1 and a window >= 1s, got {dict(doc)}")
         return policy
+
+
+# ---- which of two states is newer, and coalesced states of a hot resource --------------------------
+ORDER_FIELDS = ("observedAt", "eventId", "eventSource", "sequence", "publishedAt", "reportedTime", "lastSeenAt")
+# A resource's document is written at most HOT_RATE times a second sustained (Firestore holds about
+# one sustained write a second to one document), after a burst of HOT_BURST: a token bucket kept on the
+# document itself (writeTokens, writtenAt), so it costs no write of its own.
+HOT_RATE = 1.0
+HOT_BURST = 5.0
+HOT_QUIET = 10.0  # seconds without a write before the sweep stops treating a resource as hot
+DOCUMENT_WRITES = "documentWrites"  # how many times the document was written (a transform of each write)
+# The document's own bookkeeping: never part of a state carried on the ledger or copied from one.
+BOOKKEEPING = ("hot", "writtenAt", "writeTokens", DOCUMENT_WRITES)
+
+
+def compare_order(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> int:
+    """Is the state (or update) ``mine`` newer (1) than ``theirs``, older (-1), or the very same event (0)?
+    Both carry the order fields of a resource document (``ORDER_FIELDS``).
+
+    The same source's CloudEvents ``sequence`` decides when both carry one (compared as strings, as the
+    extension says). Otherwise event time; at the same instant (providers that stamp whole seconds) the
+    later ingress publication; then source and id, so the order is total and every delivery order
+    converges to one state.
+    """
+    same_source = mine["eventSource"] == theirs["eventSource"]
+    if same_source and mine["eventId"] == theirs["eventId"]:
+        return 0
+    if same_source and mine.get("sequence") and theirs.get("sequence") and mine["sequence"] != theirs["sequence"]:
+        return 1 if mine["sequence"] > theirs["sequence"] else -1
+    a = (mine["observedAt"], mine.get("publishedAt") or "", mine["eventSource"], mine["eventId"])
+    b = (theirs["observedAt"], theirs.get("publishedAt") or "", theirs["eventSource"], theirs["eventId"])
+    return 1 if a > b else -1
+
+
+def write_tokens(doc: Mapping[str, Any], now: Any) -> float:
+    """How many writes the resource document may take now (below 1: it is hot, its updates coalesce)."""
+    written = doc.get("writtenAt")
+    if not written:
+        return HOT_BURST
+    idle = max(0.0, (now - timeutil.parse(written)).total_seconds())
+    return min(HOT_BURST, float(doc.get("writeTokens", HOT_BURST)) + idle * HOT_RATE)
+
+
+def quiet_for(doc: Mapping[str, Any], now: Any) -> float:
+    """Seconds since the resource document was last written."""
+    written = doc.get("writtenAt")
+    return (now - timeutil.parse(written)).total_seconds() if written else float("inf")
+
+
+def without_bookkeeping(state: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if k not in BOOKKEEPING}
+
+
+def newest_state(stored: Mapping[str, Any] | None, coalesced: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The resource's newest state: its document, or a coalesced state newer than it (the ``state`` of a
+    hot resource's latest ledger entries, written while the document was not)."""
+    newest = stored
+    for state in coalesced:
+        if newest is None or compare_order(state, newest) > 0:
+            newest = state
+    return newest

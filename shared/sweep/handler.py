@@ -17,6 +17,10 @@ resources still become UNKNOWN one by one (the change feed stays a complete log 
 marked ``extra.providerSilent``, so that a consumer that alerts collapses them into the one alarm.
 One read per provider a tick: its resource with the newest deadline (an index on provider, staleAt).
 
+A hot resource (its updates coalesced on the ledger while its document was not written: upsert) gets
+its document written with its newest state once it has a write token again, and stops being hot once
+it has been quiet for ``HOT_QUIET``: one read per hot resource a tick, plus its ledger's latest states.
+
 Reconciliation of providers' snapshots (``shared/contracts/resync.py``): for each open batch
 (``resyncs/{provider~id}``, written by upsert from the batch's first event),
 
@@ -37,6 +41,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Iterable
 
+from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -47,9 +52,19 @@ from shared.contracts.model import PubSubMessage, ResourceKey
 from shared.contracts.provider_event import ProviderEvent, ProviderState
 from shared.contracts.resync import ResyncMark, not_in_snapshot
 from shared.contracts.schemas import registry
-from shared.contracts.state import PROVIDERS, RESOURCES, RESYNCS, PlatformReason
+from shared.contracts.state import (
+    DOCUMENT_WRITES,
+    HOT_QUIET,
+    PROVIDERS,
+    RESOURCES,
+    RESYNCS,
+    PlatformReason,
+    quiet_for,
+    write_tokens,
+)
 from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
+from shared.runtime import resources
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
@@ -121,6 +136,7 @@ class Sweep:
                 self.reconcile(snap, now)
             silent = self.watch_providers(now)
             self.expire(now, silent)
+            self.flush_hot(now)
         except Transient as exc:
             log.warning("sweep tick failed; the next tick does the same work", extra={"error": str(exc)})
 
@@ -178,6 +194,36 @@ class Sweep:
                 "labels": {"reason": PlatformReason.NOT_REPORTED.value}, "count": len(stale),
                 "providers": sorted({d["provider"] for d in stale})})
         return len(stale)
+
+    def flush_hot(self, now_dt: Any) -> int:
+        """Write each hot resource's document with its newest state (when it may take a write), or, quiet
+        and up to date, stop treating it as hot; returns how many documents were written. A write that
+        loses to upsert's (the same precondition on the document) is left to the next tick."""
+        now = timeutil.format(now_dt)
+        with fs.guard("Firestore query"):
+            hot = list(self.db.collection(RESOURCES).where(filter=FieldFilter("hot", "==", True)).limit(
+                FRESHNESS_BATCH).stream(timeout=fs.TIMEOUT))
+        written = 0
+        for snap in hot:
+            doc = snap.to_dict()
+            with fs.guard("Firestore query"):
+                newest = resources.newest(self.db, doc, timeout=fs.TIMEOUT)
+            tokens = write_tokens(doc, now_dt)
+            if newest is not doc and tokens >= 1:
+                change = {**newest, "hot": True, "writtenAt": now, "writeTokens": tokens - 1,
+                          DOCUMENT_WRITES: firestore.Increment(1)}
+            elif newest is doc and quiet_for(doc, now_dt) >= HOT_QUIET:
+                change = {"hot": False, DOCUMENT_WRITES: firestore.Increment(1)}
+            else:
+                continue
+            try:
+                with fs.guard("Firestore update"):
+                    snap.reference.update(change, option=self.db.write_option(last_update_time=snap.update_time),
+                                          timeout=fs.TIMEOUT)
+                written += 1
+            except gexc.FailedPrecondition:
+                continue  # upsert wrote it meanwhile
+        return written
 
     def _open_batches(self) -> Iterable[Any]:
         with fs.guard("Firestore query"):

@@ -34,17 +34,25 @@ from shared.contracts.identity import PLATFORM_SOURCE
 from shared.contracts.resync import ResyncMark
 from shared.contracts.state import (
     COMMITTED_AT,
+    DOCUMENT_WRITES,
     DUPLICATES,
     HISTORY,
+    HOT_BURST,
     LEDGER,
+    ORDER_FIELDS,
     RESOURCES,
     RESYNCS,
     FlapPolicy,
     Outcome,
+    compare_order,
+    newest_state,
+    without_bookkeeping,
+    write_tokens,
 )
 from shared.contracts.status_changed import ChangeEvent
 from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
+from shared.runtime import resources
 
 MAX_ATTEMPTS = 5
 CONFLICTS = (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Conflict)
@@ -100,28 +108,16 @@ def resource_document(update: StatusUpdate, now: str) -> dict[str, Any]:
     }
 
 
-# What a re-report moves forward: where the resource's order stands, and when it was last seen.
-ORDER_FIELDS = ("observedAt", "eventId", "eventSource", "sequence", "publishedAt", "reportedTime", "lastSeenAt")
 # What a re-report must repeat to cost no history entry and no change event.
 REPORTED_FIELDS = status_changed.OBSERVED_FIELDS + ("extra",)
 
 
 def compare(update: StatusUpdate, doc: Mapping[str, Any]) -> int:
     """Is ``update`` newer (1) than the stored ``doc``, older (-1), or the very event it holds (0)?
-
-    The same source's CloudEvents ``sequence`` decides when both carry one (compared as
-    strings, as the extension says). Otherwise event time; at the same instant (providers
-    that stamp whole seconds) the later ingress publication; then source and id, so the
-    order is total and every delivery order converges to one state.
-    """
-    same_source = update.event_source == doc["eventSource"]
-    if same_source and update.event_id == doc["eventId"]:
-        return 0
-    if same_source and update.sequence and doc.get("sequence") and update.sequence != doc["sequence"]:
-        return 1 if update.sequence > doc["sequence"] else -1
-    mine = (update.observed_at, update.published_at or "", update.event_source, update.event_id)
-    theirs = (doc["observedAt"], doc.get("publishedAt") or "", doc["eventSource"], doc["eventId"])
-    return 1 if mine > theirs else -1
+    (``compare_order``: sequence, then event time, ingress publication, source and id.)"""
+    return compare_order({"eventSource": update.event_source, "eventId": update.event_id,
+                          "sequence": update.sequence, "observedAt": update.observed_at,
+                          "publishedAt": update.published_at}, doc)
 
 
 class StateStore:
@@ -155,7 +151,11 @@ class StateStore:
                 try:
                     snaps = {snap.reference.path: snap for snap in self.db.get_all(
                         [ledger_ref, resource_ref], retry=fs.RETRY, timeout=fs.TIMEOUT)}
-                    result, writes = _decide(self, update, snaps[ledger_ref.path], snaps[resource_ref.path])
+                    ledger, current = snaps[ledger_ref.path], snaps[resource_ref.path]
+                    coalesced = (resources.coalesced_states(self.db, str(update.key), retry=fs.RETRY,
+                                                            timeout=fs.TIMEOUT)
+                                 if not ledger.exists and _maybe_ahead(current) else [])
+                    result, writes = _decide(self, update, ledger, current, coalesced)
                     if writes:
                         self._commit(writes)
                     return result
@@ -186,8 +186,23 @@ def _feed_entry(update: StatusUpdate) -> dict[str, Any]:
             "resourceType": update.key.resource_type}
 
 
-def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: Any) -> tuple[Result, list[_Write]]:
-    """What to write for this update, given what is stored: a pure decision, no I/O."""
+def _maybe_ahead(snap: Any) -> bool:
+    """Could the ledger hold a state newer than this resource document (it is, or was lately, hot)?"""
+    return snap.exists and bool(snap.to_dict().get("hot"))
+
+
+def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: Any,
+            coalesced: list[dict[str, Any]] = ()) -> tuple[Result, list[_Write]]:
+    """What to write for this update, given what is stored: a pure decision, no I/O.
+
+    A hot resource (its document out of write tokens: ``write_tokens``) coalesces: the update is
+    decided against its newest state (the document, or a newer state its latest ledger entries carry),
+    the ledger entry (and history, and change event) are written as ever, and the state after it rides
+    on the ledger entry (``state``) instead of being written to the document. The document is written
+    again by the first update with a token, or by the sweep (shared/sweep/): about once a second
+    sustained, however many updates a second the resource gets. The first coalesced update marks the
+    document ``hot`` (read the ledger too), which the sweep clears once it is quiet.
+    """
     db = store.db
     ledger_ref, resource_ref = ledger.reference, current_snap.reference
     history_ref = resource_ref.collection(HISTORY).document(update.dedup_id)
@@ -207,7 +222,11 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         return Result(Outcome.DUPLICATE, None, seen.get("status"),
                        ChangeEvent.from_record(pending) if pending else None), writes
 
-    current = current_snap.to_dict() if current_snap.exists else None
+    stored = current_snap.to_dict() if current_snap.exists else None
+    current = newest_state(stored, coalesced)
+    ahead = current is not stored  # a coalesced state is newer than the document
+    tokens = write_tokens(stored, now_dt) if stored is not None else HOT_BURST
+    hot = tokens < 1 and not update.resync  # a snapshot's event is written: the sweep counts the listed
     if update.metrics_only and current is not None:  # new metrics; the status stays what it is
         update = replace(update, status=current["status"], raw_status=current["rawStatus"],
                          status_recognized=current["statusRecognized"], message=current.get("message") or "",
@@ -232,18 +251,36 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         "status": update.status, "replayOf": update.replay_of,
     }
 
+    def keep(after: dict[str, Any], changed: dict[str, Any] | None) -> tuple[dict[str, Any], list[_Write]]:
+        """Where the state after this update goes: the ledger entry's fields for it, and the document's
+        write (``changed``: the fields that differ from the document; None: the whole state)."""
+        after = without_bookkeeping(after)
+        if hot:  # on the ledger entry; the document is only marked, once
+            mark = [] if stored.get("hot") else [
+                _Write(WriteOp.UPDATE, resource_ref, {"hot": True, DOCUMENT_WRITES: firestore.Increment(1)},
+                       current_snap.update_time)]
+            return {"state": after}, mark
+        spent = {"writtenAt": now, "writeTokens": tokens - 1, DOCUMENT_WRITES: firestore.Increment(1)}
+        if stored is None:
+            return {}, [_Write(WriteOp.CREATE, resource_ref, {**after, **spent})]
+        if changed is not None and not ahead and not changed:
+            return {}, []
+        fields = after if changed is None or ahead else changed
+        return {}, [_Write(WriteOp.UPDATE, resource_ref, {**fields, **spent}, current_snap.update_time)]
+
     order = compare(update, current) if current is not None else 1
     if order <= 0:
         # Older than what we hold (or, once the ledger entry expired, the very same event).
         if order == 0:
             return Result(Outcome.DUPLICATE, None, current["status"], None), []
         late = status_changed.build(update, None, new_doc, late=True)
+        # a snapshot that lists a resource with an older state still says the resource exists
+        entry, resource_writes = keep({**current, **listed}, listed)
         return Result(Outcome.STALE, current["status"], update.status, late), [
             _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, **_feed_entry(update), "outcome": Outcome.STALE.value,
-                                                "change": late.to_record(), "changeAnnounced": False}),
+                                                "change": late.to_record(), "changeAnnounced": False, **entry}),
             _Write(WriteOp.SET, history_ref, {**history, "outcome": Outcome.STALE.value}),
-            # a snapshot that lists a resource with an older state still says the resource exists
-            *([_Write(WriteOp.UPDATE, resource_ref, listed, current_snap.update_time)] if listed else []),
+            *resource_writes,
             *batch_writes,
         ]
 
@@ -255,11 +292,12 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         # A re-report (a resync, a heartbeat): nothing observed changed. The ledger entry, and the
         # order and last-seen fields of the resource; no history entry, no change event.
         frontier = {k: new_doc[k] for k in (*ORDER_FIELDS, "staleAt")}
+        moved = {**frontier, **listed, "reReports": current.get("reReports", 0) + 1}
+        entry, resource_writes = keep({**current, **moved}, moved)
         return Result(Outcome.UNCHANGED, current["status"], update.status, None), [
             _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, "outcome": Outcome.UNCHANGED.value, "change": None,
-                                                "changeAnnounced": True}),
-            _Write(WriteOp.UPDATE, resource_ref, {**frontier, **listed, "reReports": current.get("reReports", 0) + 1},
-                   current_snap.update_time),
+                                                "changeAnnounced": True, **entry}),
+            *resource_writes,
             *batch_writes,
         ]
     change = None
@@ -272,14 +310,13 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         change = status_changed.build(update, current, new_doc, late=False)
     new_doc["createdAt"] = current.get("createdAt", now) if current else now
     new_doc["updates"] = (current.get("updates", 0) if current else 0) + 1
-    resource_write = (_Write(WriteOp.UPDATE, resource_ref, new_doc, current_snap.update_time) if current
-                      else _Write(WriteOp.CREATE, resource_ref, new_doc))
+    entry, resource_writes = keep(new_doc, None)
     return Result(Outcome.APPLIED, current.get("status") if current else None, update.status, change), [
         _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, **(_feed_entry(update) if change else {}),
                                             "outcome": Outcome.APPLIED.value,
                                             "change": change.to_record() if change else None,
-                                            "changeAnnounced": change is None}),
-        resource_write,
+                                            "changeAnnounced": change is None, **entry}),
+        *resource_writes,
         _Write(WriteOp.SET, history_ref, {**history, "outcome": Outcome.APPLIED.value}),
         *batch_writes,
     ]

@@ -128,7 +128,9 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
     stack = LocalStack(root / "state", project=f"dcm-e2e-{uuid.uuid4().hex[:6]}")
     state = stack.up(PROVIDERS, chaos=True)
     try:
-        os.environ.update(stack.client_env(state))
+        # the topology's settings for clients, but "quiet"'s deadline kept: a function restarted later
+        # (restart_function) is started with this environment too
+        os.environ.update({**stack.client_env(state), "DCM_PROVIDER_PROFILES": os.environ["DCM_PROVIDER_PROFILES"]})
         publisher = pubsub_v1.PublisherClient(
             publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
         yield E2EStack(stack, state, schemas, publisher, firestore.Client(project=state.project))

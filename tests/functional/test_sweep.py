@@ -14,7 +14,7 @@ from shared.contracts.model import PubSubMessage
 from shared.contracts.resync import ResyncMark
 from shared.contracts.status_report import ReportForm, build_event, to_message
 from shared.ingest.normalize import normalize_message
-from shared.runtime import settings
+from shared.runtime import resources, settings
 from shared.sweep.handler import Sweep
 from tests.functional.conftest import SHAPES, client_for
 
@@ -51,7 +51,8 @@ def tick(sweep, publisher, upsert) -> list[str]:
 
 
 def resource(db, rid: str) -> dict:
-    return db.document(f"resources/aws~vm~{rid}").get().to_dict()
+    """Its newest state (a hot resource's may be on the ledger: shared/runtime/resources.py)."""
+    return dict(resources.newest(db, db.document(f"resources/aws~vm~{rid}").get().to_dict()))
 
 
 def test_a_complete_snapshot_shuffled_and_duplicated_deletes_what_is_gone_once(upsert, sweep, firestore, publisher):

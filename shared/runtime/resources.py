@@ -1,0 +1,31 @@
+"""A resource's newest state as the functions read it from Firestore.
+
+Its document, unless it is hot (``hot``: its updates coalesce, shared/upsert/store.py): then its
+latest ledger entries may carry a newer state (``state``) the document has not been written with yet.
+One indexed read (ledger: key ==, processedAt desc), only for a hot resource.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from shared.contracts.state import LEDGER, newest_state
+
+COALESCED_READ = 3  # not one: without ordered delivery (the local stack) two updates may be decided at once
+
+
+def coalesced_states(db: firestore.Client, key: str, **options: Any) -> list[dict[str, Any]]:
+    """The states a hot resource's latest updates left on the ledger, processed last first."""
+    query = (db.collection(LEDGER).where(filter=FieldFilter("key", "==", key))
+             .order_by("processedAt", direction=firestore.Query.DESCENDING).limit(COALESCED_READ))
+    return [d["state"] for d in (s.to_dict() for s in query.stream(**options)) if d.get("state")]
+
+
+def newest(db: firestore.Client, doc: Mapping[str, Any] | None, **options: Any) -> Mapping[str, Any] | None:
+    """The resource's newest state, given its document."""
+    if not doc or not doc.get("hot"):
+        return doc
+    return newest_state(doc, coalesced_states(db, doc["key"], **options))

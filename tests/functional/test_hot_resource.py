@@ -1,0 +1,91 @@
+"""A hot resource on the Firestore emulator: updates far faster than Firestore's one sustained write a
+second to a document coalesce. Every update still gets its ledger entry, its history entry and its
+change event (billing stays exact; the accounting holds); the document is written a bounded number of
+times; the resource's newest state is always the last one (read through its ledger while it is hot);
+the sweep writes the document once it may and stops treating it as hot once it is quiet."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import timedelta
+
+import pytest
+
+from shared.contracts import status_update, timeutil
+from shared.contracts.state import HOT_BURST, HOT_QUIET, HOT_RATE
+from shared.runtime import settings
+from shared.runtime.resources import newest
+from shared.sweep.handler import Sweep
+from shared.upsert.handler import Upsert
+from shared.upsert.store import Outcome, StateStore
+from tests.fakes import FakePublisher
+from tests.functional.test_upsert import CountingBatches, normalized
+
+DOC = "resources/aws~vm~i-1"
+
+
+@pytest.fixture
+def counting(firestore):
+    return CountingBatches(firestore)
+
+
+def apply_burst(upsert: Upsert, n: int, start: int = 0) -> list[Outcome]:
+    return [upsert.apply(status_update.decode(normalized(["RUNNING", "STOPPED"][i % 2],
+                                                         f"2026-01-01T10:{i // 60:02d}:{i % 60:02d}Z", f"h{i}")))
+            .outcome for i in range(start, start + n)]
+
+
+def document_writes(counting: CountingBatches) -> int:
+    return sum(1 for path in counting.paths if path.count("/") == 1 and path.startswith("resources/"))
+
+
+def age(db, seconds: float) -> None:
+    """As if the document had been written ``seconds`` ago (its write tokens refilled meanwhile)."""
+    db.document(DOC).update({"writtenAt": timeutil.format(timeutil.now() - timedelta(seconds=seconds))})
+
+
+def test_a_burst_coalesces_into_bounded_document_writes_and_loses_no_update(firestore, counting, publisher):
+    upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
+    started = time.monotonic()
+    outcomes = apply_burst(upsert, 40)
+    elapsed = time.monotonic() - started
+    assert outcomes == [Outcome.APPLIED] * 40
+    # the document: a burst of HOT_BURST, the mark, then HOT_RATE a second at most
+    assert document_writes(counting) <= HOT_BURST + 1 + math.ceil(elapsed * HOT_RATE)
+    assert firestore.document(DOC).get().to_dict()["hot"] is True
+    # nothing lost: a ledger entry, a history entry and a change event each
+    assert len(list(firestore.collection("events").stream())) == 40
+    assert len(list(firestore.document(DOC).collection("history").stream())) == 40
+    changes = publisher.on("dcm-status-changed")
+    assert [c.attributes["newStatus"] for c in changes] == [["RUNNING", "STOPPED"][i % 2] for i in range(40)]
+    assert [c.attributes["oldStatus"] for c in changes[1:]] == [c.attributes["newStatus"] for c in changes[:-1]]
+    # the newest state is the last update, though the document was not written with it
+    stored = firestore.document(DOC).get().to_dict()
+    assert stored["eventId"] != "h39" and newest(firestore, stored)["eventId"] == "h39"
+
+
+def test_an_older_update_of_a_hot_resource_is_stale_against_its_coalesced_state(firestore, counting, publisher):
+    upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
+    apply_burst(upsert, 20)
+    late = upsert.apply(status_update.decode(normalized("STOPPED", "2026-01-01T10:00:15Z", "h15-late")))
+    assert late.outcome is Outcome.STALE  # older than h19, which only the ledger holds
+    assert newest(firestore, firestore.document(DOC).get().to_dict())["eventId"] == "h19"
+
+
+def test_the_sweep_writes_a_hot_document_when_it_may_then_lets_it_cool(firestore, counting, publisher):
+    upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
+    apply_burst(upsert, 20)
+    sweep = Sweep(settings.from_env(), firestore, FakePublisher())
+    if firestore.document(DOC).get().to_dict()["eventId"] != "h19":
+        assert sweep.flush_hot(timeutil.now()) == 0  # out of tokens: not yet
+    age(firestore, 2 / HOT_RATE)
+    assert sweep.flush_hot(timeutil.now()) == 1
+    doc = firestore.document(DOC).get().to_dict()
+    assert (doc["eventId"], doc["status"], doc["hot"]) == ("h19", "STOPPED", True)
+    age(firestore, HOT_QUIET)
+    assert sweep.flush_hot(timeutil.now()) == 1 and firestore.document(DOC).get().to_dict()["hot"] is False
+    assert sweep.flush_hot(timeutil.now()) == 0  # nothing hot any more: one query, no write
+    # cool again: the next update is written to the document at once
+    assert apply_burst(upsert, 1, start=20) == [Outcome.APPLIED]
+    assert firestore.document(DOC).get().to_dict()["eventId"] == "h20"

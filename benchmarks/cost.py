@@ -169,7 +169,7 @@ def main() -> None:
         every = lambda m: True  # noqa: E731
         stopped = lambda m: orjson.loads(m.data)["data"]["newStatus"] == "STOPPED"  # noqa: E731 - audit's filter
         bus.handlers = {s.ingress_topic("aws"): [("ingest", ingest, every)],
-                        s.topic_normalized: [("upsert", upsert, every)],
+                        s.normalized_topic("aws"): [("upsert", upsert, every)],
                         s.topic_changed: [("billing", billing, every), ("audit", audit, stopped)],
                         s.topic_deadletter: [("deadletter", deadletter, every)]}
         topic = s.ingress_topic("aws")

@@ -52,6 +52,7 @@ class Topology:
     providers: tuple[str, ...]
     deadletter_topic: str
     ingress_template: str
+    normalized_template: str
     provider_profiles: Mapping[str, Any] = field(default_factory=dict)
     freshness: Mapping[str, Any] = field(default_factory=dict)  # how often providers report, by default
     flapping: Mapping[str, Any] = field(default_factory=dict)  # how many changes in what window is flapping
@@ -63,7 +64,7 @@ class Topology:
     def env(self) -> dict[str, str]:
         """The settings every function reads (shared/runtime/settings.py)."""
         return {
-            "DCM_TOPIC_NORMALIZED": self.topic("normalized"),
+            "DCM_NORMALIZED_TOPIC_TEMPLATE": self.normalized_template,
             "DCM_TOPIC_CHANGED": self.topic("changed"),
             "DCM_TOPIC_DEADLETTER": self.deadletter_topic,
             "DCM_TOPIC_CALLBACKS": self.topic("callbacks"),
@@ -125,6 +126,7 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         providers=providers,
         deadletter_topic=doc["topics"]["deadletter"]["name"],
         ingress_template=doc["topics"]["ingress"]["name"],
+        normalized_template=doc["topics"]["normalized"]["name"],
         provider_profiles=doc.get("provider_profiles") or {},
         freshness=doc.get("freshness") or {},
         flapping=doc.get("flapping") or {},

@@ -134,16 +134,16 @@ locals {
   # The settings every function reads (shared/runtime/settings.py), as infra/stack.py
   # sets them for the local stack (Topology.env()). Never DCM_LOCAL_MODE.
   topology_env = {
-    DCM_TOPIC_NORMALIZED       = local.topology.topics.normalized.name
-    DCM_TOPIC_CHANGED          = local.topology.topics.changed.name
-    DCM_TOPIC_DEADLETTER       = local.topology.topics.deadletter.name
-    DCM_TOPIC_CALLBACKS        = local.topology.topics.callbacks.name
-    DCM_TOPIC_CALLBACKS_RETRY  = local.topology.topics.callbacks_retry.name
-    DCM_INGRESS_TOPIC_TEMPLATE = local.topology.topics.ingress.name
-    DCM_PROVIDERS              = join(",", local.cloud_providers)
-    DCM_PROVIDER_PROFILES      = jsonencode(try(local.topology.provider_profiles, {}))
-    DCM_FRESHNESS              = jsonencode(try(local.topology.freshness, {}))
-    DCM_FLAPPING               = jsonencode(try(local.topology.flapping, {}))
-    DCM_TOPIC_PROVIDERS        = local.topology.topics.providers.name
+    DCM_NORMALIZED_TOPIC_TEMPLATE = local.topology.topics.normalized.name
+    DCM_TOPIC_CHANGED             = local.topology.topics.changed.name
+    DCM_TOPIC_DEADLETTER          = local.topology.topics.deadletter.name
+    DCM_TOPIC_CALLBACKS           = local.topology.topics.callbacks.name
+    DCM_TOPIC_CALLBACKS_RETRY     = local.topology.topics.callbacks_retry.name
+    DCM_INGRESS_TOPIC_TEMPLATE    = local.topology.topics.ingress.name
+    DCM_PROVIDERS                 = join(",", local.cloud_providers)
+    DCM_PROVIDER_PROFILES         = jsonencode(try(local.topology.provider_profiles, {}))
+    DCM_FRESHNESS                 = jsonencode(try(local.topology.freshness, {}))
+    DCM_FLAPPING                  = jsonencode(try(local.topology.flapping, {}))
+    DCM_TOPIC_PROVIDERS           = local.topology.topics.providers.name
   }
 }

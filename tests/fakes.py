@@ -77,6 +77,10 @@ class FakePublisher:
     def on(self, topic_suffix: str) -> list[Published]:
         return [m for m in self.messages if m.topic.endswith("/" + topic_suffix)]
 
+    def normalized(self) -> list[Published]:
+        """What was published to upsert, on every provider's lane (dcm-status-normalized-{provider})."""
+        return [m for m in self.messages if m.topic.rsplit("/", 1)[-1].startswith("dcm-status-normalized-")]
+
 
 def runtime_of(publisher: Any = None, firestore: Any = None, **env: str) -> Runtime:
     """A function's Runtime for tests: the topology's settings, project 'unit', local mode, ``env`` over them."""

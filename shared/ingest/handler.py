@@ -21,7 +21,6 @@ class Ingest:
     def __init__(self, settings: Settings, publisher):
         self.settings = settings
         self.publisher = publisher
-        self.topic = settings.topic_path(settings.topic_normalized)
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Ingest":
@@ -32,7 +31,8 @@ class Ingest:
         failed publish raises, Pub/Sub redelivers, and upsert drops the updates it already has."""
         for update in normalize(message, self.settings):
             key = str(update.key)
-            publish(self.publisher, self.topic, status_update.encode(update),
+            publish(self.publisher, self.settings.topic_path(self.settings.normalized_topic(update.key.provider)),
+                    status_update.encode(update),
                     {"key": key, "provider": update.key.provider, "resourceType": update.key.resource_type,
                      "status": update.status},
                     ordering_key=key)

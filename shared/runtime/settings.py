@@ -63,7 +63,7 @@ def _flapping(text: str) -> FlapPolicy:
 @dataclass(frozen=True)
 class Settings:
     project: str
-    topic_normalized: str
+    normalized_topic_template: str  # one lane per provider: "dcm-status-normalized-{provider}"
     topic_changed: str
     topic_deadletter: str
     ingress_topic_template: str
@@ -113,6 +113,10 @@ class Settings:
     def ingress_topic(self, provider: str) -> str:
         return self.ingress_topic_template.replace("{provider}", provider)
 
+    def normalized_topic(self, provider: str) -> str:
+        """The provider's lane to upsert (its own subscription: a flooding neighbour does not hold it up)."""
+        return self.normalized_topic_template.replace("{provider}", provider)
+
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in ("1", "true", "yes", "on")
@@ -125,11 +129,13 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
     if not project:
         raise ConfigError("set DCM_PROJECT (or GOOGLE_CLOUD_PROJECT) to the Google Cloud project id")
     template = env.get("DCM_INGRESS_TOPIC_TEMPLATE", "dcm-status-ingress-{provider}")
-    if "{provider}" not in template:
-        raise ConfigError(f"DCM_INGRESS_TOPIC_TEMPLATE must contain '{{provider}}', got {template!r}")
+    normalized = env.get("DCM_NORMALIZED_TOPIC_TEMPLATE", "dcm-status-normalized-{provider}")
+    for name, value in (("DCM_INGRESS_TOPIC_TEMPLATE", template), ("DCM_NORMALIZED_TOPIC_TEMPLATE", normalized)):
+        if "{provider}" not in value:
+            raise ConfigError(f"{name} must contain '{{provider}}', got {value!r}")
     return Settings(
         project=project,
-        topic_normalized=env.get("DCM_TOPIC_NORMALIZED", "dcm-status-normalized"),
+        normalized_topic_template=normalized,
         topic_changed=env.get("DCM_TOPIC_CHANGED", "dcm-status-changed"),
         topic_deadletter=env.get("DCM_TOPIC_DEADLETTER", "dcm-status-deadletter"),
         ingress_topic_template=template,

@@ -118,7 +118,7 @@ class Sweep:
     def __init__(self, settings: Settings, db: Any, publisher: Any):
         self.db = db
         self.publisher = publisher
-        self.topic = settings.topic_path(settings.topic_normalized)
+        self.lane = lambda provider: settings.topic_path(settings.normalized_topic(provider))
         self.providers_topic = settings.topic_path(settings.topic_providers)
         self.providers = settings.providers
         self.deadline = lambda provider: settings.stale_after(provider, "")
@@ -186,7 +186,7 @@ class Sweep:
             stale = [s.to_dict() for s in query.stream(timeout=fs.TIMEOUT)]
         for doc in stale:  # a failed publish raises: the tick is redelivered, the same ids published again
             update = not_reported(doc, now, doc["provider"] in silent)
-            publish(self.publisher, self.topic, status_update.encode(update),
+            publish(self.publisher, self.lane(doc["provider"]), status_update.encode(update),
                     {"key": doc["key"], "provider": doc["provider"], "resourceType": doc["resourceType"],
                      "status": "UNKNOWN"}, ordering_key=doc["key"])
         if stale:
@@ -253,7 +253,7 @@ class Sweep:
         gone = not_in_snapshot(batch, held)
         docs = {d["key"]: d for d in held}
         for key in gone:  # a failed publish raises: the tick is redelivered and the batch reconciled again
-            publish(self.publisher, self.topic, status_update.encode(deletion(docs[key], batch, now)),
+            publish(self.publisher, self.lane(doc["provider"]), status_update.encode(deletion(docs[key], batch, now)),
                     {"key": key, "provider": doc["provider"], "resourceType": docs[key]["resourceType"],
                      "status": "DELETED"}, ordering_key=key)
         self._close(snap, "reconciled", now, listed=listed, deleted=len(gone))

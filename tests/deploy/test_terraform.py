@@ -88,7 +88,7 @@ def test_expansion_follows_the_declaration_not_a_copy(terraform, tmp_path):
     doc["subscriptions"].append({"name": "dcm-audit-{provider}", "topic": "ingress", "pull": True,
                                  "dead_letter": False, "ack_deadline_seconds": 20,
                                  "retry_policy": {"minimum_backoff": "5s"}})
-    doc["subscriptions"].append({"name": "dcm-upsert-replica", "topic": "normalized", "push": "upsert",
+    doc["subscriptions"].append({"name": "dcm-upsert-replica-{provider}", "topic": "normalized", "push": "upsert",
                                  "enable_message_ordering": True, "max_delivery_attempts": 12,
                                  "message_retention_duration": "3600s", "filter": 'attributes.provider = "aws"'})
     path = tmp_path / "topology.yaml"
@@ -96,7 +96,7 @@ def test_expansion_follows_the_declaration_not_a_copy(terraform, tmp_path):
     got = expansion(terraform, topology_file=str(path), cloud_providers=["aws", "azure"])
     want = topo.load(["aws", "azure"], path=path)
     assert "dcm-billing" not in got["subscriptions"]
-    assert {"dcm-audit-aws", "dcm-audit-azure", "dcm-upsert-replica"} <= set(got["subscriptions"])
+    assert {"dcm-audit-aws", "dcm-audit-azure", "dcm-upsert-replica-aws"} <= set(got["subscriptions"])
     assert_same_topology(got, want)
 
 
@@ -117,7 +117,7 @@ def test_variables_override_the_declared_defaults_like_editing_them(terraform, t
     assert_same_topology(got, topo.load(path=edited))
     own = got["subscriptions"]["dcm-own-policy"]
     assert (own["maximum_backoff"], own["max_delivery_attempts"]) == ("90s", 20)
-    assert got["subscriptions"]["dcm-upsert"]["maximum_backoff"] == "40s"
+    assert got["subscriptions"]["dcm-upsert-aws"]["maximum_backoff"] == "40s"
     assert got["topic_retention"] == "86400s"
 
 
@@ -134,7 +134,10 @@ def test_every_function_has_a_push_subscription_and_the_deadletter_topic_is_read
     assert not any(s["dead_letter"] for s in on_dlq), "a dead-letter subscription must not dead-letter into itself"
     for s in got["subscriptions"].values():
         assert bool(s["push"]) != bool(s["pull"]), f"{s['name']}: exactly one of push / pull"
-    assert got["subscriptions"]["dcm-upsert"]["enable_message_ordering"] is True
+    assert got["subscriptions"]["dcm-upsert-aws"]["enable_message_ordering"] is True
+    # one lane to upsert per provider: a flooding provider does not hold another's up (docs/lifecycle.md)
+    lanes = {s["name"]: s["topic_name"] for s in got["subscriptions"].values() if s["push"] == "upsert"}
+    assert lanes == {f"dcm-upsert-{p}": f"dcm-status-normalized-{p}" for p in topo.load().providers}
     # webhook deliveries: the retry lane dead-letters into the first lane (docs/callbacks.md), never into itself
     retry = got["subscriptions"]["dcm-callbacks-retry"]
     assert (retry["topic_key"], retry["dead_letter_topic"], retry["max_delivery_attempts"]) == (
@@ -338,9 +341,11 @@ def test_function_grants_follow_what_each_use_case_does(terraform):
                        "functions": "local.functions", "roles": "local.firestore_roles"}, terraform=terraform)
     http = set(topo.load().http_functions)
     publishes: dict[str, set[str]] = {name: set() for name in got["functions"]}
-    for g in got["grants"].values():
-        publishes[g["function"]].add(g["topic"])
+    for g in got["grants"].values():  # a per-provider topic's key is "{key}-{provider}"
+        publishes[g["function"]].add(g["topic"].split("-", 1)[0])
     assert publishes["ingest"] == {"normalized", "deadletter"}
+    lanes = {g["topic"] for g in got["grants"].values() if g["function"] == "ingest"} - {"deadletter"}
+    assert lanes == {f"normalized-{p}" for p in topo.load().providers}  # every provider's lane to upsert
     assert publishes["upsert"] == {"changed", "deadletter"}
     assert publishes["deadletter"] == set(), "the deadletter function must never publish (into its own topic)"
     for name, topics in publishes.items():

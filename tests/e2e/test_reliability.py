@@ -47,7 +47,7 @@ def test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_sa
                                          if e.get("key") in keys]) and len(es) == len(keys) and es,
                          60, what="a delivery_exhausted dead letter for each update of the outage")
     assert {e["deliveryCount"] for e in entries} == {attempts}
-    assert all(e["sourceSubscription"].endswith("/dcm-upsert") for e in entries)
+    assert all(e["sourceSubscription"].endswith("/dcm-upsert-aws") for e in entries)
     assert all(e2e.resource(k) is None for k in keys)  # not applied behind anyone's back
     assert e2e.cli("status").returncode == 0  # healthy again
     print(f"\nlong outage: {len(during)} updates dead-lettered after {attempts} attempts each in a {outage:.0f} s "
@@ -107,7 +107,7 @@ def _exhausted(e2e, uid: str, seen: set[bytes]) -> int:
     try:
         response = subscriber.pull(subscription=archive, max_messages=100, timeout=5)
         ours = [m for m in response.received_messages
-                if m.message.attributes.get("CloudPubSubDeadLetterSourceSubscription", "").endswith("dcm-upsert")
+                if m.message.attributes.get("CloudPubSubDeadLetterSourceSubscription", "").endswith("dcm-upsert-aws")
                 and f"outage-{uid}".encode() in m.message.data]
         seen.update(m.message.data for m in ours)
         if ours:  # acked so that the next pull reaches the rest; nobody else's

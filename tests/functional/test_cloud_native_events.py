@@ -37,10 +37,10 @@ def value(data_type: str, value_type: str, v, resource: str = LOCK) -> dict:
 
 def through(ingest, upsert, publisher, body: bytes, message_id: str) -> list[int]:
     """Push to ingest, then every normalised message it published to upsert; the upsert answers."""
-    before = len(publisher.on("dcm-status-normalized"))
+    before = len(publisher.normalized())
     assert SHAPES["push"](ingest, TOPIC, body, {}, message_id).status_code == 200
-    return [SHAPES["push"](upsert, "dcm-status-normalized", m.data, m.attributes, f"{message_id}-{i}").status_code
-            for i, m in enumerate(publisher.on("dcm-status-normalized")[before:])]
+    return [SHAPES["push"](upsert, "dcm-status-normalized-aws", m.data, m.attributes, f"{message_id}-{i}").status_code
+            for i, m in enumerate(publisher.normalized()[before:])]
 
 
 def stored(firestore, address: str, rtype: str = "sync") -> dict | None:

@@ -114,9 +114,9 @@ def through_the_pipeline(clients, firestore, data: bytes, attributes: dict[str, 
     bind_all(runtime_of(publisher=fake, firestore=firestore, DCM_PROJECT=PROJECT))
     resp = push(clients["ingest"], f"dcm-status-ingress-{provider}", data, attributes, f"in-{n}")
     assert resp.status_code == 200, (resp.status_code, data[:300], attributes)
-    outcome = "forwarded" if fake.on("dcm-status-normalized") else "dead-lettered"
-    for m in fake.on("dcm-status-normalized"):
-        resp = push(clients["upsert"], "dcm-status-normalized", m.data, m.attributes, f"up-{n}")
+    outcome = "forwarded" if fake.normalized() else "dead-lettered"
+    for m in fake.normalized():
+        resp = push(clients["upsert"], "dcm-status-normalized-aws", m.data, m.attributes, f"up-{n}")
         assert resp.status_code == 200, (resp.status_code, m.data[:300])
     for m in fake.on("dcm-status-deadletter"):
         assert m.attributes[dl.REASON], m.attributes
@@ -153,7 +153,7 @@ def test_every_mutated_internal_message_is_acked_by_upsert(clients, firestore, s
     fake = FakePublisher()
     bind_all(runtime_of(publisher=fake, firestore=firestore, DCM_PROJECT=PROJECT))
     TALLY["upsert inputs"] += 1
-    resp = push(clients["upsert"], "dcm-status-normalized", data, attributes, f"u-{TALLY['upsert inputs']}")
+    resp = push(clients["upsert"], "dcm-status-normalized-aws", data, attributes, f"u-{TALLY['upsert inputs']}")
     assert resp.status_code == 200, (resp.status_code, data[:300])
     TALLY["upsert dead-lettered" if fake.on("dcm-status-deadletter") else "upsert acked"] += 1
 

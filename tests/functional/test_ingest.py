@@ -23,7 +23,7 @@ def test_valid_event_is_forwarded_with_ordering_key(ingest, publisher, shape):
     sample = next(s for s in VALID if s.name == "vm-common-status")
     resp = SHAPES[shape](ingest, "dcm-status-ingress-aws", sample.data, sample.attributes)
     assert resp.status_code == 200, resp.data
-    [out] = publisher.on("dcm-status-normalized")
+    [out] = publisher.normalized()
     body = orjson.loads(out.data)
     assert body["key"] == "aws/vm/i-0abc" and body["status"] == "STOPPED"
     assert out.ordering_key == "aws/vm/i-0abc"
@@ -44,14 +44,14 @@ def test_invalid_event_is_dead_lettered_intact_and_acked(ingest, publisher, shap
     assert out.attributes[dl.PROVIDER] == "aws"
     assert out.attributes[dl.SOURCE_TOPIC] == "dcm-status-ingress-aws"
     assert out.attributes[dl.KEY] == "aws/vm/i-0abc"
-    assert not publisher.on("dcm-status-normalized")
+    assert not publisher.normalized()
 
 
 @pytest.mark.parametrize("sample", VALID, ids=lambda s: s.name)
 def test_every_valid_sample_is_forwarded(ingest, publisher, sample):
     resp = SHAPES["push"](ingest, f"dcm-status-ingress-{sample.provider}", sample.data, sample.attributes)
     assert resp.status_code == 200
-    [out] = publisher.on("dcm-status-normalized")
+    [out] = publisher.normalized()
     assert orjson.loads(out.data)["key"] == sample.expect["key"]
 
 
@@ -69,7 +69,7 @@ def test_pubsub_outage_raises_for_redelivery_and_resumes_ordering(ingest, publis
     publisher.fail = True
     resp = SHAPES["push"](ingest, "dcm-status-ingress-aws", sample.data)
     assert resp.status_code == 500  # Pub/Sub will redeliver
-    assert publisher.resumed == [("projects/dcm-test/topics/dcm-status-normalized", "aws/vm/i-0abc")]
+    assert publisher.resumed == [("projects/dcm-test/topics/dcm-status-normalized-aws", "aws/vm/i-0abc")]
 
 
 def test_push_without_topic_in_path_is_dead_lettered_as_provider_mismatch(ingest, publisher):
@@ -129,7 +129,7 @@ def test_malformed_push_delivery_is_dead_lettered_and_acked_not_retried(ingest, 
     assert out.attributes[dl.PROVIDER] == "aws"
     delivered = orjson.loads(out.data)
     assert delivered == {"subscription": "s"} or delivered["message"]["data"] == "not base64!!"
-    assert not publisher.on("dcm-status-normalized")
+    assert not publisher.normalized()
 
 
 def test_long_multibyte_resource_id_is_refused_precisely_and_its_dead_letter_fits_pubsub(ingest, publisher):
@@ -144,4 +144,4 @@ def test_long_multibyte_resource_id_is_refused_precisely_and_its_dead_letter_fit
     [out] = publisher.on("dcm-status-deadletter")
     assert out.attributes[dl.REASON] == "invalid_identity" and "1500" in out.attributes[dl.DETAIL]
     assert all(len(v.encode()) <= 1024 for v in out.attributes.values())
-    assert not publisher.on("dcm-status-normalized")
+    assert not publisher.normalized()

@@ -228,7 +228,7 @@ def test_a_broken_delivery_message_is_rejected_as_malformed_internal(firestore, 
             notify(PubSubMessage(data, {}, "m", None, settings.topic_callbacks))
         assert err.value.reason is Reason.MALFORMED_INTERNAL
     with pytest.raises(Rejected, match="reads no topic"):
-        notify(PubSubMessage(b"{}", {}, "m", None, "dcm-status-normalized"))
+        notify(PubSubMessage(b"{}", {}, "m", None, "dcm-status-normalized-aws"))
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):

@@ -37,16 +37,16 @@ def report(upsert, rid: str, status: str, time: str, event_id: str, mark: Resync
     data, attrs = to_message(event)
     update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, "dcm-status-ingress-aws"),
                                settings.from_env())
-    assert SHAPES["push"](upsert, "dcm-status-normalized", status_update.encode(update), {}, event_id).status_code == 200
+    assert SHAPES["push"](upsert, "dcm-status-normalized-aws", status_update.encode(update), {}, event_id).status_code == 200
 
 
 def tick(sweep, publisher, upsert) -> list[str]:
     """Run the sweep once; hand what it published to upsert; the keys it deleted."""
-    before = len(publisher.on("dcm-status-normalized"))
+    before = len(publisher.normalized())
     assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "test"}), {}, "tick").status_code == 200
-    out = publisher.on("dcm-status-normalized")[before:]
+    out = publisher.normalized()[before:]
     for i, m in enumerate(out):
-        SHAPES["push"](upsert, "dcm-status-normalized", m.data, m.attributes, f"sweep-{i}")
+        SHAPES["push"](upsert, "dcm-status-normalized-aws", m.data, m.attributes, f"sweep-{i}")
     return [m.attributes["key"] for m in out]
 
 

@@ -33,7 +33,7 @@ def normalized(status: str, time: str, event_id: str, ingress_id: str | None = N
 
 
 def post(client, body: bytes, message_id: str = "n-1"):
-    return SHAPES["push"](client, "dcm-status-normalized", body, {}, message_id)
+    return SHAPES["push"](client, "dcm-status-normalized-aws", body, {}, message_id)
 
 
 def resource(db):

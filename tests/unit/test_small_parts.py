@@ -54,7 +54,7 @@ def test_log_lines_are_cloud_logging_json():
 def test_function_defaults_agree_with_the_topology_declaration():
     topo = load()
     s = settings.from_env()
-    assert s.topic_normalized == topo.topic("normalized")
+    assert s.normalized_topic("aws") == topo.topic("normalized", "aws")
     assert s.topic_changed == topo.topic("changed")
     assert s.topic_deadletter == topo.deadletter_topic
     assert s.ingress_topic_template == topo.ingress_template

@@ -5,10 +5,12 @@ past its deadline is UNKNOWN (NotReported), last known kept, until it reports ag
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import orjson
 import pytest
 
-from shared.contracts import status_update
+from shared.contracts import status_update, timeutil
 from shared.contracts.errors import Rejected, Transient
 from shared.contracts.model import PubSubMessage
 from shared.contracts.resync import ResyncMark
@@ -194,3 +196,45 @@ def test_a_resource_changing_more_than_the_policy_allows_is_flagged_flapping_the
     assert [c.new_status for c in changes] == statuses + ["RUNNING"]  # every change announced: billing is exact
     doc = resource(firestore, "flap")
     assert doc["flapping"] is None and len(doc["recentChanges"]) == 1
+
+
+class CountingReads:
+    """The emulator's client, counting the documents its queries return (what Firestore bills, but for
+    the one read an empty query costs)."""
+
+    def __init__(self, target, tally: list):
+        self.target, self.tally = target, tally
+
+    def __getattr__(self, name):
+        attr = getattr(self.target, name)
+        if name == "stream":
+            return lambda *a, **k: (self.tally.append(1) or s for s in attr(*a, **k))
+        if callable(attr) and name in ("collection", "where", "order_by", "limit", "select"):
+            return lambda *a, **k: CountingReads(attr(*a, **k), self.tally)
+        return attr
+
+
+def test_an_idle_tick_reads_no_more_at_a_thousand_resources_than_at_one(firestore, publisher):
+    """Every query of the sweep is an indexed one: with nothing stale, silent, hot or open, what it reads
+    does not grow with the resources held."""
+    def reads_of_one_tick() -> int:
+        tally: list = []
+        Sweep(settings.from_env(), CountingReads(firestore, tally), publisher)(
+            PubSubMessage(b"{}", {}, "tick", None, "dcm-status-sweep"))
+        return len(tally)
+
+    def hold(n: int) -> None:
+        fresh = timeutil.format(timeutil.now() + timedelta(hours=1))
+        for start in range(0, n, 500):
+            batch = firestore.batch()
+            for i in range(start, min(n, start + 500)):
+                batch.set(firestore.document(f"resources/aws~vm~idle-{i}"), {
+                    "key": f"aws/vm/idle-{i}", "provider": "aws", "resourceType": "vm", "status": "RUNNING",
+                    "staleAt": fresh, "lastSeenAt": timeutil.now_str()})
+            batch.commit()
+
+    hold(1)
+    one = reads_of_one_tick()
+    hold(1000)
+    assert reads_of_one_tick() == one == 1  # aws's newest deadline; every other query returns nothing
+    assert publisher.messages == []

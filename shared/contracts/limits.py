@@ -64,12 +64,18 @@ def _walk(value: Any, prefix: str) -> Iterator[tuple[str, Any, int, Any]]:
 def _depth_within(value: Any, limit: int) -> bool:
     """Whether every node of ``value`` is at most ``limit`` levels down: the fast check, no paths built."""
     stack = [(value, 0)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, depth = stack.pop()
+        node, depth = pop()
         children = node.values() if type(node) is dict else node if type(node) is list else ()
-        if children and depth + 1 > limit:
+        if not children:
+            continue
+        depth += 1
+        if depth > limit:
             return False
-        stack.extend((c, depth + 1) for c in children if type(c) is dict or type(c) is list)
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth))
     return True
 
 

@@ -34,12 +34,24 @@ def parse(value: str) -> datetime:
 
 
 def format(dt: datetime) -> str:  # noqa: A001 - mirrors datetime.isoformat naming
-    """Canonical UTC form with microseconds and a Z suffix."""
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Canonical UTC form with microseconds and a Z suffix; the year always has 4 digits (strftime's
+    ``%Y`` drops the zeros of a year below 1000, which would break the sort order)."""
+    if dt.tzinfo is not timezone.utc:
+        dt = dt.astimezone(timezone.utc)
+    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}."
+            f"{dt.microsecond:06d}Z")
 
 
 def canonical(value: str) -> str:
-    return format(parse(value))
+    """``value`` in the canonical form. A UTC timestamp (``Z``), the common case, is checked and
+    rewritten as text, without a round trip through datetime and back."""
+    m = _RFC3339.match(value)
+    if m is None or m.group(8) not in ("Z", "z"):
+        return format(parse(value))
+    year, month, day, hour, minute, second, frac = m.group(1, 2, 3, 4, 5, 6, 7)
+    datetime(int(year), int(month), int(day), int(hour), int(minute), int(second))  # a real date: else ValueError
+    micro = (frac or "")[:6].ljust(6, "0")
+    return f"{year}-{month}-{day}T{hour}:{minute}:{second}.{micro}Z"
 
 
 def now() -> datetime:

@@ -7,7 +7,7 @@ Then the status is mapped onto its type's enum and the times are settled.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Mapping
 
 from shared.contracts import cloud_native_event, timeutil
@@ -47,9 +47,10 @@ def _sequence(attrs: Mapping[str, Any]) -> str | None:
     return str(value)
 
 
-def _not_ahead(value: str, received: datetime, tolerance: timedelta) -> str:
-    """``value``, or the receive time when ``value`` is further in the future than the tolerance."""
-    return timeutil.format(received) if timeutil.parse(value) > received + tolerance else value
+def _not_ahead(value: str, latest: str, received_at: str) -> str:
+    """``value`` (canonical), or the receive time when it is later than ``latest`` (the receive time plus
+    the tolerated clock skew, canonical): canonical timestamps compare as strings the way they do as times."""
+    return received_at if value > latest else value
 
 
 def normalize(message: PubSubMessage, settings: Settings) -> list[StatusUpdate]:
@@ -105,10 +106,10 @@ def _update(message: PubSubMessage, settings: Settings, key: ResourceKey, schema
     received_at = timeutil.format(received)
     publish_time = timeutil.canonical(message.publish_time) if message.publish_time else None
     reported = attrs.get("time") or transition or publish_time or received_at
-    tolerance = timedelta(seconds=settings.max_clock_skew_seconds)
-    observed_at = _not_ahead(reported, received, tolerance)
+    latest = timeutil.format(received + timedelta(seconds=settings.max_clock_skew_seconds))
+    observed_at = _not_ahead(reported, latest, received_at)
     if transition:
-        transition = _not_ahead(transition, received, tolerance)
+        transition = _not_ahead(transition, latest, received_at)
     if observed_at != reported:
         log.warning("event time ahead of the clock, clamped to the receive time", extra={
             "labels": {"provider": key.provider, "resourceType": key.resource_type, "clockSkew": "clamped"},

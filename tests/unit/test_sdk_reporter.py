@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
 from typing import Any
 
 import orjson
@@ -291,7 +292,10 @@ def test_cloud_native_events_values_are_checked_as_ingest_checks_them_and_publis
 def test_a_resync_batch_is_queued_whole_or_not_at_all():
     pub = FakePublisher(fail=True)
     r = reporter(pub, max_pending=3, max_block_seconds=0.1, debounce_seconds=10)
-    r.report("vm", "i-0", "RUNNING")  # sent (or failing, retried) ...
+    r.report("vm", "i-0", "RUNNING")  # sent (failing, retried) ...
+    deadline = time.monotonic() + 10
+    while not pub.resumed and time.monotonic() < deadline:  # ... once it has been tried: not coalesced away
+        time.sleep(0.001)
     r.report("vm", "i-0", "STOPPED")  # ... and this one waits in i-0's window: one resource queued, for sure
     with pytest.raises(Backlogged, match="max_pending 3"):  # 3 new resources, room for 2
         r.resync([ResourceState("vm", f"i-{i}", "RUNNING") for i in range(1, 4)])

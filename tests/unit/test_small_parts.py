@@ -23,10 +23,25 @@ def test_timestamps_are_canonical_and_sortable(text, canonical):
     assert timeutil.canonical(text) == canonical
 
 
-@pytest.mark.parametrize("text", ["2026-13-01T00:00:00Z", "2026-01-01", "yesterday", "2026-01-01T00:00:00"])
+@pytest.mark.parametrize("text", ["2026-13-01T00:00:00Z", "2026-01-01", "yesterday", "2026-01-01T00:00:00",
+                                  "2026-02-30T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T00:00:60Z",
+                                  "0000-01-01T00:00:00Z", "0001-01-01T00:00:00+01:00"])
 def test_bad_timestamps_raise(text):
     with pytest.raises(ValueError):
         timeutil.parse(text)
+    with pytest.raises(ValueError):  # the UTC fast path refuses what the datetime round trip refuses
+        timeutil.canonical(text)
+
+
+@pytest.mark.parametrize("text", ["2026-01-01T00:00:00Z", "2026-06-30T23:59:59.9z", "9999-12-31T23:59:59.999999Z",
+                                  "0999-03-04T05:06:07.000001Z", "2024-02-29T12:00:00.1234567Z"])
+def test_the_utc_fast_path_writes_what_the_round_trip_writes(text):
+    assert timeutil.canonical(text) == timeutil.format(timeutil.parse(text))
+
+
+def test_a_year_below_1000_keeps_four_digits_so_canonical_times_sort_as_text():
+    early, late = timeutil.canonical("0999-01-01T00:00:00+00:00"), timeutil.canonical("1000-01-01T00:00:00Z")
+    assert early == "0999-01-01T00:00:00.000000Z" and early < late
 
 
 def test_diff_reports_json_pointers():

@@ -8,7 +8,10 @@
    audit included: they share the machine's 2 cores with the emulators);
 3. pipeline throughput: provider publish -> ingest -> upsert -> stored, with
    the fan-out consumers detached, events/s;
-4. publish -> stored latency, p50/p99, at a paced rate below saturation.
+4. publish -> stored latency, p50/p99, at a paced rate below saturation;
+5. where the CPU goes: each process's CPU seconds per event (from /proc) during (1) and (3).
+   The emulators, the functions and this process share the machine's cores, so the pipeline can
+   go no faster than cores / (its CPU seconds per event): printed beside the fair ceiling.
 
 Prints figures; asserts nothing (run: make bench). Target: pipeline >= 80% of (1).
 """
@@ -34,6 +37,41 @@ from shared.contracts.status_report import build_event, to_message  # noqa: E402
 THROUGHPUT_EVENTS = int(os.environ.get("BENCH_EVENTS", "1500"))
 LATENCY_EVENTS, LATENCY_RATE = 200, 20.0
 TX_SAMPLES = 300
+
+
+def cpu_seconds(groups: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each process group (a stack component: an emulator and
+    its JVM, a function server and its keeper), and by this process (``bench``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    names = {pgid: name for name, pgid in groups.items()}
+    used = dict.fromkeys(groups, 0.0)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after the command name: state, ppid, pgrp, ... utime, stime
+        name = names.get(int(fields[2]))
+        if name is not None:
+            used[name] += (int(fields[11]) + int(fields[12])) / tick
+    me = os.times()
+    used["bench"] = me.user + me.system
+    return used
+
+
+def cpu_per_event(before: dict[str, float], after: dict[str, float], events: int) -> dict[str, float]:
+    """ms of CPU per event, per component that used any."""
+    spent = {k: (after[k] - before.get(k, 0.0)) * 1000 / events for k in after}
+    return {k: v for k, v in sorted(spent.items(), key=lambda kv: -kv[1]) if v >= 0.05}
+
+
+def show_cpu(label: str, spent: dict[str, float]) -> float:
+    total = sum(spent.values())
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in spent.items())
+    print(f"  CPU per event, {label}: {total:.1f} ms ({parts})")
+    return total
 
 
 def fair_ceiling(db: firestore.Client, in_flight: int = 2) -> float:
@@ -117,16 +155,26 @@ def main() -> None:
             db = firestore.Client(project=state.project)
             publisher = pubsub_v1.PublisherClient()
             topic = publisher.topic_path(state.project, "dcm-status-ingress-aws")
+            groups = {"pubsub emulator": state.pubsub["pid"], "firestore emulator": state.firestore["pid"],
+                      **{name: f["pid"] for name, f in state.functions.items()}}
+            cores = os.cpu_count() or 1
+            before = cpu_seconds(groups)
             ceiling = fair_ceiling(db)
             print(f"fair ceiling: upsert's Firestore work (2 reads, 3 conditional writes), 2 in flight: "
                   f"{ceiling:7.1f} events/s")
+            show_cpu("fair ceiling", cpu_per_event(before, cpu_seconds(groups), TX_SAMPLES))
             rate = throughput(db, publisher, topic, "full")
             print(f"throughput, all functions ({THROUGHPUT_EVENTS} events, publish -> stored): {rate:7.1f} events/s "
                   f"= {rate / ceiling:.0%} of the fair ceiling")
             detach_fan_out(stack, state)
+            before = cpu_seconds(groups)
             rate = throughput(db, publisher, topic, "pipe")
             print(f"pipeline throughput, ingest + upsert ({THROUGHPUT_EVENTS} events): {rate:7.1f} events/s "
                   f"= {rate / ceiling:.0%} of the fair ceiling (target >= 80%)")
+            total = show_cpu("pipeline", cpu_per_event(before, cpu_seconds(groups), THROUGHPUT_EVENTS))
+            bound = cores * 1000 / total
+            print(f"  on {cores} cores that CPU allows at most {bound:.1f} events/s = {bound / ceiling:.0%} of the "
+                  f"fair ceiling; measured {rate / bound:.0%} of that bound")
             p50, p99 = latency(db, publisher, topic)
             print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
         finally:

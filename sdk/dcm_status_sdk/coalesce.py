@@ -92,6 +92,7 @@ class Coalescer(Generic[T]):
         self._urgent: OrderedDict[str, Offer[T]] = OrderedDict()  # terminal states: no token wait
         self._sent: dict[str, float] = {}  # resource -> when its last report left
         self._busy: set[str] = set()  # resources with a publish in flight
+        self._alone: set[str] = set()  # of those, the ones with no later report waiting
         self._parked: dict[str, Offer[T]] = {}  # out of its window, its resource busy: waits for done()
         self._ticket = itertools.count()
         self.replaced = 0  # reports replaced by a later one of their resource (never sent)
@@ -103,6 +104,14 @@ class Coalescer(Generic[T]):
     def holds(self, key: str) -> bool:
         return key in self._held or key in self._queue or key in self._urgent or key in self._parked
 
+    def resources(self) -> int:
+        """Resources with a report waiting or in flight, each counted once."""
+        return len(self) + len(self._alone)
+
+    def covers(self, key: str) -> bool:
+        """``key`` already counts in ``resources()``: a new report of it takes no more room."""
+        return key in self._busy or self.holds(key)
+
     def _replacing(self, old: Offer[T], new: Offer[T]) -> Offer[T]:
         self.replaced += 1
         return replace(new, item=self._merge(old.item, new.item))
@@ -111,6 +120,7 @@ class Coalescer(Generic[T]):
         """Take a report. A retry (``not_before``) of a resource with a newer report is dropped: the
         newer one is sent instead (merged with it, so a resync marker is not lost)."""
         key = offer.key
+        self._alone.discard(key)  # whatever happens below, the key waits in one of the queues
         held = self._held.get(key)
         queued = self._queue.get(key) or self._urgent.get(key) or self._parked.get(key)
         newer = held[1] if held is not None else queued
@@ -154,6 +164,7 @@ class Coalescer(Generic[T]):
     def done(self, key: str) -> None:
         """The publish of ``key``'s report ended (either way): its next report may go."""
         self._busy.discard(key)
+        self._alone.discard(key)
         parked = self._parked.pop(key, None)
         if parked is not None:
             self._enqueue(parked)
@@ -184,6 +195,7 @@ class Coalescer(Generic[T]):
         for offer in out:
             self._sent[offer.key] = now
             self._busy.add(offer.key)
+            self._alone.add(offer.key)
         if len(self._sent) > 4 * (len(self) + 1024):
             self._sent = {k: t for k, t in self._sent.items() if now - t < self.window}  # no longer holding back
         wake = [self._due[0][0]] if self._due else []

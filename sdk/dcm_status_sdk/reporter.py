@@ -245,12 +245,13 @@ class Reporter:
             while True:
                 if self._closed:
                     raise RuntimeError("the reporter is closed")
-                room = sum(not self._coalescer.holds(o.key) for o in offers)
-                if len(self._coalescer) + room <= self.config.max_pending:
+                room = sum(not self._coalescer.covers(o.key) for o in offers)
+                waiting = self._coalescer.resources()  # a publish in flight may fail and come back
+                if waiting + room <= self.config.max_pending:
                     break
                 left = deadline - self._clock()
                 if left <= 0:
-                    raise Backlogged(f"{len(self._coalescer)} resources wait to be published "
+                    raise Backlogged(f"{waiting} resources wait to be published "
                                      f"(max_pending {self.config.max_pending})")
                 self._cond.wait(left)
             now = self._clock()

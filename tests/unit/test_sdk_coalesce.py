@@ -149,6 +149,21 @@ def test_a_resource_with_a_publish_in_flight_waits_for_it_and_coalesces_meanwhil
     assert sent(c, 0.4) == [("vm/a", "STOPPED")] and len(c) == 0
 
 
+def test_a_resource_counts_once_whether_its_report_waits_or_is_in_flight():
+    c = coalescer()
+    c.offer(Offer("vm/a", "RUNNING"), 0.0)
+    c.offer(Offer("vm/b", "RUNNING"), 0.0)
+    assert c.resources() == 2
+    c.take(0.0)  # both in flight: their publish may fail and bring them back
+    assert len(c) == 0 and c.resources() == 2 and c.covers("vm/a")
+    c.offer(Offer("vm/a", "STOPPED"), 0.1)  # a later report of a busy resource takes no more room
+    assert c.resources() == 2
+    c.done("vm/b")
+    assert c.resources() == 1 and not c.covers("vm/b")
+    c.done("vm/a")  # a's later report is now queued
+    assert c.resources() == 1 and sent(c, 2.0) == [("vm/a", "STOPPED")] and c.resources() == 0
+
+
 def test_flush_releases_every_held_report():
     c = coalescer()
     for k in ("a", "b"):

@@ -175,6 +175,31 @@ def test_report_does_not_block_longer_than_configured_when_too_much_waits():
         r.close(timeout=0.1)
 
 
+def test_reports_whose_publish_is_in_flight_still_take_room():
+    """A publish in flight may fail and bring its report back: max_pending bounds them too."""
+    gate = threading.Event()
+
+    class Stuck(FakePublisher):
+        def publish(self, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+            gate.wait(10)
+            return super().publish(*args, **kwargs)
+
+    r = reporter(Stuck(), max_pending=2, max_block_seconds=0.1)
+    try:
+        r.report("vm", "i-1", "RUNNING")
+        r.report("vm", "i-2", "RUNNING")
+        deadline = time.monotonic() + 5
+        while r.stats().in_flight < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert r.stats().in_flight == 2 and r.stats().pending == 0
+        r.report("vm", "i-1", "STOPPED")  # its resource is already counted
+        with pytest.raises(Backlogged, match="2 resources wait"):
+            r.report("vm", "i-3", "RUNNING")
+    finally:
+        gate.set()
+        r.close(timeout=5)
+
+
 def test_resync_marks_every_event_of_the_batch():
     pub = FakePublisher()
     snapshot = [ResourceState("vm", f"i-{i}", "RUNNING") for i in range(3)]

@@ -411,6 +411,23 @@ class LocalStack:
             subscriber.close()
         return topo
 
+    def purge(self, state: StackState) -> int:
+        """Drop every subscription's backlog: delete the subscriptions and declare them again. What a
+        function is handling at that moment still ends; returns how many subscriptions were purged."""
+        topo = self.topology(state)
+        os.environ["PUBSUB_EMULATOR_HOST"] = state.pubsub_host
+        subscriber = pubsub_v1.SubscriberClient()
+        try:
+            for s in topo.subscriptions:
+                try:
+                    subscriber.delete_subscription(subscription=subscriber.subscription_path(state.project, s.name))
+                except gexc.NotFound:
+                    pass
+        finally:
+            subscriber.close()
+        self.apply_topology(state)
+        return len(topo.subscriptions)
+
     def add_provider(self, name: str) -> StackState:
         state = self.running()
         if state is None:

@@ -43,7 +43,8 @@
 #                              resources staleAt <= now ordered by staleAt
 #                              (single-field, automatic); a provider's newest
 #                              deadline (provider ==, staleAt desc): composite below.
-#                              Hot resources (hot ==): automatic.
+#                              Hot resources, written longest ago first (hot ==,
+#                              writtenAt asc): composite below.
 #   providers/{provider}       a provider silent as a whole or reporting (the
 #                              sweep, at each transition): state ==, automatic.
 #   audit_providers/{id}       written once, never queried.
@@ -80,6 +81,8 @@ locals {
     { collection = "events", equality = ["key"], order_by = "processedAt", orders = ["DESCENDING"] },
     # A provider's resource with the newest freshness deadline (the sweep: is the provider silent?).
     { collection = "resources", equality = ["provider"], order_by = "staleAt", orders = ["DESCENDING"] },
+    # Hot resources, the documents written longest ago first (the sweep writes or cools them).
+    { collection = "resources", equality = ["hot"], order_by = "writtenAt", orders = ["ASCENDING"] },
   ]
 
   # The equality filters of the api's resource lists (shared/api/queries.py ResourceFilter).

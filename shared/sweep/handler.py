@@ -20,6 +20,8 @@ One read per provider a tick: its resource with the newest deadline (an index on
 A hot resource (its updates coalesced on the ledger while its document was not written: upsert) gets
 its document written with its newest state once it has a write token again, and stops being hot once
 it has been quiet for ``HOT_QUIET``: one read per hot resource a tick, plus its ledger's latest states.
+The documents written longest ago come first (an index on hot, writtenAt), so however many are hot, none
+waits behind the same first ``HOT_BATCH`` tick after tick; ``HOT_WORKERS`` of them are done at once.
 
 Reconciliation of providers' snapshots (``shared/contracts/resync.py``): for each open batch
 (``resyncs/{provider~id}``, written by upsert from the batch's first event),
@@ -38,6 +40,7 @@ the same synthesised events (deterministic ids), which upsert deduplicates.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Iterable
 
@@ -76,6 +79,8 @@ RESYNC_TIMEOUT = timedelta(hours=1)
 FRESHNESS_SOURCE = PLATFORM_SOURCE + "freshness"
 FRESHNESS_TYPE = "dcm.status.notreported"
 FRESHNESS_BATCH = 500  # resources marked per tick at most
+HOT_BATCH = 500  # hot resources looked at per tick at most
+HOT_WORKERS = 8  # of them at once (each: a ledger query, perhaps a write)
 
 log = get_logger("sweep")
 
@@ -197,33 +202,36 @@ class Sweep:
 
     def flush_hot(self, now_dt: Any) -> int:
         """Write each hot resource's document with its newest state (when it may take a write), or, quiet
-        and up to date, stop treating it as hot; returns how many documents were written. A write that
-        loses to upsert's (the same precondition on the document) is left to the next tick."""
-        now = timeutil.format(now_dt)
+        and up to date, stop treating it as hot; returns how many documents were written."""
         with fs.guard("Firestore query"):
-            hot = list(self.db.collection(RESOURCES).where(filter=FieldFilter("hot", "==", True)).limit(
-                FRESHNESS_BATCH).stream(timeout=fs.TIMEOUT))
-        written = 0
-        for snap in hot:
-            doc = snap.to_dict()
-            with fs.guard("Firestore query"):
-                newest = resources.newest(self.db, doc, timeout=fs.TIMEOUT)
-            tokens = write_tokens(doc, now_dt)
-            if newest is not doc and tokens >= 1:
-                change = {**newest, "hot": True, "writtenAt": now, "writeTokens": tokens - 1,
-                          DOCUMENT_WRITES: firestore.Increment(1)}
-            elif newest is doc and quiet_for(doc, now_dt) >= HOT_QUIET:
-                change = {"hot": False, DOCUMENT_WRITES: firestore.Increment(1)}
-            else:
-                continue
-            try:
-                with fs.guard("Firestore update"):
-                    snap.reference.update(change, option=self.db.write_option(last_update_time=snap.update_time),
-                                          timeout=fs.TIMEOUT)
-                written += 1
-            except gexc.FailedPrecondition:
-                continue  # upsert wrote it meanwhile
-        return written
+            hot = list(self.db.collection(RESOURCES).where(filter=FieldFilter("hot", "==", True))
+                       .order_by("writtenAt").limit(HOT_BATCH).stream(timeout=fs.TIMEOUT))
+        if not hot:
+            return 0
+        with ThreadPoolExecutor(min(HOT_WORKERS, len(hot)), thread_name_prefix="sweep-hot") as pool:
+            return sum(pool.map(lambda snap: self._flush_one(snap, now_dt), hot))
+
+    def _flush_one(self, snap: Any, now_dt: Any) -> int:
+        """One hot resource: 1 if its document was written. A write that loses to upsert's (the same
+        precondition on the document) is left to the next tick."""
+        doc = snap.to_dict()
+        with fs.guard("Firestore query"):
+            newest = resources.newest(self.db, doc, timeout=fs.TIMEOUT)
+        tokens = write_tokens(doc, now_dt)
+        if newest is not doc and tokens >= 1:
+            change = {**newest, "hot": True, "writtenAt": timeutil.format(now_dt), "writeTokens": tokens - 1,
+                      DOCUMENT_WRITES: firestore.Increment(1)}
+        elif newest is doc and quiet_for(doc, now_dt) >= HOT_QUIET:
+            change = {"hot": False, DOCUMENT_WRITES: firestore.Increment(1)}
+        else:
+            return 0
+        try:
+            with fs.guard("Firestore update"):
+                snap.reference.update(change, option=self.db.write_option(last_update_time=snap.update_time),
+                                      timeout=fs.TIMEOUT)
+        except gexc.FailedPrecondition:
+            return 0  # upsert wrote it meanwhile
+        return 1
 
     def _open_batches(self) -> Iterable[Any]:
         with fs.guard("Firestore query"):

@@ -445,6 +445,8 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
         assert (DEADLETTERS, ((f, asc), ("lastSeen", desc))) in indexed, f
     # the sweep: a provider's resource with the newest freshness deadline (is the provider silent?)
     assert (RESOURCES, (("provider", asc), ("staleAt", desc))) in indexed
+    # the sweep: hot resources, the documents written longest ago first
+    assert (RESOURCES, (("hot", asc), ("writtenAt", asc))) in indexed
     # a hot resource's latest ledger entries (shared/runtime/resources.py)
     assert (LEDGER, (("key", asc), ("processedAt", desc))) in indexed
     # history (one resource's subcollection): ordered on one field, single-field indexes suffice

@@ -13,9 +13,13 @@ from datetime import timedelta
 import pytest
 
 from shared.contracts import status_update, timeutil
+from shared.contracts.model import PubSubMessage
 from shared.contracts.state import HOT_BURST, HOT_QUIET, HOT_RATE
+from shared.contracts.status_report import build_event, to_message
+from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.runtime.resources import newest
+from shared.sweep import handler as sweep_handler
 from shared.sweep.handler import Sweep
 from shared.upsert.handler import Upsert
 from shared.upsert.store import Outcome, StateStore
@@ -40,9 +44,21 @@ def document_writes(counting: CountingBatches) -> int:
     return sum(1 for path in counting.paths if path.count("/") == 1 and path.startswith("resources/"))
 
 
-def age(db, seconds: float) -> None:
+def age(db, seconds: float, doc: str = DOC) -> None:
     """As if the document had been written ``seconds`` ago (its write tokens refilled meanwhile)."""
-    db.document(DOC).update({"writtenAt": timeutil.format(timeutil.now() - timedelta(seconds=seconds))})
+    db.document(doc).update({"writtenAt": timeutil.format(timeutil.now() - timedelta(seconds=seconds))})
+
+
+def make_hot(upsert: Upsert, rid: str, n: int = 8) -> str:
+    """``n`` quick updates of ``rid``: more than its document's write burst; the last one's event id."""
+    for i in range(n):
+        event_id = f"{rid}-{i}"
+        data, attrs = to_message(build_event("aws", "vm", rid, ["RUNNING", "STOPPED"][i % 2], "",
+                                             event_id=event_id, time=f"2026-01-01T10:00:{i:02d}Z"))
+        update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", None, "dcm-status-ingress-aws"),
+                                   settings.from_env())
+        assert upsert.apply(update).outcome is Outcome.APPLIED
+    return event_id
 
 
 def test_a_burst_coalesces_into_bounded_document_writes_and_loses_no_update(firestore, counting, publisher):
@@ -89,3 +105,23 @@ def test_the_sweep_writes_a_hot_document_when_it_may_then_lets_it_cool(firestore
     # cool again: the next update is written to the document at once
     assert apply_burst(upsert, 1, start=20) == [Outcome.APPLIED]
     assert firestore.document(DOC).get().to_dict()["eventId"] == "h20"
+
+
+def test_the_sweep_takes_the_hot_documents_written_longest_ago_first(firestore, publisher, monkeypatch):
+    """More hot resources than a tick looks at: the first ones by id, up to date but not yet quiet,
+    do not hold the others back tick after tick."""
+    upsert = Upsert(StateStore(firestore), publisher, "projects/p/topics/dcm-status-changed")
+    sweep = Sweep(settings.from_env(), firestore, FakePublisher())
+    last = {rid: make_hot(upsert, rid) for rid in ("a0", "a1", "a2", "b0", "b1", "b2")}
+    docs = {rid: f"resources/aws~vm~{rid}" for rid in last}
+    assert all(firestore.document(d).get().to_dict()["hot"] for d in docs.values())
+    for rid in ("b0", "b1", "b2"):
+        age(firestore, 4 / HOT_RATE, docs[rid])  # behind their ledger, and may take a write
+    for rid in ("a0", "a1", "a2"):
+        age(firestore, 2 / HOT_RATE, docs[rid])
+    monkeypatch.setattr(sweep_handler, "HOT_BATCH", 3)
+    assert sweep.flush_hot(timeutil.now()) == 3
+    assert {rid: firestore.document(docs[rid]).get().to_dict()["eventId"] for rid in ("b0", "b1", "b2")} == \
+        {rid: last[rid] for rid in ("b0", "b1", "b2")}
+    assert sweep.flush_hot(timeutil.now()) == 3  # the a's, now the ones written longest ago
+    assert all(firestore.document(d).get().to_dict()["eventId"] == last[rid] for rid, d in docs.items())

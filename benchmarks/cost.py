@@ -3,7 +3,8 @@
 The real handlers run in process against the Firestore emulator, with every Firestore read and
 write and every Pub/Sub publish counted (nothing assumed about what the code does):
 
-- an applied status change (ingest -> upsert -> billing, audit filtered out),
+- an applied status change (ingest -> upsert -> billing, notify with no callback registered, audit
+  filtered out),
 - an unchanged re-report, a duplicate delivery, an invalid event (dead-lettered and stored).
 
 Pub/Sub deliveries follow the topology: one per subscription of the topic published to (a
@@ -38,6 +39,7 @@ from shared.contracts.model import PubSubMessage  # noqa: E402
 from shared.contracts.status_report import build_event, to_message  # noqa: E402
 from shared.deadletter.handler import DeadLetter  # noqa: E402
 from shared.ingest.handler import Ingest  # noqa: E402
+from shared.notify.handler import Notify  # noqa: E402
 from shared.runtime import settings  # noqa: E402
 from shared.runtime.clients import Runtime  # noqa: E402
 from shared.upsert.handler import Upsert  # noqa: E402
@@ -170,7 +172,8 @@ def main() -> None:
         stopped = lambda m: orjson.loads(m.data)["data"]["newStatus"] == "STOPPED"  # noqa: E731 - audit's filter
         bus.handlers = {s.ingress_topic("aws"): [("ingest", ingest, every)],
                         s.normalized_topic("aws"): [("upsert", upsert, every)],
-                        s.topic_changed: [("billing", billing, every), ("audit", audit, stopped)],
+                        s.topic_changed: [("billing", billing, every), ("audit", audit, stopped),
+                                          ("notify", Notify.build(runtime), every)],
                         s.topic_deadletter: [("deadletter", deadletter, every)]}
         topic = s.ingress_topic("aws")
 

@@ -12,6 +12,7 @@ started.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import math
@@ -20,7 +21,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import requests
 from google.api_core import exceptions as gexc
@@ -37,6 +38,17 @@ DEFAULT_PROJECT = "dcm-local"
 
 _OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framework", b"infra.faultproxy",
                  b"infra.supervise")
+
+
+@contextlib.contextmanager
+def _admin(state: StackState) -> Iterator[tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient]]:
+    """Clients of the stack's Pub/Sub emulator, to declare or remove topics and subscriptions."""
+    os.environ["PUBSUB_EMULATOR_HOST"] = state.pubsub_host
+    subscriber = pubsub_v1.SubscriberClient()
+    try:
+        yield pubsub_v1.PublisherClient(), subscriber
+    finally:
+        subscriber.close()
 
 
 def _is_ours(pid: int) -> bool:
@@ -377,15 +389,10 @@ class LocalStack:
     def apply_topology(self, state: StackState) -> Topology:
         """Create every topic and subscription the declaration names (idempotent)."""
         topo = self.topology(state)
-        os.environ["PUBSUB_EMULATOR_HOST"] = state.pubsub_host
-        publisher = pubsub_v1.PublisherClient()
-        subscriber = pubsub_v1.SubscriberClient()
-        try:
+        with _admin(state) as (publisher, subscriber):
             for t in topo.topics:
-                try:
+                with contextlib.suppress(gexc.AlreadyExists):
                     publisher.create_topic(name=publisher.topic_path(state.project, t.name))
-                except gexc.AlreadyExists:
-                    pass
             for s in topo.subscriptions:
                 request = {
                     "name": subscriber.subscription_path(state.project, s.name),
@@ -403,28 +410,18 @@ class LocalStack:
                                                      "max_delivery_attempts": emulator_delivery_attempts(s)}
                 if s.filter:
                     request["filter"] = s.filter
-                try:
+                with contextlib.suppress(gexc.AlreadyExists):
                     subscriber.create_subscription(request=request)
-                except gexc.AlreadyExists:
-                    pass
-        finally:
-            subscriber.close()
         return topo
 
     def purge(self, state: StackState) -> int:
         """Drop every subscription's backlog: delete the subscriptions and declare them again. What a
         function is handling at that moment still ends; returns how many subscriptions were purged."""
         topo = self.topology(state)
-        os.environ["PUBSUB_EMULATOR_HOST"] = state.pubsub_host
-        subscriber = pubsub_v1.SubscriberClient()
-        try:
+        with _admin(state) as (_, subscriber):
             for s in topo.subscriptions:
-                try:
+                with contextlib.suppress(gexc.NotFound):
                     subscriber.delete_subscription(subscription=subscriber.subscription_path(state.project, s.name))
-                except gexc.NotFound:
-                    pass
-        finally:
-            subscriber.close()
         self.apply_topology(state)
         return len(topo.subscriptions)
 

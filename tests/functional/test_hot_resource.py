@@ -13,10 +13,7 @@ from datetime import timedelta
 import pytest
 
 from shared.contracts import status_update, timeutil
-from shared.contracts.model import PubSubMessage
 from shared.contracts.state import HOT_BURST, HOT_QUIET, HOT_RATE
-from shared.contracts.status_report import build_event, to_message
-from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.runtime.resources import newest
 from shared.sweep import handler as sweep_handler
@@ -53,11 +50,8 @@ def make_hot(upsert: Upsert, rid: str, n: int = 8) -> str:
     """``n`` quick updates of ``rid``: more than its document's write burst; the last one's event id."""
     for i in range(n):
         event_id = f"{rid}-{i}"
-        data, attrs = to_message(build_event("aws", "vm", rid, ["RUNNING", "STOPPED"][i % 2], "",
-                                             event_id=event_id, time=f"2026-01-01T10:00:{i:02d}Z"))
-        update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", None, "dcm-status-ingress-aws"),
-                                   settings.from_env())
-        assert upsert.apply(update).outcome is Outcome.APPLIED
+        update = normalized(["RUNNING", "STOPPED"][i % 2], f"2026-01-01T10:00:{i:02d}Z", event_id, rid=rid)
+        assert upsert.apply(status_update.decode(update)).outcome is Outcome.APPLIED
     return event_id
 
 

@@ -24,8 +24,8 @@ def upsert():
 
 
 def normalized(status: str, time: str, event_id: str, ingress_id: str | None = None, message: str = "",
-               transition: bool = True) -> bytes:
-    data, attrs = to_message(build_event("aws", "vm", "i-1", status, message, event_id=event_id, time=time,
+               transition: bool = True, rid: str = "i-1") -> bytes:
+    data, attrs = to_message(build_event("aws", "vm", rid, status, message, event_id=event_id, time=time,
                                          last_transition_time=time if transition else None,
                                          metadata={"tenant": "acme"}))
     msg = PubSubMessage(data, attrs, ingress_id or f"in-{event_id}", time, "dcm-status-ingress-aws")

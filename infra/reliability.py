@@ -350,7 +350,8 @@ def push_auth() -> str:
     code = r"""
 import os, sys
 os.environ.pop("DCM_LOCAL_MODE", None)
-os.environ.update(DCM_PROJECT="p", DCM_PUSH_AUDIENCE="https://ingest.example")
+os.environ.update(DCM_PROJECT="p", DCM_PUSH_AUDIENCE="https://ingest.example",
+                  DCM_PUSH_SERVICE_ACCOUNT="invoker@p.iam.gserviceaccount.com")
 from functions_framework import create_app
 app = create_app("ingest", "functions/ingest/main.py", "cloudevent").test_client()
 body = {"message": {"data": "e30=", "messageId": "1"}, "subscription": "s"}

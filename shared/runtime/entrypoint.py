@@ -14,6 +14,11 @@ keeps the message for its retention period.
 
 The ``Runtime`` (settings and clients) is built from the environment on the
 first request and handed to the use case's ``build``; tests ``bind`` their own.
+The settings are checked once before, when the function is created (at the
+import of its ``main.py``): a misconfigured function (a pushed one without its
+push authentication settings, local mode on Cloud Run, any malformed setting)
+logs one JSON line saying why and raises ``ConfigError``, so it never starts
+and Cloud Run never sends its new revision traffic.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ import orjson
 
 from shared.contracts import dead_letter as dl
 from shared.contracts import timeutil
-from shared.contracts.errors import Rejected, Transient
+from shared.contracts.errors import ConfigError, Rejected, Transient
 from shared.contracts.model import PubSubMessage
 from shared.runtime import auth, push
+from shared.runtime import settings as settings_module
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
@@ -57,6 +63,20 @@ def _raw_delivery(event: Any) -> PubSubMessage:
     data = event.data if isinstance(event.data, (bytes, bytearray)) else orjson.dumps(event.data, default=str)
     return PubSubMessage(bytes(data), {}, str(attributes.get("id", "")), attributes.get("time"),
                          push.topic_from_source(attributes.get("source")))
+
+
+def check_startup(name: str, *, pushed: bool) -> None:
+    """Refuse to start misconfigured: the settings of the environment must parse and, for a function Pub/Sub
+    pushes to, say how to check push tokens (``auth.PushAuth``). An HTTP function (the api, behind the Cloud Run
+    invoker check) needs no push settings."""
+    try:
+        settings = settings_module.from_env()
+        if pushed:
+            auth.PushAuth.of(settings)
+    except ConfigError as exc:
+        log.critical("function %s cannot start: %s", name, exc, extra={
+            "labels": {"function": name, "startup": "misconfigured"}})
+        raise
 
 
 class _Instance:
@@ -95,6 +115,7 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_lett
 
     ``dead_letter_rejections=False`` is for the dead-letter function itself (see the module doc).
     """
+    check_startup(name, pushed=True)
     instance = _Instance(build, make_runtime)
 
     def reject(runtime: Runtime, message: PubSubMessage, exc: Rejected) -> None:
@@ -152,6 +173,7 @@ def http_function(name: str, build: Callable[[Runtime], Callable[[flask.Request]
     No push token here: in production the Cloud Run invoker check (IAM) is the authentication. A failure
     nobody foresaw is logged once and answered 500 as a JSON problem, never as a framework page.
     """
+    check_startup(name, pushed=False)
     instance = _Instance(build, make_runtime)
 
     def entry(request: flask.Request) -> Any:

@@ -122,6 +122,25 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+EMULATOR_HOSTS = ("PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST")
+
+
+def _local_mode(env: Mapping[str, str]) -> bool:
+    """DCM_LOCAL_MODE: exactly "1" on the local emulator stack (no push token check; plain-http and loopback
+    hooks), unset or "0" in production. Any other value is refused, not guessed; so is "1" on Cloud Run
+    (K_SERVICE set) unless both emulators are configured: it would turn push authentication off in production."""
+    value = env.get("DCM_LOCAL_MODE", "")
+    if value in ("", "0"):
+        return False
+    if value != "1":
+        raise ConfigError(f"DCM_LOCAL_MODE must be 1 (the local emulator stack) or unset, got {value!r}")
+    if env.get("K_SERVICE") and not all(env.get(host) for host in EMULATOR_HOSTS):
+        raise ConfigError(f"DCM_LOCAL_MODE=1 on Cloud Run (K_SERVICE={env['K_SERVICE']!r}) without "
+                          f"{' and '.join(EMULATOR_HOSTS)}: local mode turns push authentication off; "
+                          "unset it (Terraform never sets it)")
+    return True
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """The settings the deployer put in the environment (``os.environ`` unless given)."""
     env = os.environ if env is None else env
@@ -142,7 +161,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         ledger_ttl_days=int(env.get("DCM_LEDGER_TTL_DAYS", "7")),
         deadletter_ttl_days=int(env.get("DCM_DEADLETTER_TTL_DAYS", "30")),
         max_event_bytes=int(env.get("DCM_MAX_EVENT_BYTES", str(limits.MAX_EVENT_BYTES))),
-        local_mode=_flag(env, "DCM_LOCAL_MODE"),
+        local_mode=_local_mode(env),
         push_audience=env.get("DCM_PUSH_AUDIENCE") or None,
         push_service_account=env.get("DCM_PUSH_SERVICE_ACCOUNT") or None,
         provider_profiles=_profiles(env.get("DCM_PROVIDER_PROFILES", "")),

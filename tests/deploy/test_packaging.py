@@ -229,6 +229,8 @@ def test_deploy_zip_starts_in_a_clean_virtualenv(built, clean_venv, tmp_path, na
         # No Google credentials here: a Firestore client that needs none (never connected, as
         # the pages checked read no document).
         env["FIRESTORE_EMULATOR_HOST"] = "127.0.0.1:9"
+    else:  # what terraform/functions.tf gives a pushed function: without them it refuses to start
+        env.update(DCM_PUSH_AUDIENCE=f"https://{name}.example", DCM_PUSH_SERVICE_ACCOUNT="invoker@test.example")
     code = f"NAME = {name!r}\nHTTP = {name in HTTP_FUNCTIONS}\n" + SMOKE
     proc = subprocess.run([str(clean_venv), "-E", "-s", "-c", code], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=120)

@@ -8,6 +8,21 @@ failing meanwhile. The keeper is the process group leader: stopping the group
 (``down``) stops both, and a SIGTERM to the keeper is passed on and not
 answered with a restart.
 
+A dead server takes its workers with it. gunicorn's workers are the server's
+children; when the server (their master) dies, they do not: a worker serves the
+requests it holds and keeps the listening socket open for up to gunicorn's
+graceful timeout (30 s), and every restart meanwhile fails with ``[Errno 98]
+Address already in use`` (measured: a ``kill -9`` of the upsert server under
+load left the function down for more than 30 s). So the keeper is a *child
+subreaper* (Linux ``PR_SET_CHILD_SUBREAPER``): the dead server's orphans become
+the keeper's children, and before each restart the keeper ends them all
+(SIGTERM, a short grace for the requests they hold, then SIGKILL) and reaps
+them. Everything stays in the keeper's process group, so stopping that group
+(``down``) still stops everything at once, as before. (``SO_REUSEPORT`` would let
+the new server bind beside the orphan, which would still take a share of new
+connections it never accepts; ``PR_SET_PDEATHSIG`` would have to be set inside
+each gunicorn worker after its fork, which functions-framework gives no hook for.)
+
 Each start and exit is one JSON line in the function's log; the server's pid
 is written to ``--pidfile`` so that an operator (or a test) can find it.
 Restarts back off from 0.5 s to 10 s while the server keeps dying young
@@ -20,6 +35,7 @@ stand-in for the Cloud Scheduler job that drives a scheduled function (the sweep
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -30,6 +46,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 FIRST_DELAY, MAX_DELAY, HEALTHY_AFTER = 0.5, 10.0, 30.0
+ORPHAN_GRACE = 1.0  # seconds a dead server's workers get to answer what they hold, before SIGKILL
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 
 def _log(severity: str, message: str, **fields: object) -> None:
@@ -47,6 +65,65 @@ def _exit_reason(code: int) -> str:
     return f"exited with status {code}"
 
 
+def become_subreaper() -> bool:
+    """Have the orphans of this process's descendants re-parented to it (Linux), not to init."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # not Linux: orphans go to init, as before
+        return False
+
+
+def children() -> list[int]:
+    """The pids of this process's living children (a dead server's orphans, once it is a subreaper)."""
+    me, found = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()  # state, ppid, ...
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _reap(timeout: float) -> bool:
+    """Reap exited children until none is left (True) or ``timeout`` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if pid == 0:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+
+def end_orphans(grace: float = ORPHAN_GRACE) -> list[int]:
+    """End what the dead server left behind (its workers, holding its port): SIGTERM, ``grace`` seconds to
+    answer the requests they hold, then SIGKILL; all reaped. Returns their pids."""
+    orphans = children()
+    if not orphans:
+        _reap(0)
+        return []
+    _signal_all(orphans, signal.SIGTERM)
+    if not _reap(grace):
+        _signal_all(children(), signal.SIGKILL)
+        _reap(5.0)
+    return orphans
+
+
 def keep(name: str, command: list[str], pidfile: Path) -> int:
     stopping = False
     child: subprocess.Popen | None = None
@@ -59,6 +136,7 @@ def keep(name: str, command: list[str], pidfile: Path) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    become_subreaper()
     restarts, young = 0, 0
     while not stopping:
         started = time.monotonic()
@@ -66,6 +144,10 @@ def keep(name: str, command: list[str], pidfile: Path) -> int:
         pidfile.write_text(f"{child.pid}\n")
         _log("INFO", f"function server {name} started", pid=child.pid, restarts=restarts)
         code = child.wait()
+        orphans = end_orphans()
+        if orphans:
+            _log("WARNING", f"function server {name} left {len(orphans)} process(es) behind: ended",
+                 pid=child.pid, orphans=orphans)
         if stopping:
             break
         lived = time.monotonic() - started

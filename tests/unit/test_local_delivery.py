@@ -85,3 +85,90 @@ def test_a_server_that_keeps_dying_young_is_restarted_with_growing_delays(tmp_pa
     assert "exited with status 3" in warnings[0]["message"]
     delays = [w["message"].rsplit("restarting in ", 1)[1] for w in warnings]
     assert delays == ["0.5 s", "1.0 s", "2.0 s"][:len(delays)]
+
+
+# A server like gunicorn's master: binds the port, forks a worker that holds the listening socket (and,
+# here, shrugs SIGTERM off), answers each connection with its own pid. Started again while a dead master's
+# worker still holds the port, it cannot bind and exits 98 (EADDRINUSE), as functions-framework does.
+_MASTER = """
+import os, signal, socket, sys, time
+port, workers = int(sys.argv[1]), sys.argv[2]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", port))
+except OSError:
+    sys.exit(98)
+s.listen(16)
+worker = os.fork()
+if worker == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        time.sleep(1)
+with open(workers, "a") as f:
+    f.write(f"{worker}\\n")
+while True:
+    c, _ = s.accept()
+    c.sendall(str(os.getpid()).encode())
+    c.close()
+"""
+
+
+def _answer(port: int) -> int | None:
+    """The pid of the server answering on port (None: refused, or nobody answering)."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as c:
+            return int(c.recv(32) or 0) or None
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return f") Z " not in open(f"/proc/{pid}/stat").read()  # a zombie is dead
+
+
+def test_a_killed_server_takes_its_workers_with_it_and_the_restart_binds_its_port(tmp_path):
+    """kill -9 of a server whose worker holds the listening socket (gunicorn under load): the keeper ends
+    the orphaned worker and the restarted server answers on the same port. Before, the restart failed with
+    EADDRINUSE for as long as the worker lived, and the keeper backed off."""
+    from infra.emulators import free_port
+
+    port, workers = free_port(), tmp_path / "workers"
+    script = tmp_path / "master.py"
+    script.write_text(_MASTER)
+    pidfile = tmp_path / "f.pid"
+    proc = subprocess.Popen([sys.executable, "-m", "infra.supervise", "--name", "f", "--pidfile", str(pidfile),
+                             "--", sys.executable, str(script), str(port), str(workers)], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first = _wait_pid(pidfile)
+        _wait_for(lambda: _answer(port) == first, "the first server to answer")
+        orphan = int(workers.read_text().split()[0])
+        os.kill(first, signal.SIGKILL)
+        second = _wait_pid(pidfile, not_this=first)
+        _wait_for(lambda: _answer(port) == second, "the restarted server to answer on its port")
+        assert not _alive(orphan)
+        assert (tmp_path / "f.restarts").read_text().strip() == "1"  # restarted once: the first try bound
+        current = int(workers.read_text().split()[-1])
+        os.killpg(proc.pid, signal.SIGTERM)  # `down`: the keeper's group; its worker shrugs SIGTERM off
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not _alive(current) and not _alive(second)
+    left = [json.loads(line) for line in out.splitlines() if "left" in line]
+    assert left[0]["orphans"] == [orphan] and "ended" in left[0]["message"]
+
+
+def _wait_for(predicate, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)

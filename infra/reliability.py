@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import Future
@@ -41,6 +42,7 @@ from typing import Callable
 
 from infra import emulators
 from infra.stack import REPO_ROOT, LocalStack, StackState
+from infra.supervise import children
 from shared.api import queries
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey, event_identity
@@ -277,6 +279,72 @@ def killed(h: Harness, n: int, rng: random.Random) -> Row:
                  note=f"kill -9 of each function server mid-burst ({', '.join(victims)}); restarted by its keeper")
 
 
+LOAD_RATE = 60.0  # messages/s of a paced burst: upsert busy on every lane (2 pushes in flight per subscription)
+BACK_WITHIN = 60.0  # seconds: a killed process not back by then counts as one error
+
+
+def _connections(port: int) -> int:
+    """Established TCP connections to a local port (pushes in flight or kept alive), from /proc/net/tcp."""
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for line in lines if (f := line.split()) and int(f[1].split(":")[1], 16) == port and f[3] == "01")
+
+
+def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Row:
+    """``kill -9`` of upsert's server (``target`` "server": the gunicorn master, its keeper restarts it) or of
+    its gunicorn worker ("worker": the master respawns it) halfway through a paced burst, while pushes are in
+    flight on its port. Measures how soon it answers again (the server) or has a worker again; every message
+    must still be accounted for: a push cut mid-request is delivered again (docs/local-stack.md)."""
+    name, ledger, started = "upsert", Ledger(), time.monotonic()
+    port = h.state.functions[name]["port"]
+    back: list[float] = []
+    seen: dict[str, int] = {}
+
+    def watch(killed: int, at: float) -> None:
+        while time.monotonic() - at < BACK_WITHIN:
+            server = h.stack.server_pid(name)
+            if target == "server" and server not in (None, killed) and _answers_http(port):
+                back.append(time.monotonic() - at)
+                return
+            if target == "worker" and server and [w for w in children(server) if w != killed]:
+                back.append(time.monotonic() - at)
+                return
+            time.sleep(0.05)
+
+    def during(k: int) -> None:
+        if k == n // 2:
+            deadline = time.monotonic() + 10
+            while not (open_ := _connections(port)) and time.monotonic() < deadline:
+                time.sleep(0.01)  # pushes in flight on its port
+            server = h.stack.server_pid(name)
+            victim = server if target == "server" else (children(server) if server else [None])[0]
+            if victim:
+                seen["in flight"] = open_
+                os.kill(victim, signal.SIGKILL)
+                threading.Thread(target=watch, args=(victim, time.monotonic()), daemon=True).start()
+        time.sleep(max(0.0, (k + 1) / LOAD_RATE - (time.monotonic() - started)))
+    h.burst(ledger, n, rng, f"{target[0]}{uuid.uuid4().hex[:6]}", during=during)
+    row = h.row(f"{target} killed under load", ledger, started, timeout=120 + n / 10)
+    again = "answering again" if target == "server" else "a worker again"
+    if back:
+        row.note = (f"kill -9 of upsert's {'server (gunicorn master)' if target == 'server' else 'gunicorn worker'} "
+                    f"mid-burst ({LOAD_RATE:.0f} msg/s), {seen.get('in flight', 0)} connections open on its port; "
+                    f"{again} after {back[0]:.1f} s")
+    else:
+        row.errors += 1
+        row.note = f"upsert not {again} within {BACK_WITHIN:.0f} s of the kill"
+    return row
+
+
+def _answers_http(port: int) -> bool:
+    import requests
+
+    try:
+        requests.get(f"http://127.0.0.1:{port}/", timeout=1)
+        return True
+    except requests.RequestException:
+        return False
+
+
 def hot_resource(h: Harness, n: int) -> Row:
     ledger, started = Ledger(), time.monotonic()
     futures: list[Future] = []
@@ -384,7 +452,12 @@ def fuzz(n: int) -> Row:
     return row
 
 
-def run(events: int, quick: bool) -> list[Row]:
+def selected(name: str, only: list[str] | None) -> bool:
+    """Whether scenario ``name`` runs: all of them, or those whose name contains one of ``only``."""
+    return not only or any(o.lower() in name.lower() for o in only)
+
+
+def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
     rng = random.Random(7)
     state_dir = Path(tempfile.mkdtemp(prefix="dcm-reliability-"))
     stack = LocalStack(state_dir, project=f"dcm-rel-{uuid.uuid4().hex[:6]}")
@@ -393,24 +466,30 @@ def run(events: int, quick: bool) -> list[Row]:
     try:
         h = Harness(stack, state)
         small = max(100, events // 10)
-        scenarios = [lambda: burst(h, events, rng),
-                     lambda: outage(h, small, rng, 10, "outage 10 s"),
-                     lambda: hot_resource(h, 300 if quick else 1000),
-                     lambda: flooding(h, small, rng),
-                     lambda: spoofing(h, 50 if quick else 200)]
-        scenarios += [lambda: killed(h, small, rng),
-                      lambda: outage(h, 100 if quick else 300, rng, stack.outage_beyond_retries(state),
-                                     "outage > retries")]
-        for scenario in scenarios:
+        loaded = 300 if quick else small  # the issue's paced burst: 300 updates with upsert killed halfway
+        scenarios = [("burst", lambda: burst(h, events, rng)),
+                     ("outage 10 s", lambda: outage(h, small, rng, 10, "outage 10 s")),
+                     ("hot resource", lambda: hot_resource(h, 300 if quick else 1000)),
+                     ("flooding provider", lambda: flooding(h, small, rng)),
+                     ("spoofed provider", lambda: spoofing(h, 50 if quick else 200))]
+        scenarios += [("function killed", lambda: killed(h, small, rng)),
+                      ("server killed under load", lambda: killed_under_load(h, loaded, rng, "server")),
+                      ("worker killed under load", lambda: killed_under_load(h, loaded, rng, "worker")),
+                      ("outage > retries", lambda: outage(h, 100 if quick else 300, rng,
+                                                          stack.outage_beyond_retries(state), "outage > retries"))]
+        for name, scenario in scenarios:
+            if not selected(name, only):
+                continue
             h.reset()
             row = scenario()
             rows.append(row)
             print(row.line(), flush=True)
     finally:
         stack.down()
-    row = fuzz(events)
-    rows.append(row)
-    print(row.line(), flush=True)
+    if selected("fuzz (hypothesis)", only):
+        row = fuzz(events)
+        rows.append(row)
+        print(row.line(), flush=True)
     return rows
 
 
@@ -442,10 +521,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=10_000, help="messages in the burst and fuzz inputs")
     parser.add_argument("--quick", action="store_true", help="a short run (CI): 300 events")
     parser.add_argument("--write", type=Path, default=None, help="write the table as Markdown here")
+    parser.add_argument("--only", action="append", metavar="SCENARIO",
+                        help="run only the scenarios whose name contains this (repeatable), e.g. --only 'under load'")
     args = parser.parse_args(argv)
     events = 300 if args.quick else args.events
     print(HEADER, flush=True)
-    rows = run(events, args.quick)
+    rows = run(events, args.quick, args.only)
     if args.write:
         args.write.write_text(markdown(rows, events))
         print(f"wrote {args.write}")

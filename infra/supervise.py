@@ -73,9 +73,10 @@ def become_subreaper() -> bool:
         return False
 
 
-def children() -> list[int]:
-    """The pids of this process's living children (a dead server's orphans, once it is a subreaper)."""
-    me, found = os.getpid(), []
+def children(of: int | None = None) -> list[int]:
+    """The pids of the living children of process ``of`` (default: this one, whose children are a dead
+    server's orphans once it is a subreaper; of a gunicorn server: its workers)."""
+    me, found = of or os.getpid(), []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue

@@ -1,7 +1,9 @@
 # The status API and dashboard: the function `api`, declared `http: true` in
 # infra/topology.yaml (every function so declared is handled the same way).
-# It is the read side: it reads Firestore (roles/datastore.viewer, topology.tf
-# function_access) and never publishes or writes.
+# It reads what it serves from Firestore and writes there only to register
+# webhook callbacks (roles/datastore.user on this stack's database: Firestore
+# has no per-collection IAM; topology.tf function_access). It reads the keyring
+# that encrypts the callbacks' signing secrets (secrets.tf) and never publishes.
 #
 # It is private. Pub/Sub never calls it (no push subscription) and the push
 # invoker may not invoke it (functions.tf); the only members with

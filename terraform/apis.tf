@@ -12,7 +12,8 @@ locals {
     "iamcredentials.googleapis.com", # OIDC tokens minted for the push invoker
     "logging.googleapis.com",
     "pubsub.googleapis.com",
-    "run.googleapis.com", # gen2 functions run on Cloud Run
+    "run.googleapis.com",           # gen2 functions run on Cloud Run
+    "secretmanager.googleapis.com", # the webhook signing keys (secrets.tf)
     "storage.googleapis.com",
   ]
 }

@@ -53,6 +53,10 @@ locals {
   # shared/runtime/clients.py opens firestore.Client(project=...): the (default) database.
   firestore_database = "(default)"
 
+  # The IAM condition of every Firestore grant (iam.tf): this database only. Firestore evaluates IAM
+  # conditions on the database (resource.name projects/P/databases/D), not on collections or documents.
+  firestore_iam_condition = "resource.name == \"projects/${var.project_id}/databases/${local.firestore_database}\""
+
   # collection => TTL field. Firestore deletes a document (within about a day)
   # once this timestamp is past; the code sets it on every write.
   firestore_ttl_fields = {

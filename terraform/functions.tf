@@ -26,6 +26,22 @@ locals {
   }
 
   source_bucket_name = coalesce(var.source_bucket_name, "${var.project_id}-${var.name_prefix}-sources")
+
+  # function => the settings only some functions get. A pushed function checks
+  # every push token against its audience (its own URL) and the push invoker's
+  # email, and refuses to start without them (shared/runtime/auth.py); the api
+  # takes no push (the Cloud Run invoker check is its authentication, api.tf)
+  # and gets neither. notify and the api are told where the keyring of the
+  # webhook signing keys is (secrets.tf); no other function may read it.
+  function_env = {
+    for name, f in local.functions : name => merge(
+      f.http ? {} : {
+        DCM_PUSH_AUDIENCE        = local.function_urls[name]
+        DCM_PUSH_SERVICE_ACCOUNT = google_service_account.push_invoker.email
+      },
+      contains(local.callback_key_functions, name) ? { DCM_CALLBACK_KEYS_SECRET = local.callback_keys_secret_version } : {},
+    )
+  }
 }
 
 resource "google_storage_bucket" "sources" {
@@ -101,10 +117,9 @@ resource "google_cloudfunctions2_function" "function" {
     max_instance_request_concurrency = each.value.settings.max_instance_request_concurrency
     timeout_seconds                  = each.value.settings.timeout_seconds
 
-    # shared/runtime/settings.py. The push token is verified (audience, issuer, invoker
-    # email): DCM_LOCAL_MODE, which turns that off for the emulator stack, is
-    # never set here. The api verifies no push token (the Cloud Run invoker
-    # check is its authentication): the push settings it is given are unused.
+    # shared/runtime/settings.py: the same for every function, then its own
+    # (local.function_env). DCM_LOCAL_MODE, which turns the push token check
+    # off for the emulator stack, is never set here (and is refused on Cloud Run).
     environment_variables = merge(local.topology_env, {
       DCM_PROJECT                = var.project_id
       DCM_LEDGER_TTL_DAYS        = tostring(var.ledger_ttl_days)
@@ -113,8 +128,6 @@ resource "google_cloudfunctions2_function" "function" {
       DCM_MAX_CLOCK_SKEW_SECONDS = tostring(var.max_clock_skew_seconds)
       DCM_HOOK_TIMEOUT_SECONDS   = tostring(var.hook_timeout_seconds)
       DCM_CALLBACK_CONCURRENCY   = tostring(var.callback_concurrency)
-      DCM_PUSH_AUDIENCE          = local.function_urls[each.key]
-      DCM_PUSH_SERVICE_ACCOUNT   = google_service_account.push_invoker.email
       # A live change stream of the api (GET /v1/changes/stream) ends by itself
       # before the request timeout would cut it (a 504): its last wait for news
       # lasts up to 15 s (shared/api/feed.py), hence the 20 s margin; EventSource
@@ -123,7 +136,7 @@ resource "google_cloudfunctions2_function" "function" {
       # functions-framework runs one gunicorn worker with THREADS threads:
       # as many as the requests an instance is given.
       THREADS = tostring(each.value.settings.max_instance_request_concurrency)
-    })
+    }, local.function_env[each.key])
   }
 
   lifecycle {
@@ -132,8 +145,8 @@ resource "google_cloudfunctions2_function" "function" {
       error_message = "Function ${each.key} has no entry in local.function_access (terraform/topology.tf): declare what its service account may do."
     }
     precondition {
-      condition     = contains(["none", "read", "write"], try(local.function_access[each.key].firestore, ""))
-      error_message = "local.function_access.${each.key}.firestore (terraform/topology.tf) must be \"none\", \"read\" or \"write\"."
+      condition     = contains(["none", "read", "append", "write"], try(local.function_access[each.key].firestore, ""))
+      error_message = "local.function_access.${each.key}.firestore (terraform/topology.tf) must be \"none\", \"read\", \"append\" or \"write\"."
     }
     precondition {
       condition     = !each.value.http || length(try(local.function_access[each.key].publishes, [])) == 0
@@ -153,6 +166,8 @@ resource "google_cloudfunctions2_function" "function" {
     google_project_service.api,
     google_project_iam_member.build,
     google_project_iam_member.function_firestore,
+    google_secret_manager_secret_iam_member.callback_keys_accessor,
+    google_secret_manager_secret_version.callback_keys_initial,
   ]
 }
 

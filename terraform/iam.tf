@@ -1,9 +1,11 @@
 # Identities, each with only what it needs:
 #
 #   function/<name>  runtime of one function: publish to the topics its use
-#                    case writes, Firestore read/write if it stores, read
-#                    only if it only reads (the api) (topology.tf:
-#                    function_access). Nothing else.
+#                    case writes; Firestore as its code uses it (read, append
+#                    only, or read/write), on this stack's database only; the
+#                    webhook signing keys for notify and the api only
+#                    (topology.tf: function_access; secrets.tf). Nothing else.
+#                    docs/deploy.md has the table of who reads and writes what.
 #   push invoker     the identity Pub/Sub signs push requests as; may invoke
 #                    the pushed functions (not the api), nothing else.
 #   api_invokers     people and tools allowed to call the status API (api.tf).
@@ -40,14 +42,43 @@ resource "google_service_account" "function" {
   }
 }
 
-# roles/datastore.user (read and write documents) or roles/datastore.viewer
-# (read only: the api), as function_access says.
+# Firestore access of function_access => the role that grants it ("none": no grant).
+locals {
+  firestore_roles = {
+    read   = "roles/datastore.viewer"
+    append = google_project_iam_custom_role.firestore_append.name
+    write  = "roles/datastore.user"
+  }
+}
+
+# Create documents, and nothing else: no read, update or delete (a create is a
+# commit with the precondition exists=false: datastore.entities.create). The
+# audit function's records: it can neither read what others store (webhook
+# callbacks included) nor change a record once written.
+resource "google_project_iam_custom_role" "firestore_append" {
+  project     = var.project_id
+  role_id     = "${replace(var.name_prefix, "-", "_")}_firestore_append"
+  title       = "dcm-status Firestore append only"
+  description = "Create Firestore documents; never read, update or delete one (the dcm-status audit records)."
+  permissions = ["datastore.entities.create"]
+}
+
+# Firestore IAM is granted on the project, for every collection (there is no
+# per-collection IAM); the condition keeps each grant to this stack's
+# database. What must stay secret in Firestore (webhook signing secrets) is
+# encrypted with a key that only notify and the api may read (secrets.tf).
 resource "google_project_iam_member" "function_firestore" {
   for_each = { for fn, access in local.function_access : fn => access if access.firestore != "none" && contains(keys(local.functions), fn) }
 
   project = var.project_id
   role    = local.firestore_roles[each.value.firestore]
   member  = google_service_account.function[each.key].member
+
+  condition {
+    title       = "dcm-status database only"
+    description = "Documents of the ${local.firestore_database} Firestore database only."
+    expression  = local.firestore_iam_condition
+  }
 }
 
 # ---- push invoker ------------------------------------------------------------

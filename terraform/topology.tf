@@ -94,34 +94,40 @@ locals {
 
   # What each function's own service account may do, and nothing more.
   # publishes: topic keys of the declaration (a per-provider key would mean
-  # every provider's topic). firestore: "none", "read" (read documents, run
-  # queries and listeners: roles/datastore.viewer) or "write" (read and write
-  # documents: roles/datastore.user). Every pushed function but deadletter
-  # dead-letters the messages it rejects (shared/runtime/entrypoint.py), so it
-  # publishes to deadletter; the deadletter function never publishes (replay
-  # runs with the operator's identity, from the CLI). notify publishes the
-  # webhook deliveries of both lanes (callbacks, callbacks_retry). The api (HTTP)
-  # never publishes: it answers a bad request itself; it writes Firestore only
-  # to register webhook callbacks (shared/api/callbacks.py). The sweep publishes the
-  # updates it synthesises (reconciliation) to upsert's topic. A function missing
-  # here, or an unknown firestore value, fails the plan (preconditions in
-  # functions.tf).
+  # every provider's topic). firestore: what it does with documents, granted on
+  # the project's Firestore database only (iam.tf: firestore_roles, an IAM
+  # condition on the database name; Firestore has no per-collection IAM):
+  # "none"; "read" (read documents, run queries and listeners:
+  # roles/datastore.viewer); "append" (create documents, never read, change or
+  # delete one: a custom role); "write" (read and write documents:
+  # roles/datastore.user). callback_keys: may read the keyring that encrypts
+  # the webhook signing secrets stored in Firestore (secrets.tf): the only
+  # functions that sign or register callbacks. Every pushed function but
+  # deadletter dead-letters the messages it rejects
+  # (shared/runtime/entrypoint.py), so it publishes to deadletter; the
+  # deadletter function never publishes (replay runs with the operator's
+  # identity, from the CLI). notify publishes the webhook deliveries of both
+  # lanes (callbacks, callbacks_retry). The api (HTTP) never publishes: it
+  # answers a bad request itself; it reads what it serves and writes Firestore
+  # only to register webhook callbacks (shared/api/callbacks.py). audit only
+  # creates its records (shared/audit/handler.py). The sweep publishes the
+  # updates it synthesises (reconciliation) to upsert's topic. A function
+  # missing here, or an unknown firestore value, fails the plan
+  # (preconditions in functions.tf).
   function_access = {
-    ingest     = { publishes = ["normalized", "deadletter"], firestore = "none" }
-    upsert     = { publishes = ["changed", "deadletter"], firestore = "write" }
-    deadletter = { publishes = [], firestore = "write" }
-    billing    = { publishes = ["deadletter"], firestore = "write" }
-    audit      = { publishes = ["deadletter"], firestore = "write" }
-    notify     = { publishes = ["callbacks", "callbacks_retry", "deadletter"], firestore = "write" }
-    api        = { publishes = [], firestore = "write" }
-    sweep      = { publishes = ["normalized", "providers", "deadletter"], firestore = "write" }
+    ingest     = { publishes = ["normalized", "deadletter"], firestore = "none", callback_keys = false }
+    upsert     = { publishes = ["changed", "deadletter"], firestore = "write", callback_keys = false }
+    deadletter = { publishes = [], firestore = "write", callback_keys = false }
+    billing    = { publishes = ["deadletter"], firestore = "write", callback_keys = false }
+    audit      = { publishes = ["deadletter"], firestore = "append", callback_keys = false }
+    notify     = { publishes = ["callbacks", "callbacks_retry", "deadletter"], firestore = "write", callback_keys = true }
+    api        = { publishes = [], firestore = "write", callback_keys = true }
+    sweep      = { publishes = ["normalized", "providers", "deadletter"], firestore = "write", callback_keys = false }
   }
 
-  # firestore access of function_access => the project role that grants it ("none": no grant).
-  firestore_roles = {
-    read  = "roles/datastore.viewer"
-    write = "roles/datastore.user"
-  }
+  # The functions that hold the webhook signing keys (secrets.tf): access to the secret, and its name in
+  # DCM_CALLBACK_KEYS_SECRET.
+  callback_key_functions = sort([for fn, access in local.function_access : fn if access.callback_keys && contains(keys(local.functions), fn)])
 
   # "function/topic key" => grant of roles/pubsub.publisher
   function_publisher_grants = merge([

@@ -304,6 +304,25 @@ variable "build_service_account" {
   default     = null
 }
 
+# ---- webhook signing keys (secrets.tf) -------------------------------------
+
+variable "callback_keys_secret_id" {
+  description = "Secret Manager secret holding the keyring that encrypts the webhook signing secrets stored in Firestore (DCM_CALLBACK_KEYS_SECRET of notify and the api, the only identities that may read it)."
+  type        = string
+  default     = "dcm-callback-keys"
+
+  validation {
+    condition     = can(regex("^[a-zA-Z0-9_-]{1,255}$", var.callback_keys_secret_id))
+    error_message = "callback_keys_secret_id must be 1-255 letters, digits, hyphens or underscores (a Secret Manager secret id)."
+  }
+}
+
+variable "create_callback_keys_version" {
+  description = "Create the first keyring version (one random 32-byte key) with Terraform: it is then also in the Terraform state. false: add the first version yourself (docs/deploy.md, \"Webhook signing keys\") before the functions start."
+  type        = bool
+  default     = true
+}
+
 # ---- Firestore -----------------------------------------------------------
 
 variable "create_firestore_database" {

@@ -10,6 +10,7 @@ carry the security properties the design needs.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
@@ -226,13 +227,36 @@ def test_functions_are_deployed_from_hash_named_zips_with_their_own_identity(con
     assert config.resource("google_service_account", "function")["for_each"] == "${local.functions}"
 
 
+def evaluate_with(expression: str, stand_ins: dict[str, str], terraform: str, **variables):
+    """An expression of a file that uses resources, evaluated by ``terraform console`` (tf.evaluate) with each
+    reference to a resource replaced by a stand-in value."""
+    assert expression.startswith("${") and expression.endswith("}"), expression
+    body = expression[2:-1]
+    for reference, value in stand_ins.items():
+        assert reference in body, f"{reference} not in {body}"
+        body = body.replace(reference, value)
+    return tf.evaluate({"value": body}, variables, terraform)["value"]
+
+
+PUSH_INVOKER = "push-invoker@dcm-test-project.iam.gserviceaccount.com"
+KEYS_SECRET = "projects/dcm-test-project/secrets/dcm-callback-keys/versions/latest"
+
+
+def function_env(config: tf.Config, terraform: str) -> dict[str, dict[str, str]]:
+    """local.function_env as Terraform computes it: function => the settings only it gets."""
+    return evaluate_with(config.locals["function_env"], {
+        "local.function_urls[name]": '"https://${name}.example"',
+        "google_service_account.push_invoker.email": f'"{PUSH_INVOKER}"',
+        "local.callback_keys_secret_version": f'"{KEYS_SECRET}"'}, terraform)
+
+
 def test_functions_verify_the_push_token_in_production(config: tf.Config):
     env = block(config.resource("google_cloudfunctions2_function", "function"), "service_config")[
         "environment_variables"]
-    assert env.startswith("${merge(local.topology_env, {") and env.endswith("})}")
-    assigned = dict(re.findall(r"(\w+) = ([^,}]+)", env))
+    assert env.startswith("${merge(local.topology_env, {") and env.endswith("}, local.function_env[each.key])}")
+    assigned = dict(re.findall(r"(\w+) = ([^,}]+)", env + config.locals["function_env"]))
     assert assigned["DCM_PROJECT"] == "var.project_id"
-    assert assigned["DCM_PUSH_AUDIENCE"] == "local.function_urls[each.key]", "audience = the push token's audience"
+    assert assigned["DCM_PUSH_AUDIENCE"] == "local.function_urls[name]", "audience = the push token's audience"
     assert assigned["DCM_PUSH_SERVICE_ACCOUNT"] == "google_service_account.push_invoker.email"
     assert assigned["DCM_LEDGER_TTL_DAYS"] == "tostring(var.ledger_ttl_days)", "the api's change feed retention"
     # a live stream of the api ends before the request timeout (shared/api/feed.py waits 15 s at most)
@@ -248,6 +272,24 @@ def test_functions_verify_the_push_token_in_production(config: tf.Config):
     set_here = set(assigned) | set(topo.load().env())
     assert read_by_code - not_in_production <= set_here, sorted(read_by_code - not_in_production - set_here)
     assert "DCM_LOCAL_MODE" in read_by_code
+
+
+def test_every_pushed_function_gets_its_push_settings_and_only_notify_and_the_api_the_keys(config, terraform):
+    """A pushed function refuses to start without its push settings (shared/runtime/auth.py); the api takes no
+    push and gets none; the keyring's name goes where the key may be read (secrets.tf)."""
+    got = function_env(config, terraform)
+    pushed, http = set(topo.load().functions) - set(topo.load().http_functions), set(topo.load().http_functions)
+    assert set(got) == pushed | http
+    for name in pushed:
+        assert got[name]["DCM_PUSH_AUDIENCE"] == f"https://{name}.example", name  # its own URL: the OIDC audience
+        assert got[name]["DCM_PUSH_SERVICE_ACCOUNT"] == PUSH_INVOKER, name
+    for name in http:
+        assert "DCM_PUSH_AUDIENCE" not in got[name] and "DCM_PUSH_SERVICE_ACCOUNT" not in got[name], name
+    assert {name for name, env in got.items() if env.get("DCM_CALLBACK_KEYS_SECRET") == KEYS_SECRET} == \
+        {"api", "notify"}
+    assert {name for name, env in got.items() if "DCM_CALLBACK_KEYS_SECRET" in env} == {"api", "notify"}
+    assert config.locals["callback_keys_secret_version"] == \
+        "${google_secret_manager_secret.callback_keys.id}/versions/latest"
 
 
 def test_local_mode_is_set_nowhere():
@@ -338,7 +380,7 @@ def test_publishers_are_scoped_to_their_topics(config: tf.Config):
 
 def test_function_grants_follow_what_each_use_case_does(terraform):
     got = tf.evaluate({"grants": "local.function_publisher_grants", "access": "local.function_access",
-                       "functions": "local.functions", "roles": "local.firestore_roles"}, terraform=terraform)
+                       "functions": "local.functions"}, terraform=terraform)
     http = set(topo.load().http_functions)
     publishes: dict[str, set[str]] = {name: set() for name in got["functions"]}
     for g in got["grants"].values():  # a per-provider topic's key is "{key}-{provider}"
@@ -352,14 +394,106 @@ def test_function_grants_follow_what_each_use_case_does(terraform):
         assert not any(t.startswith("ingress") for t in topics), f"{name} may not pose as a provider"
         if name != "deadletter" and name not in http:
             assert "deadletter" in topics, f"{name} dead-letters what it rejects (shared/entrypoint.py)"
-    assert got["roles"] == {"read": "roles/datastore.viewer", "write": "roles/datastore.user"}
     firestore = {name: a["firestore"] for name, a in got["access"].items()}
-    assert set(firestore.values()) <= {"none", "read", "write"}
+    assert set(firestore.values()) <= {"none", "read", "append", "write"}
     assert firestore["ingest"] == "none"
-    assert {firestore[n] for n in ("upsert", "deadletter", "billing", "audit", "notify")} == {"write"}
+    assert {firestore[n] for n in ("upsert", "deadletter", "billing", "notify", "sweep")} == {"write"}
+    assert firestore["audit"] == "append", "audit only creates its records (shared/audit/handler.py)"
     assert publishes["notify"] == {"callbacks", "callbacks_retry", "deadletter"}, "both delivery lanes"
     # the api never publishes; it writes Firestore to register webhook callbacks (shared/api/callbacks.py)
     assert http == {"api"} and firestore["api"] == "write" and not publishes["api"]
+
+
+def test_firestore_grants_are_what_each_function_does_on_this_database_only(config: tf.Config, terraform):
+    """Firestore IAM is per project (no per-collection IAM): each grant is kept to the stack's database by an IAM
+    condition, and a function that only creates documents (audit) gets a role that cannot read one."""
+    assert config.locals["firestore_roles"] == {"read": "roles/datastore.viewer",
+                                                "append": "${google_project_iam_custom_role.firestore_append.name}",
+                                                "write": "roles/datastore.user"}
+    append = config.resource("google_project_iam_custom_role", "firestore_append")
+    assert append["permissions"] == ["datastore.entities.create"], "create only: no get, list, update, delete"
+    grant = config.resource("google_project_iam_member", "function_firestore")
+    condition = block(grant, "condition")
+    assert condition["expression"] == "${local.firestore_iam_condition}"
+    got = tf.evaluate({"condition": "local.firestore_iam_condition"}, terraform=terraform)
+    assert got["condition"] == 'resource.name == "projects/dcm-test-project/databases/(default)"'
+
+
+def grants_to_functions(config: tf.Config) -> dict[tuple[str, str], dict]:
+    """Every IAM grant whose member is a function's own service account."""
+    return {key: body for key, body in config.resources.items()
+            if "_iam_" in key[0] and "google_service_account.function[" in str(body.get("member", ""))}
+
+
+def test_function_identities_have_no_grant_beyond_what_their_code_does(config: tf.Config):
+    """The api (and every function) gets: Firestore on this database as function_access says, publisher on the
+    topics it publishes to (none for the api), the keyring's secret if it holds the keys. No other role, and no
+    project-wide role but Firestore's (which Google grants per project or database only)."""
+    grants = grants_to_functions(config)
+    assert sorted(grants) == [("google_project_iam_member", "function_firestore"),
+                              ("google_pubsub_topic_iam_member", "function_publisher"),
+                              ("google_secret_manager_secret_iam_member", "callback_keys_accessor")]
+    firestore = grants[("google_project_iam_member", "function_firestore")]
+    assert block(firestore, "condition")["expression"] == "${local.firestore_iam_condition}", \
+        "the api's (and each function's) Firestore role reaches this stack's database only"
+    assert grants[("google_secret_manager_secret_iam_member", "callback_keys_accessor")]["role"] == \
+        "roles/secretmanager.secretAccessor"
+    api = (REPO_ROOT / "terraform" / "api.tf").read_text()
+    assert "datastore.viewer" not in api, "api.tf must say what the api is granted (function_access: write)"
+
+
+def test_only_notify_and_the_api_can_read_the_callback_keys(config: tf.Config, terraform):
+    assert tf.evaluate({"fns": "local.callback_key_functions"}, terraform=terraform)["fns"] == ["api", "notify"]
+    secret = config.resource("google_secret_manager_secret", "callback_keys")
+    assert secret["secret_id"] == "${var.callback_keys_secret_id}"
+    assert config.variables["callback_keys_secret_id"]["default"] == "dcm-callback-keys"
+    assert block(secret, "replication") == {"auto": [{}]}
+    accessor = config.resource("google_secret_manager_secret_iam_member", "callback_keys_accessor")
+    assert accessor["for_each"] == "${toset(local.callback_key_functions)}"
+    assert accessor["secret_id"] == "${google_secret_manager_secret.callback_keys.secret_id}"
+    assert accessor["member"] == "${google_service_account.function[each.key].member}"
+    # nothing else grants anything on a secret, or a Secret Manager role anywhere
+    secret_grants = [key for key, body in config.resources.items()
+                     if key[0].startswith("google_secret_manager_secret_iam") or "secretmanager" in str(body.get("role"))]
+    assert secret_grants == [("google_secret_manager_secret_iam_member", "callback_keys_accessor")]
+    assert "secretmanager.googleapis.com" in tf.parse(tf.TF_DIR / "apis.tf")["locals"][0]["apis"]
+    fn = config.resource("google_cloudfunctions2_function", "function")
+    assert "${google_secret_manager_secret_iam_member.callback_keys_accessor}" in fn["depends_on"], \
+        "a function starts once it may read its keys"
+
+
+def test_the_first_keyring_is_32_random_bytes_that_terraform_never_destroys(config: tf.Config, terraform):
+    key = config.resource("random_bytes", "callback_key")
+    assert key["length"] == 32 and key["count"] == "${var.create_callback_keys_version ? 1 : 0}"
+    version = config.resource("google_secret_manager_secret_version", "callback_keys_initial")
+    assert version["secret"] == "${google_secret_manager_secret.callback_keys.id}"
+    assert version["deletion_policy"] == "ABANDON", "destroying the resource must not destroy a key in use"
+    assert block(version, "lifecycle")["ignore_changes"] == ["secret_data"], "rotation adds versions by hand"
+    stand_in = base64.b64encode(bytes(range(32))).decode()
+    keyring = json.loads(evaluate_with(version["secret_data"],
+                                       {"random_bytes.callback_key[0].base64": f'"{stand_in}"'}, terraform))
+    assert set(keyring) == {"primary", "keys"} and keyring["primary"] in keyring["keys"]
+    assert [len(base64.b64decode(k)) for k in keyring["keys"].values()] == [32]
+    versions = tf.parse(tf.TF_DIR / "versions.tf")["terraform"][0]["required_providers"][0]
+    assert versions["random"] == {"source": "hashicorp/random", "version": "~> 3.6"}, "random_bytes: 3.6+"
+
+
+def test_deploy_doc_says_who_reads_and_writes_what(terraform):
+    """docs/deploy.md's access table names, for every function, the Firestore access Terraform grants it and
+    whether it may read the webhook signing keys."""
+    got = tf.evaluate({"access": "local.function_access"}, terraform=terraform)["access"]
+    text = (REPO_ROOT / "docs" / "deploy.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `") else []
+        if len(cells) >= 5 and cells[0].strip("`") in got:
+            rows[cells[0].strip("`")] = cells
+    assert set(rows) == set(got), f"docs/deploy.md: one row per function, got {sorted(rows)}"
+    words = {"none": "none", "read": "read", "append": "create only", "write": "read and write"}
+    for name, access in got.items():
+        firestore, keys = rows[name][1], rows[name][4]
+        assert firestore.startswith(words[access["firestore"]]), (name, firestore)
+        assert keys.startswith("yes" if access["callback_keys"] else "no"), (name, keys)
 
 
 def test_pubsub_service_agent_can_dead_letter(config: tf.Config):

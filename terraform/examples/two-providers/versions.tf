@@ -6,6 +6,10 @@ terraform {
       source  = "hashicorp/google"
       version = "~> 6.10"
     }
+    random = {
+      source  = "hashicorp/random"
+      version = "~> 3.6" # random_bytes: the first webhook signing key (secrets.tf)
+    }
   }
 
   backend "gcs" {}

@@ -164,6 +164,37 @@ def test_a_hook_is_verified_against_its_own_host_name_on_the_vetted_address(tls_
     assert len(_Hook.got) == 1
 
 
+class _Plain(BaseHTTPRequestHandler):
+    got: list[tuple[str, dict[str, str]]] = []
+
+    def do_POST(self):  # noqa: N802 - the library's name
+        self.rfile.read(int(self.headers["content-length"]))
+        _Plain.got.append((self.requestline, {k.lower(): v for k, v in self.headers.items()}))
+        self.send_response(204)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("tail", ["/cb\r\nX-Injected: 1", "/cb%0d%0aX-Injected:%201",
+                                  "/a b?x=1 HTTP/1.1\r\nX-Injected: 1\r\n\r\n"])
+def test_a_hook_url_cannot_add_a_header_or_a_request_line(tail):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Plain)
+    _Plain.got = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        egress.post(f"http://hooks.example:{server.server_address[1]}{tail}", b"{}", {}, 5, True,
+                    lambda host, p: ["127.0.0.1"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(_Plain.got) == 1  # sent, as one request
+    for line, headers in _Plain.got:
+        assert "x-injected" not in headers and line.count(" HTTP/1.1") == 1 and line.endswith(" HTTP/1.1")
+
+
 # ---- signing secrets and signatures ------------------------------------------------------------
 def test_a_signing_secret_is_32_bytes_from_the_secrets_module(monkeypatch):
     secret = callback.new_secret()

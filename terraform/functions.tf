@@ -128,6 +128,15 @@ resource "google_cloudfunctions2_function" "function" {
       DCM_MAX_CLOCK_SKEW_SECONDS = tostring(var.max_clock_skew_seconds)
       DCM_HOOK_TIMEOUT_SECONDS   = tostring(var.hook_timeout_seconds)
       DCM_CALLBACK_CONCURRENCY   = tostring(var.callback_concurrency)
+      DCM_HOOK_PORTS             = join(",", var.hook_ports)
+      # the api's guards (shared/api/identity.py, shared/api/app.py)
+      DCM_API_ADMINS                 = join(",", var.api_admins)
+      DCM_API_IAP                    = tostring(var.api_iap)
+      DCM_MAX_CALLBACKS_PER_CALLER   = tostring(var.max_callbacks_per_caller)
+      DCM_MAX_CALLBACKS              = tostring(var.max_callbacks)
+      DCM_MIN_ROTATION_GRACE_SECONDS = tostring(var.min_rotation_grace_seconds)
+      DCM_MAX_STREAMS                = tostring(var.max_streams)
+      DCM_MAX_STREAMS_PER_CALLER     = tostring(var.max_streams_per_caller)
       # A live change stream of the api (GET /v1/changes/stream) ends by itself
       # before the request timeout would cut it (a 504): its last wait for news
       # lasts up to 15 s (shared/api/feed.py), hence the 20 s margin; EventSource

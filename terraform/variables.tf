@@ -292,6 +292,89 @@ variable "api_ingress_settings" {
   }
 }
 
+variable "api_admins" {
+  description = "Identities (emails) that may change any webhook callback through the status API, not only the ones they registered (DCM_API_ADMINS, shared/api/identity.py). To reach the api at all they must also be in api_invokers (or a group of it)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.api_admins : can(regex("^[^\\s,]+@[^\\s,]+$", a))])
+    error_message = "api_admins must be emails (no spaces or commas), e.g. alice@example.com."
+  }
+}
+
+variable "api_iap" {
+  description = "The api is behind Identity-Aware Proxy: the caller is the X-Goog-Authenticated-User-Email IAP sets (DCM_API_IAP). Leave false unless IAP is in front of it: without IAP any invoker could set that header."
+  type        = bool
+  default     = false
+}
+
+variable "max_callbacks_per_caller" {
+  description = "Webhook callbacks one caller may have registered at once (DCM_MAX_CALLBACKS_PER_CALLER); one more is refused with a 409."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.max_callbacks_per_caller >= 1
+    error_message = "max_callbacks_per_caller must be 1 or more."
+  }
+}
+
+variable "max_callbacks" {
+  description = "Webhook callbacks registered at once, all callers together (DCM_MAX_CALLBACKS): every change is delivered to each matching one."
+  type        = number
+  default     = 10000
+
+  validation {
+    condition     = var.max_callbacks >= 1
+    error_message = "max_callbacks must be 1 or more."
+  }
+}
+
+variable "min_rotation_grace_seconds" {
+  description = "Least time a rotated webhook signing secret keeps signing beside the new one (DCM_MIN_ROTATION_GRACE_SECONDS)."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.min_rotation_grace_seconds >= 0
+    error_message = "min_rotation_grace_seconds must be 0 or more."
+  }
+}
+
+variable "max_streams" {
+  description = "Live change streams (GET /v1/changes/stream) one api instance keeps open at once (DCM_MAX_STREAMS); more are answered 429."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.max_streams >= 1
+    error_message = "max_streams must be 1 or more."
+  }
+}
+
+variable "max_streams_per_caller" {
+  description = "Live change streams one caller may keep open on one api instance (DCM_MAX_STREAMS_PER_CALLER)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.max_streams_per_caller >= 1
+    error_message = "max_streams_per_caller must be 1 or more."
+  }
+}
+
+variable "hook_ports" {
+  description = "Ports a webhook may be called on besides 443 (DCM_HOOK_PORTS, docs/callbacks.md). Default: none."
+  type        = list(number)
+  default     = []
+
+  validation {
+    condition     = alltrue([for port in var.hook_ports : port >= 1 && port <= 65535 && floor(port) == port])
+    error_message = "hook_ports must be TCP ports (1-65535)."
+  }
+}
+
 variable "source_bucket_name" {
   description = "Bucket holding the function deploy zips. Default: <project_id>-<name_prefix>-sources."
   type        = string

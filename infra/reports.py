@@ -14,7 +14,7 @@ from shared.runtime import firestore as fs
 
 def pipeline_outcome(db, entry: Mapping[str, Any]) -> str | None:
     """'applied' / 'stale' once the event a dead-letter entry carries reached the state store."""
-    identity = event_identity_of(entry.get("data", b""), stored_attributes(entry))
+    identity = event_identity_of(entry.get("data", b""), stored_attributes(entry), entry.get("provider"))
     if not identity:
         return None
     snap = db.collection(LEDGER).document(identity).get(**fs.read_options())

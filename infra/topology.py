@@ -57,6 +57,7 @@ class Topology:
     freshness: Mapping[str, Any] = field(default_factory=dict)  # how often providers report, by default
     flapping: Mapping[str, Any] = field(default_factory=dict)  # how many changes in what window is flapping
     http_functions: tuple[str, ...] = ()  # called over HTTP by people and tools, not pushed to
+    ingress_subscriptions: tuple[str, ...] = ("dcm-ingest-{provider}",)  # the subscriptions on each ingress topic
 
     def topic(self, key: str, provider: str | None = None) -> str:
         return next(t.name for t in self.topics if t.key == key and t.provider == provider)
@@ -76,6 +77,8 @@ class Topology:
             "DCM_FRESHNESS": json.dumps(self.freshness, separators=(",", ":"), sort_keys=True),
             "DCM_FLAPPING": json.dumps(self.flapping, separators=(",", ":"), sort_keys=True),
             "DCM_TOPIC_PROVIDERS": self.topic("providers"),
+            "DCM_TOPIC_REPLAY": self.topic("replay"),
+            "DCM_INGRESS_SUBSCRIPTION": ",".join(self.ingress_subscriptions),
         }
 
 
@@ -127,6 +130,7 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         deadletter_topic=doc["topics"]["deadletter"]["name"],
         ingress_template=doc["topics"]["ingress"]["name"],
         normalized_template=doc["topics"]["normalized"]["name"],
+        ingress_subscriptions=tuple(s["name"] for s in doc["subscriptions"] if s["topic"] == "ingress"),
         provider_profiles=doc.get("provider_profiles") or {},
         freshness=doc.get("freshness") or {},
         flapping=doc.get("flapping") or {},

@@ -151,5 +151,7 @@ locals {
     DCM_FRESHNESS                 = jsonencode(try(local.topology.freshness, {}))
     DCM_FLAPPING                  = jsonencode(try(local.topology.flapping, {}))
     DCM_TOPIC_PROVIDERS           = local.topology.topics.providers.name
+    DCM_TOPIC_REPLAY              = local.topology.topics.replay.name
+    DCM_INGRESS_SUBSCRIPTION      = join(",", [for s in local.topology.subscriptions : s.name if s.topic == "ingress"])
   }
 }

@@ -14,6 +14,7 @@ from infra.cli.output import JSON, WIDE, fields, table
 from infra.reports import pipeline_outcome
 from shared.api.queries import groups
 from shared.contracts import timeutil
+from shared.contracts.dead_letter import Origins
 from shared.deadletter.replay import Replayer, ReplayOutcome
 from shared.deadletter.store import DeadLetterStore
 
@@ -154,7 +155,9 @@ def replay(entry_ids, reason, provider, since, fingerprint, force, as_json):
     def topic_of(subscription: str) -> str:
         return subscriber.get_subscription(subscription=subscription).topic
 
-    replayer = Replayer(_store(conn), conn.publisher(), conn.project, topic_of)
+    topo = conn.topology  # a provider's message goes back through the replay topic, naming its ingress topic
+    origins = Origins(topo.ingress_template, topo.ingress_subscriptions, topo.topic("replay"))
+    replayer = Replayer(_store(conn), conn.publisher(), conn.project, topic_of, origins)
     results = []
     with Progress(disable=as_json or len(ids) < 2, transient=True) as progress:
         task = progress.add_task("replaying", total=len(ids))

@@ -1,5 +1,5 @@
 """The identities every contract shares: a resource's key, a CloudEvent's dedup
-identity, one Pub/Sub message, and Pub/Sub's byte limits on what it carries."""
+identity (per provider), one Pub/Sub message, and Pub/Sub's byte limits on what it carries."""
 
 from __future__ import annotations
 
@@ -54,8 +54,22 @@ class ResourceKey:
         return cls(provider, resource_type, unquote(rid))
 
 
-def event_identity(source: str, event_id: str) -> str:
-    """The deduplication key of a CloudEvent: its source and id, hashed (length-prefixed: unambiguous)."""
+def event_identity(provider: str, source: str, event_id: str) -> str:
+    """The deduplication key of a CloudEvent: the provider its ingress topic proves, its source and id,
+    hashed (length-prefixed: unambiguous).
+
+    The provider is part of it because ``source`` is the provider's own claim: without it, one provider
+    could publish another's next source+id on its own topic and have the other's real event answered
+    ``duplicate`` (issue 25, item 1). Only ever pass the provider ingest derived from the topic
+    (``StatusUpdate.key.provider``), never one the event names.
+    """
+    return hashlib.sha256(f"{len(provider)}:{provider}{len(source)}:{source}{event_id}".encode()).hexdigest()
+
+
+def legacy_event_identity(source: str, event_id: str) -> str:
+    """The dedup key ledger entries were written under before the provider was part of it: read (never
+    written) by upsert for an update that is not newer than the stored state, until those entries have
+    expired (the ledger's TTL after the deploy that changed the key; docs/lifecycle.md)."""
     return hashlib.sha256(f"{len(source)}:{source}{event_id}".encode()).hexdigest()
 
 

@@ -16,7 +16,7 @@ import orjson
 
 from . import limits
 from .errors import Reason, Rejected
-from .model import ResourceKey, event_identity
+from .model import ResourceKey, event_identity, legacy_event_identity
 from .schemas import SCHEMA_URI_PREFIX, registry
 
 VERSION = 1
@@ -59,8 +59,18 @@ class StatusUpdate:
 
     @property
     def dedup_id(self) -> str:
-        """Source and id (and part): a redelivered event is one update, each resource of one event its own."""
-        return event_identity(self.event_source, self.event_id if self.part is None else f"{self.event_id}#{self.part}")
+        """Provider (the ingress topic's), source and id (and part): a redelivered event is one update, each
+        resource of one event its own, and two providers' events are never one another's duplicate."""
+        return event_identity(self.key.provider, self.event_source, self._event_ref)
+
+    @property
+    def legacy_dedup_id(self) -> str:
+        """The ledger id an earlier version wrote for this event (source and id only): read, never written."""
+        return legacy_event_identity(self.event_source, self._event_ref)
+
+    @property
+    def _event_ref(self) -> str:
+        return self.event_id if self.part is None else f"{self.event_id}#{self.part}"
 
 
 

@@ -10,6 +10,7 @@ period). Nothing here retries forever.
 
 from __future__ import annotations
 
+from shared.contracts import dead_letter as dl
 from shared.contracts.model import PubSubMessage
 from shared.deadletter.store import DeadLetterStore, Recorded
 from shared.deadletter.triage import classify, unclassifiable
@@ -20,16 +21,18 @@ log = get_logger("deadletter")
 
 
 class DeadLetter:
-    def __init__(self, store: DeadLetterStore):
+    def __init__(self, store: DeadLetterStore, origins: dl.Origins = dl.Origins()):
         self.store = store
+        self.origins = origins
 
     @classmethod
     def build(cls, runtime: Runtime) -> "DeadLetter":
-        return cls(DeadLetterStore(runtime.firestore, runtime.settings.deadletter_ttl_days))
+        return cls(DeadLetterStore(runtime.firestore, runtime.settings.deadletter_ttl_days),
+                   dl.Origins.of(runtime.settings))
 
     def __call__(self, message: PubSubMessage) -> Recorded:
         try:
-            c = classify(message)
+            c = classify(message, self.origins)
         except Exception as exc:  # noqa: BLE001 - a dead letter is never retried for a bug in triage
             log.exception("triage failed; stored as unclassified", extra={"messageId": message.message_id})
             c = unclassifiable(message, exc)

@@ -9,12 +9,20 @@ Two kinds arrive on the dead-letter topic:
 Anything else is ``unclassified``. Each classification has a fingerprint
 (provider + reason + path/detail) so that ten thousand copies of one provider
 bug are one group.
+
+Pub/Sub's attributes are read first: Pub/Sub sets them when it dead-letters, and
+a rejection never carries them (``dead_letter.original_attributes``), whereas a
+message Pub/Sub gave up on carries whatever ``dcm-*`` attributes its publisher
+set. A replay marker (``dcm-replay-of``, which names the entry a failure comes
+back to) counts only when the message came through a topic no provider can
+publish to (``dead_letter.Origins``): the replay topic or an internal one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -28,6 +36,7 @@ from shared.contracts.schemas import registry
 from shared.contracts.status_report import decode
 
 _KNOWN = {r.value for r in Reason}
+ENTRY_ID = re.compile(r"[0-9a-f]{32}")  # what shared/deadletter/store.py names an entry
 
 
 @dataclass(frozen=True)
@@ -68,17 +77,21 @@ def fingerprint_of(provider: str | None, reason: str, detail: Mapping[str, Any])
     return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
-def _best_effort_identity(message: PubSubMessage) -> tuple[str | None, str | None]:
-    """Provider and resource key of a message we could not process, if they can be read."""
+def _best_effort_identity(message: PubSubMessage, proven: str | None = None) -> tuple[str | None, str | None]:
+    """Provider and resource key of a message we could not process, if they can be read. ``proven``: the
+    provider whose ingress subscription it came through; then only a key of that provider is taken."""
     attrs = message.attributes
-    if attrs.get("provider") and attrs.get("key"):
+    if proven is None and attrs.get("provider") and attrs.get("key"):
         return attrs["provider"], attrs["key"]
     try:
         event = decode(message, max_bytes=1 << 30)
-        key = resolve(event.attributes, event.data if isinstance(event.data, dict) else {})
-        return key.provider, str(key)
+        key = resolve(event.attributes, event.data if isinstance(event.data, dict) else {}, proven)
+        if proven is None or key.provider == proven:
+            return key.provider, str(key)
     except (Rejected, KeyError, TypeError):
         pass
+    if proven is not None:
+        return proven, None
     try:  # a normalised status update (upsert's input)
         doc = orjson.loads(message.data)
         if isinstance(doc, dict) and "provider" in doc and "key" in doc:
@@ -103,20 +116,36 @@ def _every_violation(reason: str, detail: dict[str, Any], message: PubSubMessage
     return {**detail, "violations": [v.to_dict() for v in found[:10]]} if found else detail
 
 
-def classify(message: PubSubMessage) -> Classification:
+def _replay_of(attrs: Mapping[str, str], trusted: bool) -> str | None:
+    """The entry a replayed message names, when its origin vouches for the marker and it reads as an
+    entry id (else None)."""
+    entry_id = attrs.get(dl.REPLAY_OF) or ""
+    return entry_id if trusted and ENTRY_ID.fullmatch(entry_id) else None
+
+
+def _replayed_for(attrs: Mapping[str, str], origins: dl.Origins, trusted: bool) -> str | None:
+    """The provider a trusted replay was for (the ingress topic it names), if any."""
+    return origins.ingress_provider(origins.replay_target(attrs)) if trusted else None
+
+
+def classify(message: PubSubMessage, origins: dl.Origins = dl.Origins()) -> Classification:
+    """Why ``message`` failed, whose it is, where it came from. ``origins``: the topology's names
+    (the function's settings), to tell a provider's topics from the platform's."""
     attrs = message.attributes
-    replay_of = attrs.get(dl.REPLAY_OF)
-    if dl.REASON in attrs:
+    if dl.PS_SUBSCRIPTION not in attrs and dl.REASON in attrs:
         reason = attrs[dl.REASON] if attrs[dl.REASON] in _KNOWN else Reason.UNCLASSIFIED.value
         detail = _every_violation(reason, _detail(attrs), message)
-        provider = attrs.get(dl.PROVIDER) or None
+        source_topic = attrs.get(dl.SOURCE_TOPIC) or None  # set by the function that rejected it
+        trusted = not origins.provider_can_publish(topic=source_topic)
+        provider = _replayed_for(attrs, origins, trusted) or attrs.get(dl.PROVIDER) or None
+        replay_of = _replay_of(attrs, trusted)
         result = Classification(
             reason=reason,
             message=attrs.get(dl.MESSAGE) or reason,
             detail=detail,
             provider=provider,
             key=attrs.get(dl.KEY) or None,
-            source_topic=attrs.get(dl.SOURCE_TOPIC) or None,
+            source_topic=source_topic,
             source_subscription=None,
             delivery_count=None,
             original_message_id=attrs.get(dl.ORIGINAL_MESSAGE_ID) or message.message_id,
@@ -129,7 +158,11 @@ def classify(message: PubSubMessage) -> Classification:
         if "/" not in subscription and attrs.get(dl.PS_SUBSCRIPTION_PROJECT):
             subscription = f"projects/{attrs[dl.PS_SUBSCRIPTION_PROJECT]}/subscriptions/{subscription}"
         count = int(attrs.get(dl.PS_DELIVERY_COUNT) or 0)
-        provider, key = _best_effort_identity(message)
+        trusted = not origins.provider_can_publish(subscription=subscription)
+        replay_of = _replay_of(attrs, trusted)
+        # through an ingress subscription, the subscription says whose it is (the message's claims do not)
+        proven = origins.subscription_provider(subscription) or _replayed_for(attrs, origins, trusted)
+        provider, key = _best_effort_identity(message, proven)
         result = Classification(
             reason=Reason.DELIVERY_EXHAUSTED.value,
             message=(f"delivery to subscription {subscription} failed {count} times; "
@@ -154,14 +187,15 @@ def classify(message: PubSubMessage) -> Classification:
             message="message on the dead-letter topic carries no reason",
             detail={}, provider=provider, key=key, source_topic=None, source_subscription=None,
             delivery_count=None, original_message_id=message.message_id,
-            original_publish_time=message.publish_time, rejected_by="unknown", replay_of=replay_of,
+            original_publish_time=message.publish_time, rejected_by="unknown",
         )
     fp = fingerprint_of(result.provider, result.reason, result.detail)
     return dataclasses.replace(result, fingerprint=fp)
 
 
 def unclassifiable(message: PubSubMessage, error: Exception) -> Classification:
-    """A dead letter triage itself could not read: stored as it is, with the error, never retried forever."""
+    """A dead letter triage itself could not read: stored as it is, with the error, never retried forever
+    (under its own entry: a replay marker on a message that could not be read is not believed)."""
     attrs = message.attributes
     result = Classification(
         reason=Reason.UNCLASSIFIED.value, message=f"triage failed on this dead letter: {error!r}"[:1000],
@@ -169,6 +203,5 @@ def unclassifiable(message: PubSubMessage, error: Exception) -> Classification:
         key=attrs.get(dl.KEY) or None, source_topic=attrs.get(dl.SOURCE_TOPIC) or None,
         source_subscription=attrs.get(dl.PS_SUBSCRIPTION) or None, delivery_count=None,
         original_message_id=attrs.get(dl.ORIGINAL_MESSAGE_ID) or message.message_id,
-        original_publish_time=message.publish_time, rejected_by=attrs.get(dl.REJECTED_BY) or "unknown",
-        replay_of=attrs.get(dl.REPLAY_OF))
+        original_publish_time=message.publish_time, rejected_by=attrs.get(dl.REJECTED_BY) or "unknown")
     return dataclasses.replace(result, fingerprint=fingerprint_of(result.provider, result.reason, result.detail))

@@ -6,8 +6,10 @@ original message with the reason and acks it (``shared.runtime.entrypoint``).
 
 from __future__ import annotations
 
+from shared.contracts import dead_letter as dl
 from shared.contracts import status_update
 from shared.contracts.model import PubSubMessage
+from shared.ingest.admit import admit
 from shared.ingest.normalize import normalize
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
@@ -21,6 +23,7 @@ class Ingest:
     def __init__(self, settings: Settings, publisher):
         self.settings = settings
         self.publisher = publisher
+        self.origins = dl.Origins.of(settings)
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Ingest":
@@ -28,8 +31,9 @@ class Ingest:
 
     def __call__(self, message: PubSubMessage) -> None:
         """Forward every update the message reports (a Cloud Native Events event may report several): a
-        failed publish raises, Pub/Sub redelivers, and upsert drops the updates it already has."""
-        for update in normalize(message, self.settings):
+        failed publish raises, Pub/Sub redelivers, and upsert drops the updates it already has. Only the
+        attributes the message's origin vouches for are read (``admit``)."""
+        for update in normalize(admit(message, self.origins), self.settings):
             key = str(update.key)
             publish(self.publisher, self.settings.topic_path(self.settings.normalized_topic(update.key.provider)),
                     status_update.encode(update),

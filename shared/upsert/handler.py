@@ -45,7 +45,7 @@ class Upsert:
         if result.change is not None:
             publish(self.publisher, self.changed_topic, result.change.body, result.change.attributes)
             if result.outcome is Outcome.DUPLICATE:
-                self.store.mark_change_announced(update)
+                self.store.mark_change_announced(update, result.ledger_id)
         log.info("update %s", result.outcome.value, extra={
             "transactionMs": round((committed - started) * 1000, 1),
             "announceMs": round((time.perf_counter() - committed) * 1000, 1),

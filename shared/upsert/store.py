@@ -6,7 +6,9 @@ Collections (shared/contracts/state.py):
   ``resources/{..}/history/{dedupId}``: every update that changed something,
   applied or stale. A re-report of unchanged state (a resync, a heartbeat) is
   the ledger entry and the resource's last-seen fields only: 2 writes, not 3.
-- ``events/{sha256(source, id)}``: the dedup ledger; ``expireAt`` carries the
+- ``events/{sha256(provider, source, id)}``: the dedup ledger (the provider is the
+  one its ingress topic proves: two providers' events are never one another's
+  duplicate, whatever source and id they claim); ``expireAt`` carries the
   TTL policy (declared in Terraform). It also is the transactional outbox: the
   change event is written with the state and published after the commit. The
   first delivery does not spend a write on saying so: only a redelivery (the
@@ -78,6 +80,7 @@ class Result:
     previous_status: str | None
     status: str | None
     change: ChangeEvent | None  # to publish (new, or still pending from an earlier delivery)
+    ledger_id: str | None = None  # the ledger entry a duplicate was found under (its change is marked there)
 
 
 def resource_document(update: StatusUpdate, now: str) -> dict[str, Any]:
@@ -156,6 +159,9 @@ class StateStore:
                                                             timeout=fs.TIMEOUT)
                                  if not ledger.exists and _maybe_ahead(current) else [])
                     result, writes = _decide(self, update, ledger, current, coalesced)
+                    legacy = self._legacy_entry(update) if _may_be_legacy(ledger, result) else None
+                    if legacy is not None:  # processed before the ledger key named the provider
+                        result, writes = _decide(self, update, legacy, current, coalesced)
                     if writes:
                         self._commit(writes)
                     return result
@@ -174,9 +180,18 @@ class StateStore:
                 batch.set(w.ref, w.data)
         batch.commit(retry=fs.RETRY, timeout=fs.TIMEOUT)
 
-    def mark_change_announced(self, update: StatusUpdate) -> None:
+    def _legacy_entry(self, update: StatusUpdate) -> Any:
+        """The ledger entry an earlier version wrote for this very event (keyed by source and id only), if
+        it is still there and is this resource's: a redelivery across the deploy that put the provider in
+        the key is a duplicate, its pending change announced, as before. Read only for an update that is
+        not newer than the stored state (rare: a redelivery, or an event out of order), and only until the
+        entries written before that deploy have expired (``ledger_ttl_days``)."""
+        snap = self.db.collection(LEDGER).document(update.legacy_dedup_id).get(retry=fs.RETRY, timeout=fs.TIMEOUT)
+        return snap if snap.exists and snap.to_dict().get("key") == str(update.key) else None
+
+    def mark_change_announced(self, update: StatusUpdate, ledger_id: str | None = None) -> None:
         with fs.guard("Firestore update"):
-            self.db.collection(LEDGER).document(update.dedup_id).update(
+            self.db.collection(LEDGER).document(ledger_id or update.dedup_id).update(
                 {"changeAnnounced": True, "changeAnnouncedAt": timeutil.now_str()}, timeout=fs.TIMEOUT)
 
 
@@ -184,6 +199,12 @@ def _feed_entry(update: StatusUpdate) -> dict[str, Any]:
     """The fields that make a ledger entry with a change an entry of the change feed."""
     return {COMMITTED_AT: firestore.SERVER_TIMESTAMP, "provider": update.key.provider,
             "resourceType": update.key.resource_type}
+
+
+def _may_be_legacy(ledger: Any, result: Result) -> bool:
+    """No ledger entry, and the update is not newer than the stored state: it may be an event an earlier
+    version recorded under its legacy ledger id (``StateStore._legacy_entry``)."""
+    return not ledger.exists and result.outcome in (Outcome.DUPLICATE, Outcome.STALE)
 
 
 def _maybe_ahead(snap: Any) -> bool:
@@ -216,11 +237,11 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         if seen.get("ingressMessageId") != update.ingress_message_id:
             duplicate_id = f"{update.ingress_topic}~{update.ingress_message_id}"  # message ids are per topic
             writes.append(_Write(WriteOp.SET, db.collection(DUPLICATES).document(duplicate_id), {
-                "dedupId": update.dedup_id, "key": str(update.key), "eventId": update.event_id,
-                "at": now, "expireAt": expire_at}))
+                "dedupId": ledger.id, "key": str(update.key), "provider": update.key.provider,
+                "eventId": update.event_id, "at": now, "expireAt": expire_at}))
         pending = seen.get("change") if not seen.get("changeAnnounced", True) else None
         return Result(Outcome.DUPLICATE, None, seen.get("status"),
-                       ChangeEvent.from_record(pending) if pending else None), writes
+                       ChangeEvent.from_record(pending) if pending else None, ledger.id), writes
 
     stored = current_snap.to_dict() if current_snap.exists else None
     current = newest_state(stored, coalesced)
@@ -246,7 +267,8 @@ def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: 
         "previousStatus": current.get("status") if current else None,
     }
     ledger_doc = {
-        "key": str(update.key), "eventId": update.event_id, "source": update.event_source,
+        "key": str(update.key), "provider": update.key.provider, "eventId": update.event_id,
+        "source": update.event_source,
         "ingressMessageId": update.ingress_message_id, "processedAt": now, "expireAt": expire_at,
         "status": update.status, "replayOf": update.replay_of,
     }

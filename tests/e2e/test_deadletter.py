@@ -97,7 +97,7 @@ def test_unknown_schema_is_replayed_after_the_schema_is_added_and_applied_once(e
     forced = json.loads(e2e.cli("dlq", "replay", entry["id"], "--force", "--json").stdout)
     assert forced[0]["outcome"] == "published"
 
-    ledger = e2e.db.collection("events").document(event_identity(event["source"], event["id"]))
+    ledger = e2e.db.collection("events").document(event_identity("azure", event["source"], event["id"]))
     assert ledger.get().to_dict()["outcome"] == "applied"
     wait_until(lambda: list(e2e.db.collection("duplicates").where(
         filter=FieldFilter("dedupId", "==", ledger.id)).stream()), what="the forced replay to be counted as a duplicate")

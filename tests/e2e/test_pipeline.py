@@ -76,7 +76,7 @@ def test_duplicate_is_never_applied_twice(e2e, uid):
     for _ in range(3):  # the provider retried its publish
         e2e.publish_raw("azure", data, **attrs)
     doc = e2e.wait_for_status(f"azure/vm/dup-{uid}", "RUNNING")
-    ledger = e2e.db.collection("events").document(event_identity(event["source"], event["id"]))
+    ledger = e2e.db.collection("events").document(event_identity("azure", event["source"], event["id"]))
     wait_until(lambda: len(list(e2e.db.collection("duplicates").where(filter=FieldFilter("dedupId", "==", ledger.id)).stream())) == 2,
                what="two duplicates recorded")
     assert e2e.resource(f"azure/vm/dup-{uid}")["updates"] == 1 == doc["updates"]
@@ -89,7 +89,7 @@ def test_stale_event_never_overwrites(e2e, uid):
     old = build_event("aws", "vm", f"stale-{uid}", "RUNNING", "older", time="2026-02-01T11:00:00Z")
     data, attrs = to_message(old)
     e2e.publish_raw("aws", data, **attrs)
-    ledger = e2e.db.collection("events").document(event_identity(old["source"], old["id"]))
+    ledger = e2e.db.collection("events").document(event_identity("aws", old["source"], old["id"]))
     wait_until(lambda: ledger.get().exists, what="the stale event to be processed")
     assert ledger.get().to_dict()["outcome"] == "stale"
     assert e2e.resource(f"aws/vm/stale-{uid}")["status"] == "STOPPED"

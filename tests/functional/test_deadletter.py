@@ -74,7 +74,9 @@ def test_message_without_reason_is_unclassified(deadletter, firestore):
 def test_replay_that_fails_again_comes_back_to_its_entry(deadletter, firestore):
     post(deadletter, rejection("orig-1"), "d-1")
     [entry] = DeadLetterStore(firestore).query()
-    post(deadletter, rejection("orig-replayed", **{dl.REPLAY_OF: entry["id"]}), "d-2")
+    # a replay reaches ingest through the replay topic (issue 25 item 6): rejected there, it names it
+    post(deadletter, rejection("orig-replayed", **{dl.REPLAY_OF: entry["id"], dl.SOURCE_TOPIC: "dcm-status-replay",
+                                                   dl.REPLAY_TOPIC: "dcm-status-ingress-aws"}), "d-2")
     [again] = DeadLetterStore(firestore).query()
     assert again["id"] == entry["id"] and again["state"] == "replay_failed"
     assert again["lastFailure"]["reason"] == "schema_invalid"
@@ -93,7 +95,7 @@ def test_a_dead_letter_triage_cannot_read_is_stored_unclassified_and_acked(deadl
     """A bug in triage must not make the dead-letter function retry one message forever."""
     from shared.deadletter import handler
 
-    def broken(message):
+    def broken(message, *origins):
         raise RuntimeError("triage bug")
     monkeypatch.setattr(handler, "classify", broken)
     assert post(deadletter, rejection("orig-bug"), "d-bug").status_code == 200

@@ -37,12 +37,13 @@ def stored(store, message: PubSubMessage) -> str:
 def test_replay_sends_the_original_bytes_and_attributes_to_its_topic(store, replayer, publisher):
     entry_id = stored(store, rejected_message("m1"))
     result = replayer.replay(entry_id)
-    assert result.outcome == "published" and result.topic == f"projects/dcm-test/topics/{TOPIC}"
+    # a provider's ingress topic is reached through the replay topic (issue 25 item 6), naming it
+    assert result.outcome == "published" and result.topic == "projects/dcm-test/topics/dcm-status-replay"
     [sent] = publisher.messages
     assert sent.data == b'{"broken": true}'
     replayed_at = sent.attributes[dl.REPLAYED_AT]  # a callback's retry period starts again there
     assert sent.attributes == {"x-trace": "t1", dl.REPLAY_OF: entry_id, REPLAY_ATTEMPT: "1",
-                               dl.REPLAYED_AT: replayed_at}  # no stale dcm-* reasons
+                               dl.REPLAYED_AT: replayed_at, dl.REPLAY_TOPIC: TOPIC}  # no stale dcm-* reasons
     entry = store.get(entry_id)
     assert entry["attempts"] == 1 and entry["state"] == "replayed" and entry["replays"][0]["messageId"]
 

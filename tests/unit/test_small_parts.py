@@ -91,7 +91,9 @@ def test_resource_key_round_trips_through_document_ids():
     assert ResourceKey.parse(str(key)) == key
 
 
-def test_dedup_identity_is_source_and_id():
-    assert event_identity("s", "1") == event_identity("s", "1")
-    assert event_identity("s", "1") != event_identity("t", "1")
-    assert event_identity("a", "b\x00c") != event_identity("a\x00b", "c")
+def test_dedup_identity_is_provider_source_and_id():
+    assert event_identity("aws", "s", "1") == event_identity("aws", "s", "1")
+    assert event_identity("aws", "s", "1") != event_identity("aws", "t", "1")
+    assert event_identity("aws", "a", "b\x00c") != event_identity("aws", "a\x00b", "c")
+    assert event_identity("aws", "s", "1") != event_identity("azure", "s", "1")  # issue 25 item 1
+    assert event_identity("a", "ws", "1") != event_identity("aw", "s", "1")

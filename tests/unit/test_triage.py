@@ -62,7 +62,9 @@ def test_clipped_detail_is_kept_as_text():
 
 
 def test_replay_identity_reads_structured_binary_and_normalised():
-    assert event_identity_of(b'{"id": "1", "source": "s"}', {}) == event_identity("s", "1")
-    assert event_identity_of(b"{}", {"ce-id": "1", "ce-source": "s"}) == event_identity("s", "1")
-    assert event_identity_of(b'{"event_id": "1", "event_source": "s"}', {}) == event_identity("s", "1")
-    assert event_identity_of(b"not json", {}) is None
+    assert event_identity_of(b'{"id": "1", "source": "s"}', {}, "aws") == event_identity("aws", "s", "1")
+    assert event_identity_of(b"{}", {"ce-id": "1", "ce-source": "s"}, "aws") == event_identity("aws", "s", "1")
+    normalised = b'{"event_id": "1", "event_source": "s", "provider": "azure"}'
+    assert event_identity_of(normalised, {}, None) == event_identity("azure", "s", "1")
+    assert event_identity_of(b"not json", {}, "aws") is None
+    assert event_identity_of(b'{"id": "1", "source": "s"}', {}, None) is None  # whose it is, unknown

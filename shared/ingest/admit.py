@@ -1,0 +1,32 @@
+"""What ingest may believe of a message's attributes: the provider proves nothing but its topic.
+
+On a provider's ingress topic every platform attribute (``dcm-*``, Pub/Sub's dead-letter ones) is
+dropped before anything reads it: a provider cannot mark its event as the replay of a dead letter
+(whose entry the marker would name: issue 25, item 6), nor pass any other platform annotation off as
+ours. Replay markers are kept only on a message from the replay topic, which only the replay path
+(``dcm-status dlq replay``) may publish to; such a message names the ingress topic it is for
+(``dcm-replay-topic``), which then says who the provider is, as the topic itself does on first delivery.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from shared.contracts import dead_letter as dl
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.model import PubSubMessage
+
+
+def admit(message: PubSubMessage, origins: dl.Origins) -> PubSubMessage:
+    """``message`` with only the attributes its origin can vouch for; from the replay topic, as if it had
+    arrived on the ingress topic it is for. Rejected (malformed_internal) for a replay that names none."""
+    kept = dl.provider_attributes(message.attributes)
+    if not origins.is_replay(message.topic):
+        return dataclasses.replace(message, attributes=kept)
+    target = origins.replay_target(message.attributes)
+    if target is None:
+        raise Rejected(Reason.MALFORMED_INTERNAL,
+                       f"a replayed message must name the ingress topic it is for in {dl.REPLAY_TOPIC}",
+                       {"attribute": dl.REPLAY_TOPIC, "value": message.attributes.get(dl.REPLAY_TOPIC)})
+    markers = {k: message.attributes[k] for k in dl.REPLAY_MARKERS if k in message.attributes}
+    return dataclasses.replace(message, attributes={**kept, **markers}, topic=target)

@@ -9,6 +9,7 @@ a 500. The dashboard is the static page in ``static/``, served at ``/``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,12 +23,13 @@ from werkzeug.routing import Map, Rule
 
 from shared.api import queries
 from shared.api.callbacks import Callbacks
-from shared.api.feed import ChangeFeed, FeedFilter, Live, stream
+from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
+from shared.api.identity import Caller, caller_of, check_mutation
 from shared.api.queries import ResourceFilter, Sort
 from shared.contracts import callback, change_feed, limits
 from shared.contracts.callback import Scope
 from shared.contracts.change_feed import Cursor
-from shared.contracts.errors import InvalidRequest, NotFound, Transient
+from shared.contracts.errors import InvalidRequest, NotFound, TooManyRequests, Transient
 from shared.contracts.model import ResourceKey
 from shared.contracts.schemas import OPENAPI, schemas_dir
 from shared.contracts.status_changed import parse_label
@@ -117,13 +119,31 @@ class Params:
         return value
 
 
+@dataclass(frozen=True)
+class Guards:
+    """Who may do what (docs/api.md "Security"): who the caller is, the admins, the least grace a
+    rotation keeps, and how many live streams an instance and a caller hold open."""
+
+    local_mode: bool = False
+    iap: bool = False
+    admins: tuple[str, ...] = ()
+    min_rotation_grace_seconds: int = 60
+    max_streams: int = 100
+    max_streams_per_caller: int = 10
+
+    def caller(self, request: flask.Request) -> Caller:
+        return caller_of(request.headers, self.local_mode, self.iap, self.admins)
+
+
 class Api:
     def __init__(self, db: Any, providers: tuple[str, ...], retention_days: int, settle: float,
                  stream_seconds: float, callbacks: Callbacks | None = None,
-                 deadline: Callable[[str], int | None] = lambda provider: None):
+                 deadline: Callable[[str], int | None] = lambda provider: None, guards: Guards = Guards()):
         self.db = db
         self.deadline = deadline
+        self.guards = guards
         self.callbacks = callbacks or Callbacks(db, local_mode=False)
+        self.slots = StreamSlots(guards.max_streams, guards.max_streams_per_caller)
         self.providers = providers
         self.feed = ChangeFeed(db, retention_days, settle, options=READ_OPTIONS)
         self.live = Live(db)
@@ -135,8 +155,11 @@ class Api:
     def build(cls, runtime: Runtime) -> "Api":
         s = runtime.settings
         return cls(runtime.firestore, s.providers, s.ledger_ttl_days, s.feed_settle_seconds, s.stream_seconds,
-                   Callbacks(runtime.firestore, s.local_mode, s.hook_timeout_seconds),
-                   lambda provider: s.stale_after(provider, ""))
+                   Callbacks(runtime.firestore, s.local_mode, s.hook_timeout_seconds,
+                             max_per_caller=s.max_callbacks_per_caller, max_total=s.max_callbacks),
+                   lambda provider: s.stale_after(provider, ""),
+                   Guards(s.local_mode, s.api_iap, s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
+                          s.max_streams_per_caller))
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
@@ -148,7 +171,10 @@ class Api:
             return problem(405, "Method not allowed", f"this path takes {allowed}", headers={"Allow": allowed})
         handler: Callable[..., flask.Response] = getattr(self, f"_{endpoint}")
         try:
+            check_mutation(request.method, request.headers, request.host)  # Forbidden: cross-site or no DCM-Request
             return handler(request, **values)
+        except TooManyRequests as exc:
+            return problem(exc.status, exc.title, exc.detail, exc.parameter, headers={"Retry-After": "10"})
         except InvalidRequest as exc:
             return problem(exc.status, exc.title, exc.detail, exc.parameter)
         except (Transient, *fs.TRANSIENT_ERRORS) as exc:
@@ -225,18 +251,20 @@ class Api:
         last = p.integer("last", None, 1, 500)
         if after is not None and last is not None:
             raise InvalidRequest("after and last: give one or the other", "last")
-        cursor = Cursor.decode(after) if after is not None else None
+        cursor = _cursor(after, "after") if after is not None else None
         return json_response(self.feed.page(cursor, self._feed_filter(p), p.integer("limit", 100, 1, 1000), last))
 
     def _stream(self, request: flask.Request) -> flask.Response:
         p = Params(request.args, ("after", "provider", "type", "status"))
         parameter = "Last-Event-ID" if request.headers.get("Last-Event-ID") else "after"
         resume = request.headers.get("Last-Event-ID") or p.text("after", 512)
-        cursor = Cursor.decode(resume, parameter) if resume else None
+        cursor = _cursor(resume, parameter) if resume else None
         where = self._feed_filter(p)
         if cursor is not None:  # refuse an expired cursor now, as a problem, not inside the stream
             change_feed.check_retained(cursor, self.feed.clock(), self.feed.retention_days, parameter)
-        response = flask.Response(stream(self.feed, self.live, cursor, where, self.stream_seconds),
+        caller = self.guards.caller(request)
+        held = self.slots.take(caller.identity or f"address {request.remote_addr}")  # TooManyRequests
+        response = flask.Response(held.around(stream(self.feed, self.live, cursor, where, self.stream_seconds)),
                                   200, mimetype="text/event-stream")
         response.headers["Cache-Control"] = "no-store"
         response.headers["X-Accel-Buffering"] = "no"  # proxies must not hold events back
@@ -253,8 +281,10 @@ class Api:
 
     def _deadletters(self, request: flask.Request) -> flask.Response:
         p = Params(request.args, ("provider", "reason"))
-        return json_response(queries.deadletter_summary(self.db, p.text("provider", 64), p.text("reason", 64),
-                                                        READ_OPTIONS))
+        found = queries.deadletter_summary(self.db, p.text("provider", 64), p.text("reason", 64), READ_OPTIONS)
+        for group in found["groups"]:  # a hook's path and query often carry a credential: not for every reader
+            group["message"] = callback.redact_urls(group["message"])
+        return json_response(found)
 
     def _stats(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
@@ -263,60 +293,75 @@ class Api:
     # ---- webhook callbacks ----------------------------------------------------------------------
     def _resource_callback(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
         key = str(_key(provider, rtype, rid))
+        caller = self.guards.caller(request)
         if request.method == "GET":
             Params(request.args, ())
-            return json_response({"callback": self.callbacks.of_resource(key)})
+            return json_response({"callback": self.callbacks.of_resource(key, caller)})
         p = Params(request.args, ("hook", "token", "retrySeconds"))
         hook = p.text("hook", callback.MAX_HOOK_CHARS)
         if hook is None:
             raise InvalidRequest("hook: required (the URL to POST changes to, or none to delete the callback)", "hook")
         retry = p.integer("retrySeconds", None, 1, callback.MAX_RETRY_SECONDS)
-        done = self.callbacks.put_resource(key, hook, p.text("token", callback.MAX_TOKEN_CHARS), retry)
+        done = self.callbacks.register_resource(key, hook, p.text("token", callback.MAX_TOKEN_CHARS), retry, caller)
         if done is None:
             return flask.Response(status=204)
-        shown, secret = done
-        return _registered(shown, secret)
+        shown, secret, created = done
+        return _registered(shown, secret, created)
 
     def _callbacks(self, request: flask.Request) -> flask.Response:
         if request.method == "GET":
             p = Params(request.args, ("scope",))
             scope = p.choice("scope", ("any", *(s.value for s in Scope)), "any")
-            return json_response({"callbacks": self.callbacks.list(None if scope == "any" else Scope(scope))})
+            return json_response({"callbacks": self.callbacks.list(None if scope == "any" else Scope(scope),
+                                                                   self.guards.caller(request))})
         Params(request.args, ())
         body = _json_body(request, ("hook", "token", "filter", "retrySeconds"))
         hook = body.get("hook")
         if not isinstance(hook, str):
             raise InvalidRequest("hook: required, the URL to POST changes to", "hook")
-        shown, secret = self.callbacks.add(hook, body.get("filter"), body.get("token"), body.get("retrySeconds"))
-        return _registered(shown, secret)
+        shown, secret = self.callbacks.add(hook, body.get("filter"), body.get("token"), body.get("retrySeconds"),
+                                           self.guards.caller(request))
+        return _registered(shown, secret, created=True)
 
     def _callback(self, request: flask.Request, cid: str) -> flask.Response:
         Params(request.args, ())
+        caller = self.guards.caller(request)
         if request.method == "DELETE":
-            self.callbacks.remove(cid)
+            self.callbacks.remove(cid, caller)
             return flask.Response(status=204)
-        return json_response({"callback": self.callbacks.show(cid)})
+        return json_response({"callback": self.callbacks.show(cid, caller)})
 
     def _callback_action(self, request: flask.Request, cid: str, action: str) -> flask.Response:
+        caller = self.guards.caller(request)
         if action == "rotate":
             p = Params(request.args, ("graceSeconds",))
-            grace = p.integer("graceSeconds", callback.DEFAULT_ROTATION_GRACE_SECONDS, 0, callback.MAX_RETRY_SECONDS)
-            shown, secret = self.callbacks.rotate(cid, grace)
+            least = self.guards.min_rotation_grace_seconds
+            grace = p.integer("graceSeconds", max(callback.DEFAULT_ROTATION_GRACE_SECONDS, least), least,
+                              callback.MAX_RETRY_SECONDS)
+            shown, secret = self.callbacks.rotate(cid, grace, caller)
             return json_response({"callback": shown, "secret": secret})
         Params(request.args, ())
         if action == "enable":
-            return json_response({"callback": self.callbacks.enable(cid)})
-        return json_response(self.callbacks.test(cid))
+            return json_response({"callback": self.callbacks.enable(cid, caller)})
+        return json_response(self.callbacks.test(cid, caller))
 
 
-def _registered(shown: dict[str, Any], secret: str | None) -> flask.Response:
-    """201 with the secret (shown this once) for a new callback; 200 for an updated one."""
-    if secret is None:
-        return json_response({"callback": shown})
-    response = json_response({"callback": shown, "secret": secret})
-    response.status_code = 201
-    response.headers["Location"] = f"/v1/callbacks/{shown['id']}"
+def _registered(shown: dict[str, Any], secret: str | None, created: bool) -> flask.Response:
+    """201 with the secret (shown this once) for a new callback; 200 for an updated one, with its new
+    secret when its hook changed."""
+    response = json_response({"callback": shown, **({"secret": secret} if secret is not None else {})})
+    if created:
+        response.status_code = 201
+        response.headers["Location"] = f"/v1/callbacks/{shown['id']}"
     return response
+
+
+def _cursor(text: str, parameter: str) -> Cursor:
+    """A change-feed cursor the API handed out (its entry id names a document), or InvalidRequest."""
+    cursor = Cursor.decode(text, parameter)
+    if cursor.entry_id != change_feed.END and not queries.is_document_id(cursor.entry_id):
+        raise InvalidRequest(f"{parameter}: not a cursor of this feed", parameter)
+    return cursor
 
 
 def _json_body(request: flask.Request, allowed: tuple[str, ...]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ returned once, when it is created or rotated, and never shown again.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
@@ -17,20 +18,26 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.contracts import callback, timeutil
 from shared.contracts.callback import Callback, Filter, Scope, SigningSecret
-from shared.contracts.errors import NotFound
+from shared.api import queries
+from shared.api.identity import LOCAL, Caller, require_identity
+from shared.contracts.errors import Forbidden, LimitReached, NotFound
 from shared.contracts.state import CALLBACKS
 from shared.runtime import egress
 from shared.runtime import firestore as fs
 
 MAX_LISTED = 1000
+OPERATOR = "operator"  # the owner the operator's CLI records (outside the local stack)
 
 
 class Callbacks:
     def __init__(self, db: firestore.Client, local_mode: bool, hook_timeout: float = 10.0,
                  resolver: egress.Resolver = egress.resolve, post: Callable[..., egress.HookResponse] = egress.post,
-                 clock: Callable[[], datetime] = timeutil.now):
+                 clock: Callable[[], datetime] = timeutil.now, max_per_caller: int = 100, max_total: int = 10_000):
         self.db = db
         self.local_mode = local_mode
+        self.max_per_caller, self.max_total = max_per_caller, max_total
+        # Whoever calls this class directly (the CLI, with Firestore credentials) is an operator: an admin.
+        self.operator = Caller(LOCAL if local_mode else OPERATOR, admin=True)
         self.hook_timeout = hook_timeout
         self.resolver = resolver
         self.post = post
@@ -42,99 +49,152 @@ class Callbacks:
     def _vet(self, hook: str) -> None:
         egress.vetted_address(hook, self.local_mode, self.resolver)  # InvalidRequest: why it may not be called
 
-    def _new(self, callback_id: str, hook: str, scope: Scope, token: Any, retry_seconds: Any,
+    def _new(self, callback_id: str, hook: str, scope: Scope, token: Any, retry_seconds: Any, owner: str,
              key: str | None = None, where: Filter = Filter()) -> tuple[Callback, str]:
         secret = callback.new_secret()
         cb = Callback(id=callback_id, hook=hook, scope=scope, created_at=timeutil.format(self.clock()),
                       secrets=(SigningSecret(secret),), token=callback.check_token(token), key=key, filter=where,
-                      retry_seconds=callback.check_retry_seconds(retry_seconds))
+                      retry_seconds=callback.check_retry_seconds(retry_seconds), owner=owner)
         return cb, secret
 
+    def _within_caps(self, owner: str) -> None:
+        """LimitReached when the owner holds as many callbacks as one may, or all do as many as may be
+        (each callback is a signed POST per matching change: an unbounded number is an amplifier).
+        Counted before the write: concurrent registrations can pass a cap by a few."""
+        mine = self.db.collection(CALLBACKS).where(filter=FieldFilter("owner", "==", owner))
+        with fs.guard("counting callbacks"):
+            held = queries.counts({"mine": mine, "all": self.db.collection(CALLBACKS)}, fs.read_options())
+        if held["mine"] >= self.max_per_caller:
+            raise LimitReached(f"{owner} holds {held['mine']} callbacks, the most one caller may "
+                               f"(DCM_MAX_CALLBACKS_PER_CALLER={self.max_per_caller}); remove one first", "hook")
+        if held["all"] >= self.max_total:
+            raise LimitReached(f"{held['all']} callbacks are registered, the most there may be "
+                               f"(DCM_MAX_CALLBACKS={self.max_total})", "hook")
+
+    def _may_change(self, callback_id: str, doc: Mapping[str, Any], caller: Caller) -> None:
+        if not caller.may_change(doc.get("owner")):
+            raise Forbidden(f"callback {callback_id} is {doc.get('owner') or 'an operator'}'s: only its owner or an "
+                            "admin (DCM_API_ADMINS) may change it", "id")
+
     # ---- register --------------------------------------------------------------------------------
-    def put_resource(self, key: str, hook: str, token: Any = None,
-                     retry_seconds: Any = None) -> tuple[dict[str, Any], str | None] | None:
-        """The tracker's ``PUT .../callback?hook=...``: set the resource's one callback (a new hook
-        overwrites the old; its secret and stats stay), or with ``hook=none`` delete it (None).
-        Returns the callback as shown and, when it was created, its secret."""
+    def put_resource(self, key: str, hook: str, token: Any = None, retry_seconds: Any = None,
+                     caller: Caller | None = None) -> tuple[dict[str, Any], str | None] | None:
+        """The tracker's ``PUT .../callback?hook=...``: set the resource's one callback, or with
+        ``hook=none`` delete it (None). Only its owner or an admin changes an existing one; a changed
+        hook gets a new signing secret (the old receiver's must not sign for the new one), its stats stay.
+        Returns the callback as shown and, when it was created or its hook changed, its new secret."""
+        done = self.register_resource(key, hook, token, retry_seconds, caller)
+        return None if done is None else (done[0], done[1])
+
+    def register_resource(self, key: str, hook: str, token: Any = None, retry_seconds: Any = None,
+                          caller: Caller | None = None) -> tuple[dict[str, Any], str | None, bool] | None:
+        """``put_resource``, and whether the callback was created (True) or changed (False)."""
+        caller = caller or self.operator
+        owner = require_identity(caller)
         callback_id = callback.resource_callback_id(key)
         if hook == callback.NONE:
-            self.remove(callback_id)
+            self.remove(callback_id, caller)
             return None
         self._vet(hook)
         with fs.guard("registering a callback"):
             snap = self._ref(callback_id).get(retry=fs.RETRY, timeout=fs.TIMEOUT)
             if snap.exists:
+                doc = snap.to_dict()
+                self._may_change(callback_id, doc, caller)
                 fields = {"hook": hook, "token": callback.check_token(token), "disabled": None,
                           "retrySeconds": callback.check_retry_seconds(retry_seconds)}
+                secret = None
+                if hook != doc.get("hook"):
+                    secret = callback.new_secret()
+                    fresh = replace(Callback.from_doc(callback_id, doc), secrets=(SigningSecret(secret),))
+                    fields["secrets"] = fresh.to_doc()["secrets"]
                 self._ref(callback_id).update(fields, retry=fs.RETRY, timeout=fs.TIMEOUT)
-                return self.show(callback_id), None
-            cb, secret = self._new(callback_id, hook, Scope.RESOURCE, token, retry_seconds, key=key)
+                return self.show(callback_id, self._viewer(caller)), secret, False
+            self._within_caps(owner)
+            cb, secret = self._new(callback_id, hook, Scope.RESOURCE, token, retry_seconds, owner, key=key)
             self._ref(callback_id).set(cb.to_doc(), retry=fs.RETRY, timeout=fs.TIMEOUT)
-        return callback.public(callback_id, cb.to_doc()), secret
+        return callback.public(callback_id, cb.to_doc()), secret, True
 
     def add(self, hook: str, where: Mapping[str, Any] | None = None, token: Any = None,
-            retry_seconds: Any = None) -> tuple[dict[str, Any], str]:
+            retry_seconds: Any = None, caller: Caller | None = None) -> tuple[dict[str, Any], str]:
         """A filter callback (every change the filter matches); returns it as shown, and its secret."""
+        owner = require_identity(caller or self.operator)
         self._vet(hook)
-        cb, secret = self._new(callback.new_callback_id(), hook, Scope.FILTER, token, retry_seconds,
+        cb, secret = self._new(callback.new_callback_id(), hook, Scope.FILTER, token, retry_seconds, owner,
                                where=Filter.of(where))
+        self._within_caps(owner)
         with fs.guard("registering a callback"):
             self._ref(cb.id).create(cb.to_doc(), retry=fs.RETRY, timeout=fs.TIMEOUT)
         return callback.public(cb.id, cb.to_doc()), secret
 
     # ---- read ------------------------------------------------------------------------------------
-    def _doc(self, callback_id: str) -> dict[str, Any]:
-        if not callback_id or len(callback_id) > 64 or "/" in callback_id:
+    def _doc(self, callback_id: str, caller: Caller | None = None) -> dict[str, Any]:
+        """The stored callback; with ``caller``, Forbidden unless the caller may change it."""
+        if not callback_id or len(callback_id) > 64 or not queries.is_document_id(callback_id):
             raise NotFound(f"no callback {callback_id[:64]!r}", "id")
         with fs.guard("reading a callback"):
             snap = self._ref(callback_id).get(retry=fs.RETRY, timeout=fs.TIMEOUT)
         if not snap.exists:
             raise NotFound(f"no callback {callback_id!r}", "id")
-        return snap.to_dict()
+        doc = snap.to_dict()
+        if caller is not None:
+            self._may_change(callback_id, doc, caller)
+        return doc
 
-    def show(self, callback_id: str) -> dict[str, Any]:
-        return callback.public(callback_id, self._doc(callback_id))
+    def _public(self, callback_id: str, doc: Mapping[str, Any], viewer: Caller | None) -> dict[str, Any]:
+        """As ``viewer`` may see it: in full to its owner (and to the operator's CLI, ``viewer`` None);
+        to anyone else without its token and its hook's path and query."""
+        return callback.public(callback_id, doc, full=viewer is None or viewer.owns(doc.get("owner")))
 
-    def of_resource(self, key: str) -> dict[str, Any]:
+    def _viewer(self, caller: Caller) -> Caller | None:
+        return None if caller is self.operator else caller
+
+    def show(self, callback_id: str, viewer: Caller | None = None) -> dict[str, Any]:
+        return self._public(callback_id, self._doc(callback_id), viewer)
+
+    def of_resource(self, key: str, viewer: Caller | None = None) -> dict[str, Any]:
         callback_id = callback.resource_callback_id(key)
         try:
-            return self.show(callback_id)
+            return self.show(callback_id, viewer)
         except NotFound:
             raise NotFound(f"no callback on {key}") from None
 
-    def list(self, scope: Scope | None = None) -> list[dict[str, Any]]:
+    def list(self, scope: Scope | None = None, viewer: Caller | None = None) -> list[dict[str, Any]]:
         query: Any = self.db.collection(CALLBACKS)
         if scope is not None:
             query = query.where(filter=FieldFilter("scope", "==", scope.value))
         with fs.guard("listing callbacks"):
             snaps = list(query.limit(MAX_LISTED).stream(**fs.read_options()))
-        return [callback.public(s.id, s.to_dict()) for s in snaps]
+        return [self._public(s.id, s.to_dict(), viewer) for s in snaps]
 
     # ---- change ----------------------------------------------------------------------------------
-    def remove(self, callback_id: str) -> None:
-        self._doc(callback_id)  # NotFound when there is none
+    def remove(self, callback_id: str, caller: Caller | None = None) -> None:
+        self._doc(callback_id, caller or self.operator)  # NotFound when there is none
         with fs.guard("removing a callback"):
             self._ref(callback_id).delete(retry=fs.RETRY, timeout=fs.TIMEOUT)
 
-    def rotate(self, callback_id: str, grace_seconds: int = callback.DEFAULT_ROTATION_GRACE_SECONDS
-               ) -> tuple[dict[str, Any], str]:
+    def rotate(self, callback_id: str, grace_seconds: int = callback.DEFAULT_ROTATION_GRACE_SECONDS,
+               caller: Caller | None = None) -> tuple[dict[str, Any], str]:
         """A new signing secret (returned once); the previous one signs on for ``grace_seconds``."""
-        cb, secret = Callback.from_doc(callback_id, self._doc(callback_id)).rotated(self.clock(), grace_seconds)
+        caller = caller or self.operator
+        doc = self._doc(callback_id, caller)
+        cb, secret = Callback.from_doc(callback_id, doc).rotated(self.clock(), grace_seconds)
         with fs.guard("rotating a callback's secret"):
             self._ref(callback_id).update({"secrets": cb.to_doc()["secrets"]}, retry=fs.RETRY, timeout=fs.TIMEOUT)
-        return self.show(callback_id), secret
+        return self.show(callback_id, self._viewer(caller)), secret
 
-    def enable(self, callback_id: str) -> dict[str, Any]:
+    def enable(self, callback_id: str, caller: Caller | None = None) -> dict[str, Any]:
         """Call a disabled callback again (after its receiver's 410), its failure count reset."""
-        self._doc(callback_id)
+        caller = caller or self.operator
+        self._doc(callback_id, caller)
         with fs.guard("enabling a callback"):
             self._ref(callback_id).update({"disabled": None, "stats.consecutiveFailures": 0}, retry=fs.RETRY,
                                           timeout=fs.TIMEOUT)
-        return self.show(callback_id)
+        return self.show(callback_id, self._viewer(caller))
 
-    def test(self, callback_id: str) -> dict[str, Any]:
+    def test(self, callback_id: str, caller: Caller | None = None) -> dict[str, Any]:
         """Send the callback a signed test delivery now (``"test": true``, no change); what came of it."""
-        cb = Callback.from_doc(callback_id, self._doc(callback_id))
+        cb = Callback.from_doc(callback_id, self._doc(callback_id, caller or self.operator))
         now = self.clock()
         ping_id, payload = callback.ping(cb.id, cb.token, now)
         headers = callback.signed_headers(cb.signing_secrets(now), ping_id, now, payload)

@@ -26,6 +26,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.contracts import change_feed, timeutil
 from shared.contracts.change_feed import Cursor
+from shared.contracts.errors import TooManyRequests
 from shared.contracts.state import CHANGE, COMMITTED_AT, LEDGER
 from shared.runtime import firestore as fs
 from shared.runtime.logs import get_logger
@@ -171,6 +172,64 @@ class Live:
                 self.changed.wait(timeout)
 
 
+class StreamSlots:
+    """The live streams an instance holds open, capped per instance and per caller: each holds a
+    thread and a connection, and a few hundred saturate an instance. Over a cap, TooManyRequests
+    (429 with Retry-After; the dashboard then polls ``/v1/changes`` and retries with back-off)."""
+
+    def __init__(self, total: int, per_caller: int):
+        self.total, self.per_caller = total, per_caller
+        self._lock = threading.Lock()
+        self._held: collections.Counter[str] = collections.Counter()
+
+    def open(self) -> int:
+        with self._lock:
+            return sum(self._held.values())
+
+    def take(self, caller: str) -> "Slot":
+        with self._lock:
+            if sum(self._held.values()) >= self.total:
+                raise TooManyRequests(f"this instance serves {self.total} live streams already (DCM_MAX_STREAMS); "
+                                      "retry later, or poll /v1/changes?after=CURSOR meanwhile", "stream")
+            if self._held[caller] >= self.per_caller:
+                raise TooManyRequests(f"{caller} holds {self.per_caller} live streams on this instance already "
+                                      "(DCM_MAX_STREAMS_PER_CALLER); close one, or poll /v1/changes?after=CURSOR",
+                                      "stream")
+            self._held[caller] += 1
+        return Slot(self, caller)
+
+    def give(self, caller: str) -> None:
+        with self._lock:
+            self._held[caller] -= 1
+            if self._held[caller] <= 0:
+                del self._held[caller]
+
+
+class Slot:
+    """One stream's place; given back once, when the response is closed (even if never read)."""
+
+    def __init__(self, slots: StreamSlots, caller: str):
+        self.slots, self.caller = slots, caller
+        self._given = False
+        self._body: Iterator[bytes] | None = None
+
+    def around(self, body: Iterator[bytes]) -> "Slot":
+        self._body = body
+        return self
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._body or ())
+
+    def close(self) -> None:  # the WSGI server calls it when the response ends, read or not
+        try:
+            if self._body is not None and hasattr(self._body, "close"):
+                self._body.close()
+        finally:
+            if not self._given:
+                self._given = True
+                self.slots.give(self.caller)
+
+
 def sse(event: str | None = None, data: Any = None, event_id: str | None = None, comment: str | None = None,
         retry_ms: int | None = None) -> bytes:
     """One server-sent event (text/event-stream framing)."""
@@ -230,7 +289,8 @@ def _stream(feed: ChangeFeed, live: Live, after: Cursor | None, where: FeedFilte
     dirty = True  # changes not yet read from the settled feed: those committed just before the stream opened
     while clock() < ends:
         live.start()
-        live.wait(seq, timeout=min(HEARTBEAT_SECONDS, feed.settle) if dirty else HEARTBEAT_SECONDS)
+        wait = min(HEARTBEAT_SECONDS, feed.settle) if dirty else HEARTBEAT_SECONDS
+        live.wait(seq, timeout=max(0.0, min(wait, ends - clock())))  # a stream ends on time: its place is freed
         for seq, item in live.since(seq):
             dirty = True
             if where.matches(item) and item["id"] not in sent:

@@ -15,6 +15,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.contracts import timeutil, tokens
+from shared.contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
 from shared.contracts.errors import InvalidRequest, Reason
 from shared.contracts.model import ResourceKey
 from shared.contracts.schemas import registry
@@ -162,14 +163,26 @@ def _token(kind: str, *values: str) -> str:
 
 
 def _token_values(token: str, kind: str, n: int) -> list[str]:
+    """The values of a page token the API handed out; the last is always a document id."""
     try:
         got = tokens.decode(token)
     except ValueError as exc:
         raise InvalidRequest("pageToken: not a page token of this list", "pageToken") from exc
     if (not isinstance(got, list) or len(got) != n + 1 or got[0] != kind
-            or not all(isinstance(v, str) for v in got)):
+            or not all(isinstance(v, str) for v in got) or not is_document_id(got[-1])):
         raise InvalidRequest("pageToken: not a page token of this list (filters or sort changed?)", "pageToken")
     return got[1:]
+
+
+def is_document_id(value: str) -> bool:
+    """Whether ``value`` can name a document of a collection (Firestore: 1 to 1,500 bytes, no ``/``,
+    not ``.`` or ``..``, not ``__.*__``): user input goes into a document path only when it is."""
+    try:
+        size = len(value.encode())  # a lone surrogate (JSON allows one) is no UTF-8: no document id either
+    except (AttributeError, UnicodeEncodeError):
+        return False
+    return (0 < size <= FIRESTORE_MAX_DOCUMENT_ID_BYTES and "/" not in value and value not in (".", "..")
+            and not RESERVED_NAME.match(value))
 
 
 # ---- counts ---------------------------------------------------------------------------------

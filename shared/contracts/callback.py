@@ -24,6 +24,7 @@ import base64
 import enum
 import hashlib
 import ipaddress
+import re
 import secrets
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -75,6 +76,11 @@ def parse_hook(url: str, local_mode: bool) -> tuple[str, int]:
         raise InvalidRequest("hook: no credentials in the URL; use the callback's token", "hook")
     if parts.hostname.lower() in METADATA_HOSTS:
         raise InvalidRequest(f"hook: {parts.hostname} is a metadata server", "hook")
+    if ":" not in parts.hostname:  # a name, not an IPv6 literal: every label 1 to 63 characters
+        try:
+            parts.hostname.encode("idna")
+        except UnicodeError as exc:
+            raise InvalidRequest(f"hook: {parts.hostname[:100]!r} is not a valid host name", "hook") from exc
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
@@ -208,6 +214,7 @@ class Callback:
     filter: Filter = field(default_factory=Filter)
     retry_seconds: int = DEFAULT_RETRY_SECONDS
     disabled: str | None = None  # why it is not called any more (a 410 from the receiver), or None
+    owner: str | None = None  # who registered it (the api's caller identity); None: registered before owners
 
     def matches(self, change: Mapping[str, Any]) -> bool:
         if self.scope is Scope.RESOURCE:
@@ -230,7 +237,7 @@ class Callback:
     def to_doc(self) -> dict[str, Any]:
         return {"hook": self.hook, "scope": self.scope.value, "createdAt": self.created_at, "token": self.token,
                 "key": self.key, "filter": self.filter.to_doc(), "retrySeconds": self.retry_seconds,
-                "disabled": self.disabled,
+                "disabled": self.disabled, "owner": self.owner,
                 "secrets": [{"value": s.value, "expiresAt": s.expires_at} for s in self.secrets]}
 
     @classmethod
@@ -238,19 +245,52 @@ class Callback:
         return cls(id=callback_id, hook=doc["hook"], scope=Scope(doc["scope"]), created_at=doc["createdAt"],
                    secrets=tuple(SigningSecret(s["value"], s.get("expiresAt")) for s in doc.get("secrets", ())),
                    token=doc.get("token"), key=doc.get("key"), filter=Filter.of(doc.get("filter")),
-                   retry_seconds=int(doc.get("retrySeconds", DEFAULT_RETRY_SECONDS)), disabled=doc.get("disabled"))
+                   retry_seconds=int(doc.get("retrySeconds", DEFAULT_RETRY_SECONDS)), disabled=doc.get("disabled"),
+                   owner=doc.get("owner"))
 
 
-def public(callback_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
+def public(callback_id: str, doc: Mapping[str, Any], full: bool = True) -> dict[str, Any]:
     """A stored callback as the API and the CLI show it: never its secrets (shown once, at creation);
-    when a rotation's grace is running, until when the previous secret signs."""
+    when a rotation's grace is running, until when the previous secret signs. Not ``full`` (to anyone
+    but its owner): no token, and the hook without its path, query or fragment (``redacted`` says so)."""
     cb = Callback.from_doc(callback_id, doc)
     previous = [s.expires_at for s in cb.secrets if s.expires_at]
-    return {"id": cb.id, "hook": cb.hook, "scope": cb.scope.value, "key": cb.key,
-            "filter": cb.filter.to_doc() if cb.scope is Scope.FILTER else None, "token": cb.token,
+    stats = {**EMPTY_STATS, **(doc.get("stats") or {})}
+    if not full and isinstance(stats["lastError"], str):  # an error quotes the URL it failed on
+        stats["lastError"] = redact_urls(stats["lastError"])
+    return {"id": cb.id, "hook": cb.hook if full else redact_hook(cb.hook), "scope": cb.scope.value,
+            "key": cb.key, "filter": cb.filter.to_doc() if cb.scope is Scope.FILTER else None,
+            "token": cb.token if full else None, "owner": cb.owner, "redacted": not full,
             "retrySeconds": cb.retry_seconds, "createdAt": cb.created_at, "disabled": cb.disabled,
-            "previousSecretValidUntil": max(previous) if previous else None,
-            "stats": {**EMPTY_STATS, **(doc.get("stats") or {})}}
+            "previousSecretValidUntil": max(previous) if previous else None, "stats": stats}
+
+
+REDACTED = "\u2026"  # what stands for a hook's path and query where they are not shown
+
+
+def redact_hook(url: str) -> str:
+    """A hook as shown to anyone but its owner: scheme, host and port only (a path or query often
+    carries a credential), e.g. ``https://hooks.example.com/\u2026``."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return REDACTED
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{f':{port}' if port else ''}/{REDACTED}" if host else REDACTED
+
+
+_URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*)://([^\s\"'<>]*)")
+_URL_PATH = re.compile(r"(\burl: )/[^\s\"'<>)]*")  # urllib3's "Max retries exceeded with url: /path?query"
+
+
+def redact_urls(text: str) -> str:
+    """``text`` (a message that may quote a hook, e.g. "retries exhausted") with every URL cut to its
+    scheme, host and port, and every quoted request path dropped."""
+    text = _URL.sub(lambda m: redact_hook(m.group(0)), text)
+    return _URL_PATH.sub(lambda m: m.group(1) + REDACTED, text)
 
 
 EMPTY_STATS: Mapping[str, Any] = {"delivered": 0, "failedAttempts": 0, "exhausted": 0, "consecutiveFailures": 0,

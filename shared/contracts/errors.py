@@ -83,3 +83,31 @@ class Gone(InvalidRequest):
 
     status = 410
     title = "Cursor expired"
+
+
+class Unauthenticated(InvalidRequest):
+    """A request that would change something, from a caller the api cannot name."""
+
+    status = 401
+    title = "Unauthenticated"
+
+
+class Forbidden(InvalidRequest):
+    """A request the caller may not make: a cross-site one, or a change to another's callback."""
+
+    status = 403
+    title = "Forbidden"
+
+
+class LimitReached(InvalidRequest):
+    """A registration over a configured cap (callbacks per caller, in total)."""
+
+    status = 409
+    title = "Limit reached"
+
+
+class TooManyRequests(InvalidRequest):
+    """Over a cap on what is open at once (live streams): retry later."""
+
+    status = 429
+    title = "Too many requests"

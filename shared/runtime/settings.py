@@ -80,13 +80,19 @@ class Settings:
     stream_seconds: float = 300.0  # a live stream ends after this long; EventSource reconnects at once
     topic_callbacks: str = "dcm-status-callbacks"
     topic_callbacks_retry: str = "dcm-status-callbacks-retry"
-    topic_replay: str = "dcm-status-replay"  # only the replay path publishes here; ingest trusts its replay markers
-    ingress_subscriptions: tuple[str, ...] = ("dcm-ingest-{provider}",)  # subscriptions on each ingress topic
     hook_timeout_seconds: float = 10.0  # a receiver that has not answered by then has failed this attempt
     callback_concurrency: int = 8  # calls at once to one fast receiver from one instance (first lane)
     freshness_default: Mapping[str, Any] = field(default_factory=dict)  # topology.yaml's freshness
     flapping: FlapPolicy = FlapPolicy()  # topology.yaml's flapping
     topic_providers: str = "dcm-status-providers"
+    # The api's callers (shared/api/identity.py) and what each may hold (docs/api.md "Security")
+    api_admins: tuple[str, ...] = ()  # identities that may change any callback (DCM_API_ADMINS, comma-separated)
+    api_iap: bool = False  # behind IAP: the caller is X-Goog-Authenticated-User-Email (DCM_API_IAP)
+    max_callbacks_per_caller: int = 100
+    max_callbacks: int = 10_000
+    min_rotation_grace_seconds: int = 60  # a rotation's previous secret signs at least this long
+    max_streams: int = 100  # open /v1/changes/stream per api instance
+    max_streams_per_caller: int = 10  # ... and per caller on one instance
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -173,12 +179,16 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         stream_seconds=float(env.get("DCM_STREAM_SECONDS", "300")),
         topic_callbacks=env.get("DCM_TOPIC_CALLBACKS", "dcm-status-callbacks"),
         topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
-        topic_replay=env.get("DCM_TOPIC_REPLAY", "dcm-status-replay"),
-        ingress_subscriptions=tuple(s for s in env.get("DCM_INGRESS_SUBSCRIPTION", "dcm-ingest-{provider}").split(",")
-                                    if s),
         hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
         callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "8")),
         freshness_default=_freshness(env.get("DCM_FRESHNESS", "")),
         flapping=_flapping(env.get("DCM_FLAPPING", "")),
         topic_providers=env.get("DCM_TOPIC_PROVIDERS", "dcm-status-providers"),
+        api_admins=tuple(a.strip() for a in env.get("DCM_API_ADMINS", "").split(",") if a.strip()),
+        api_iap=_flag(env, "DCM_API_IAP"),
+        max_callbacks_per_caller=int(env.get("DCM_MAX_CALLBACKS_PER_CALLER", "100")),
+        max_callbacks=int(env.get("DCM_MAX_CALLBACKS", "10000")),
+        min_rotation_grace_seconds=int(env.get("DCM_MIN_ROTATION_GRACE_SECONDS", "60")),
+        max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
+        max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
     )

@@ -34,7 +34,9 @@ def receiver(e2e):
 
 
 def api(e2e: E2EStack, method: str, path: str, **kwargs: Any) -> requests.Response:
-    return requests.request(method, e2e.api_url + path.lstrip("/"), timeout=30, **kwargs)
+    """A call of the api as a legitimate client makes it: with DCM-Request on what changes something."""
+    headers = {"DCM-Request": "1", **kwargs.pop("headers", {})}
+    return requests.request(method, e2e.api_url + path.lstrip("/"), timeout=30, headers=headers, **kwargs)
 
 
 def on_resource(e2e: E2EStack, key: str, hook: str, **params: Any) -> dict[str, Any]:

@@ -14,10 +14,15 @@ from shared.contracts import timeutil
 from shared.contracts.errors import InvalidRequest, NotFound
 
 HOOK = "http://127.0.0.1:9/hook"
+WRITE = {"DCM-Request": "1"}  # what every request that changes something carries (not a cross-site form)
+
+
+def write(api, method: str, path: str, **kwargs):
+    return api.open(method, path, headers={**WRITE, **kwargs.pop("headers", {})}, **kwargs)
 
 
 def test_a_filter_callback_is_created_with_its_secret_shown_once_then_listed_shown_and_removed(api):
-    created = api.open("POST", "/v1/callbacks", json={"hook": HOOK, "token": "T42",
+    created = write(api, "POST", "/v1/callbacks", json={"hook": HOOK, "token": "T42",
                                                        "filter": {"provider": "aws", "label": "tenant:acme"}})
     assert created.status_code == 201 and created.json["secret"].startswith("whsec_")
     cid = created.json["callback"]["id"]
@@ -27,23 +32,26 @@ def test_a_filter_callback_is_created_with_its_secret_shown_once_then_listed_sho
     assert created.json["secret"] not in str(api.get("/v1/callbacks").json)
     assert [c["id"] for c in api.get("/v1/callbacks?scope=filter").json["callbacks"]] == [cid]
     assert api.get("/v1/callbacks?scope=resource").json["callbacks"] == []
-    assert api.open("DELETE", f"/v1/callbacks/{cid}").status_code == 204
+    assert write(api, "DELETE", f"/v1/callbacks/{cid}").status_code == 204
     assert api.get(f"/v1/callbacks/{cid}").status_code == 404
-    assert api.open("DELETE", f"/v1/callbacks/{cid}").status_code == 404
+    assert write(api, "DELETE", f"/v1/callbacks/{cid}").status_code == 404
 
 
 def test_a_resource_has_one_callback_set_by_put_and_deleted_with_hook_none(api):
     path = "/v1/resources/aws/vm/i-1/callback"
     assert api.get(path).status_code == 404
-    first = api.open("PUT", f"{path}?hook={HOOK}&token=a")
+    first = write(api, "PUT", f"{path}?hook={HOOK}&token=a")
     assert first.status_code == 201 and first.json["secret"]
-    again = api.open("PUT", f"{path}?hook=http://127.0.0.1:8/other&retrySeconds=60")
-    assert again.status_code == 200 and "secret" not in again.json  # overwritten: same id, same secret
+    again = write(api, "PUT", f"{path}?hook=http://127.0.0.1:8/other&retrySeconds=60")
+    # overwritten: same id; a new hook gets a new secret (the old receiver's must not sign for the new one)
+    assert again.status_code == 200 and again.json["secret"] not in (None, first.json["secret"])
+    same = write(api, "PUT", f"{path}?hook=http://127.0.0.1:8/other&retrySeconds=60")
+    assert same.status_code == 200 and "secret" not in same.json  # the same hook keeps its secret
     assert again.json["callback"]["id"] == first.json["callback"]["id"]
     assert again.json["callback"]["hook"] == "http://127.0.0.1:8/other" and again.json["callback"]["retrySeconds"] == 60
     assert api.get(path).json["callback"]["key"] == "aws/vm/i-1"
-    assert api.open("PUT", f"{path}?hook=none").status_code == 204
-    assert api.open("PUT", f"{path}?hook=none").status_code == 404
+    assert write(api, "PUT", f"{path}?hook=none").status_code == 204
+    assert write(api, "PUT", f"{path}?hook=none").status_code == 404
 
 
 @pytest.mark.parametrize("hook, why", [
@@ -52,8 +60,8 @@ def test_a_resource_has_one_callback_set_by_put_and_deleted_with_hook_none(api):
     ("http://no-such-host.invalid/cb", "does not resolve"), ("http://u:p@127.0.0.1/cb", "credentials"),
 ])
 def test_a_hook_that_may_not_be_called_is_refused_at_registration_with_the_reason(api, hook, why):
-    for response in (api.open("POST", "/v1/callbacks", json={"hook": hook}),
-                     api.open("PUT", "/v1/resources/aws/vm/i-1/callback", query_string={"hook": hook})):
+    for response in (write(api, "POST", "/v1/callbacks", json={"hook": hook}),
+                     write(api, "PUT", "/v1/resources/aws/vm/i-1/callback", query_string={"hook": hook})):
         assert response.status_code == 400 and response.json["parameter"] == "hook"
         assert why in response.json["detail"]
     assert api.get("/v1/callbacks").json["callbacks"] == []
@@ -70,18 +78,18 @@ def test_a_hook_that_may_not_be_called_is_refused_at_registration_with_the_reaso
     ({"json": {"hook": HOOK, "token": "x" * 300}}, "token"),
 ])
 def test_a_registration_that_cannot_be_read_is_a_problem_naming_what(api, request_kwargs, parameter):
-    response = api.open("POST", "/v1/callbacks", **request_kwargs)
+    response = write(api, "POST", "/v1/callbacks", **request_kwargs)
     assert response.status_code == 400 and response.json["parameter"] == parameter
 
 
 def test_a_rotation_returns_a_new_secret_and_says_until_when_the_old_one_signs(api):
-    created = api.open("POST", "/v1/callbacks", json={"hook": HOOK}).json
+    created = write(api, "POST", "/v1/callbacks", json={"hook": HOOK}).json
     cid = created["callback"]["id"]
-    rotated = api.open("POST", f"/v1/callbacks/{cid}/rotate?graceSeconds=3600")
+    rotated = write(api, "POST", f"/v1/callbacks/{cid}/rotate?graceSeconds=3600")
     assert rotated.status_code == 200 and rotated.json["secret"] != created["secret"]
     assert rotated.json["callback"]["previousSecretValidUntil"] > timeutil.now_str()
-    assert api.open("POST", "/v1/callbacks/nope/rotate").status_code == 404
-    assert api.open("POST", f"/v1/callbacks/{cid}/rotate?graceSeconds=-1").status_code == 400
+    assert write(api, "POST", "/v1/callbacks/nope/rotate").status_code == 404
+    assert write(api, "POST", f"/v1/callbacks/{cid}/rotate?graceSeconds=-1").status_code == 400
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
@@ -101,25 +109,25 @@ def test_a_test_delivery_is_signed_and_its_outcome_answered(api):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        created = api.open("POST", "/v1/callbacks", json={
+        created = write(api, "POST", "/v1/callbacks", json={
             "hook": f"http://127.0.0.1:{server.server_address[1]}/cb", "token": "T"}).json
-        answer = api.open("POST", f"/v1/callbacks/{created['callback']['id']}/test").json
+        answer = write(api, "POST", f"/v1/callbacks/{created['callback']['id']}/test").json
         assert answer["delivered"] is True and answer["status"] == 204 and answer["address"] == "127.0.0.1"
         [(headers, body)] = _Receiver.got
         sent = Webhook(created["secret"]).verify(body, {k.lower(): v for k, v in headers.items()})
         assert sent["test"] is True and sent["token"] == "T" and sent["changes"] == []
-        down = api.open("POST", "/v1/callbacks", json={"hook": HOOK}).json["callback"]["id"]
-        failed = api.open("POST", f"/v1/callbacks/{down}/test").json
+        down = write(api, "POST", "/v1/callbacks", json={"hook": HOOK}).json["callback"]["id"]
+        failed = write(api, "POST", f"/v1/callbacks/{down}/test").json
         assert failed["delivered"] is False and failed["status"] is None and failed["error"]
     finally:
         server.shutdown()
 
 
 def test_enable_calls_a_disabled_callback_again(api, firestore):
-    cid = api.open("POST", "/v1/callbacks", json={"hook": HOOK}).json["callback"]["id"]
+    cid = write(api, "POST", "/v1/callbacks", json={"hook": HOOK}).json["callback"]["id"]
     firestore.collection("callbacks").document(cid).update({"disabled": "410 Gone", "stats.consecutiveFailures": 4})
     assert api.get(f"/v1/callbacks/{cid}").json["callback"]["disabled"] == "410 Gone"
-    enabled = api.open("POST", f"/v1/callbacks/{cid}/enable").json["callback"]
+    enabled = write(api, "POST", f"/v1/callbacks/{cid}/enable").json["callback"]
     assert enabled["disabled"] is None and enabled["stats"]["consecutiveFailures"] == 0
 
 

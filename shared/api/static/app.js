@@ -11,6 +11,9 @@
  * then again from the settled feed after a reconnect): changes are deduplicated by id. Late
  * changes are history, not the current state: they are shown in the feed and move nothing else.
  * Counts are moved locally on each change and re-read from the API (debounced) to correct drift.
+ * A stream the API refuses (429: too many streams open on its instance or for this caller; 503)
+ * falls back to polling: the changes after the cursor are read from v1/changes, then the stream is
+ * tried again, with back-off (1 s doubling to 30 s); the live badge says "polling" meanwhile.
  */
 'use strict';
 
@@ -24,6 +27,7 @@
   const TIMELINE_MAX = 500;        // history entries drawn on the timeline (the API's largest page)
   const SEARCH_DEBOUNCE_MS = 300;
   const RETRY_MAX_MS = 30000;
+  const POLL_LIMIT = 200;          // changes read per poll while the stream is refused
   const LABEL_PATTERN = /^(tenant|region|environment):.+$/;
 
   // ---- status families and colours --------------------------------------------------------
@@ -480,10 +484,15 @@
   }
 
   // ---- the live stream ---------------------------------------------------------------------
+  const LIVE_TITLES = {
+    polling: 'The live stream was refused (the API holds as many streams as it may, or is unavailable): ' +
+      'changes are read from v1/changes instead, and the stream is tried again with back-off',
+  };
   function setLive(state) {
     const e = $('live');
     e.dataset.state = state;
     e.textContent = state;
+    e.title = LIVE_TITLES[state] || 'The live change stream';
   }
   function openStream() {
     clearTimeout(S.retryTimer);
@@ -511,7 +520,8 @@
     es.onerror = () => {
       if (S.es !== es) return;
       setLive('reconnecting');  // EventSource retries by itself, sending Last-Event-ID
-      if (es.readyState === EventSource.CLOSED) {  // refused (an HTTP error): find out why, then retry
+      if (es.readyState === EventSource.CLOSED) {  // refused (an HTTP error): poll meanwhile, then retry
+        setLive('polling');
         S.es = null;
         S.retryTimer = setTimeout(recoverStream, S.retryDelay);
         S.retryDelay = Math.min(S.retryDelay * 2, RETRY_MAX_MS);
@@ -520,8 +530,9 @@
   }
   async function recoverStream() {
     if (!S.cursor) { startFeed(); return; }
+    let page;
     try {
-      await api('v1/changes', { after: S.cursor, limit: 1 });
+      page = await api('v1/changes', { after: S.cursor, limit: POLL_LIMIT });
     } catch (e) {
       if (e.status === 410 || e.status === 400) {  // the cursor expired (or was refused): start over
         showError(e, 'Live changes: started again from the current state');
@@ -536,6 +547,8 @@
       return;
     }
     loaded('Live changes');
+    for (const c of page.changes) onChange(c);  // what the stream would have sent meanwhile (once each, by id)
+    if (page.changes.length) S.cursor = page.nextCursor;  // else keep it: a settled cursor, the stream resumes there
     openStream();
   }
   async function startFeed() {

@@ -1,0 +1,293 @@
+"""The api's guards (issue 25): no cross-site page acts for an admin, a callback is changed only by
+who registered it (or an admin), callbacks and live streams are capped, a reader sees no token or
+hook path of another's callback nor in the dead letters, malformed input is a 400, never a 500.
+
+Production mode (the caller from the Cloud Run-verified ID token, https hooks resolving to a public
+address) runs the api directly on the Firestore emulator; local mode through functions-framework.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import flask
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from werkzeug.test import EnvironBuilder
+
+from shared.api.app import Api, Guards
+from shared.api.callbacks import Callbacks
+from shared.api.identity import caller_of, same_origin
+from shared.contracts import tokens
+
+HOOK = "https://hooks.example.com/cb/PATH-SECRET?key=QUERY-SECRET"
+WRITE = {"DCM-Request": "1"}
+ALICE, BOB, ADMIN = "alice@example.com", "bob@example.com", "admin@example.com"
+
+
+def id_token(email: str) -> dict[str, str]:
+    """The Authorization header `gcloud run services proxy` attaches (Cloud Run verified its signature)."""
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(orjson.dumps(value)).decode().rstrip("=")
+    return {"Authorization": f"Bearer {part({'alg': 'RS256'})}.{part({'email': email, 'aud': 'x'})}.c2ln"}
+
+
+class Direct:
+    """The api as deployed (not local mode), called in process: one request, one answer."""
+
+    def __init__(self, api: Api):
+        self.api = api
+
+    def open(self, method: str, path: str, who: str | None = None, headers: dict[str, str] | None = None,
+             **kwargs: Any) -> flask.Response:
+        sent = {**(id_token(who) if who else {}), **(headers or {})}
+        request = flask.Request(EnvironBuilder(path, method=method, headers=sent, **kwargs).get_environ())
+        return self.api(request)
+
+    def write(self, method: str, path: str, who: str | None = None, **kwargs: Any) -> flask.Response:
+        return self.open(method, path, who, headers={**WRITE, **kwargs.pop("headers", {})}, **kwargs)
+
+
+def body(response: flask.Response) -> dict[str, Any]:
+    return orjson.loads(response.get_data())
+
+
+@pytest.fixture
+def prod(firestore, tmp_path, monkeypatch):
+    keyring = tmp_path / "keys.json"  # the signing secrets' keyring (docs/callbacks.md), as the local stack writes it
+    keyring.write_text(orjson.dumps({"primary": "k1", "keys": {"k1": base64.b64encode(bytes(range(32))).decode()}})
+                       .decode())
+    monkeypatch.setenv("DCM_CALLBACK_KEYS_FILE", str(keyring))
+    callbacks = Callbacks(firestore, local_mode=False, resolver=lambda host, port: ["93.184.216.34"],
+                          max_per_caller=3, max_total=5)
+    guards = Guards(local_mode=False, admins=(ADMIN,), min_rotation_grace_seconds=60, max_streams=3,
+                    max_streams_per_caller=2)
+    return Direct(Api(firestore, ("aws",), 7, 0.0, 0.5, callbacks, guards=guards))
+
+
+def alices_callback(prod: Direct, key: str = "aws/vm/i-1") -> tuple[str, dict[str, Any]]:
+    created = prod.write("PUT", f"/v1/resources/{key}/callback", ALICE, query_string={"hook": HOOK, "token": "TOK"})
+    assert created.status_code == 201, created.get_data()
+    shown = body(created)
+    return shown["callback"]["id"], shown
+
+
+# ---- item 2: cross-site request forgery -----------------------------------------------------------
+MUTATIONS = [("POST", "/v1/callbacks/{cid}/rotate", {"query_string": {"graceSeconds": "3600"}}),
+             ("POST", "/v1/callbacks/{cid}/enable", {}), ("POST", "/v1/callbacks/{cid}/test", {}),
+             ("DELETE", "/v1/callbacks/{cid}", {}),
+             ("PUT", "/v1/resources/aws/vm/i-1/callback", {"query_string": {"hook": "https://other.example.com/x"}}),
+             ("POST", "/v1/callbacks", {"data": "hook=https://other.example.com/x",
+                                        "content_type": "application/x-www-form-urlencoded"}),
+             ("POST", "/v1/callbacks", {"json": {"hook": "https://other.example.com/x"}})]
+
+
+@pytest.mark.parametrize("method, path, kwargs", MUTATIONS)
+def test_a_request_a_cross_site_form_can_send_changes_nothing(prod, firestore, method, path, kwargs):
+    """What an admin's browser sends for a form of another site (the admin's token attached by the
+    proxy, no DCM-Request header; Origin foreign or absent) is a 403 on every route that changes something."""
+    cid, _ = alices_callback(prod)
+    before = firestore.collection("callbacks").document(cid).get().to_dict()
+    for headers, parameter in (({}, "DCM-Request"), ({"Origin": "https://evil.example"}, "Origin"),
+                               ({**WRITE, "Origin": "https://evil.example"}, "Origin"),
+                               ({**WRITE, "Origin": "null"}, "Origin")):
+        refused = prod.open(method, path.format(cid=cid), ALICE, headers=headers, **kwargs)
+        assert refused.status_code == 403 and refused.mimetype == "application/problem+json", refused.get_data()
+        assert body(refused)["parameter"] == parameter
+    assert firestore.collection("callbacks").document(cid).get().to_dict() == before
+    assert [d.id for d in firestore.collection("callbacks").stream()] == [cid]
+
+
+def test_the_apis_own_origin_and_reads_pass(prod):
+    cid, _ = alices_callback(prod)
+    own = prod.write("POST", f"/v1/callbacks/{cid}/enable", ALICE, headers={"Origin": "http://localhost"})
+    assert own.status_code == 200
+    assert prod.open("GET", "/v1/callbacks", ALICE, headers={"Origin": "https://evil.example"}).status_code == 200
+    assert same_origin("https://API.example:8443", "api.example:8443") and not same_origin("https://api.example",
+                                                                                            "api.example:8443")
+
+
+def test_a_rotation_keeps_the_previous_secret_signing_at_least_the_minimum_grace(prod):
+    cid, _ = alices_callback(prod)
+    for grace in ("0", "59"):
+        refused = prod.write("POST", f"/v1/callbacks/{cid}/rotate", ALICE, query_string={"graceSeconds": grace})
+        assert refused.status_code == 400 and body(refused)["parameter"] == "graceSeconds"
+        assert "60" in body(refused)["detail"]
+    rotated = prod.write("POST", f"/v1/callbacks/{cid}/rotate", ALICE, query_string={"graceSeconds": "60"})
+    assert rotated.status_code == 200 and body(rotated)["callback"]["previousSecretValidUntil"]
+
+
+# ---- item 3: who registered a callback changes it ---------------------------------------------------
+def test_only_the_owner_or_an_admin_changes_a_callback(prod, firestore):
+    cid, created = alices_callback(prod)
+    assert created["callback"]["owner"] == ALICE
+    path = "/v1/resources/aws/vm/i-1/callback"
+    for method, url, kwargs in [("PUT", path, {"query_string": {"hook": "https://bob.example.com/steal"}}),
+                                ("PUT", path, {"query_string": {"hook": "none"}}),
+                                ("POST", f"/v1/callbacks/{cid}/rotate", {}), ("POST", f"/v1/callbacks/{cid}/enable", {}),
+                                ("POST", f"/v1/callbacks/{cid}/test", {}), ("DELETE", f"/v1/callbacks/{cid}", {})]:
+        refused = prod.write(method, url, BOB, **kwargs)
+        assert refused.status_code == 403 and ALICE in body(refused)["detail"], (method, url, refused.get_data())
+    stored = firestore.collection("callbacks").document(cid).get().to_dict()
+    assert stored["hook"] == HOOK and stored["owner"] == ALICE
+    anonymous = prod.write("PUT", path, None, query_string={"hook": "https://x.example.com/"})
+    assert anonymous.status_code == 401 and body(anonymous)["parameter"] == "Authorization"
+    assert prod.write("POST", f"/v1/callbacks/{cid}/rotate", ADMIN).status_code == 200  # an admin may
+    assert prod.write("POST", f"/v1/callbacks/{cid}/enable", ALICE).status_code == 200  # its owner may
+
+
+def test_a_changed_hook_gets_a_new_secret_and_the_old_one_no_longer_signs(prod, firestore):
+    cid, created = alices_callback(prod)
+    path = "/v1/resources/aws/vm/i-1/callback"
+    kept = prod.write("PUT", path, ALICE, query_string={"hook": HOOK, "token": "T2"})
+    assert kept.status_code == 200 and "secret" not in body(kept)  # same hook: same secret
+    moved = prod.write("PUT", path, ALICE, query_string={"hook": "https://new.example.com/cb"})
+    assert moved.status_code == 200 and body(moved)["secret"].startswith("whsec_")
+    assert body(moved)["secret"] != created["secret"]
+    secrets = firestore.collection("callbacks").document(cid).get().to_dict()["secrets"]
+    assert len(secrets) == 1 and secrets[0].get("expiresAt") is None  # the old one is gone, not in grace
+    assert body(moved)["callback"]["previousSecretValidUntil"] is None
+
+
+def test_the_caller_is_the_verified_token_or_iap_or_local():
+    assert caller_of(id_token(ALICE), False, False, (ADMIN,)).identity == ALICE
+    assert caller_of(id_token(ADMIN), False, False, (ADMIN,)).admin
+    assert caller_of({"X-Goog-Authenticated-User-Email": f"accounts.google.com:{BOB}"}, False, True, ()).identity == BOB
+    assert caller_of({**id_token(ALICE), "X-Goog-Authenticated-User-Email": BOB}, False, False, ()).identity == ALICE
+    assert caller_of({"X-Goog-Authenticated-User-Email": BOB}, False, False, ()).identity is None  # no IAP: ignored
+    assert caller_of({"Authorization": "Bearer not-a-jwt"}, False, False, ()).identity is None
+    assert caller_of(id_token(ALICE), True, False, ()).identity == "local"
+
+
+# ---- item 4: caps ------------------------------------------------------------------------------
+def test_callbacks_are_capped_per_caller_and_in_total_with_a_409_naming_the_limit(prod):
+    for n in range(3):
+        assert prod.write("POST", "/v1/callbacks", ALICE, json={"hook": HOOK}).status_code == 201
+    over = prod.write("POST", "/v1/callbacks", ALICE, json={"hook": HOOK})
+    assert over.status_code == 409 and "DCM_MAX_CALLBACKS_PER_CALLER=3" in body(over)["detail"]
+    over = prod.write("PUT", "/v1/resources/aws/vm/i-9/callback", ALICE, query_string={"hook": HOOK})
+    assert over.status_code == 409 and "DCM_MAX_CALLBACKS_PER_CALLER=3" in body(over)["detail"]
+    assert prod.write("POST", "/v1/callbacks", BOB, json={"hook": HOOK}).status_code == 201
+    assert prod.write("PUT", "/v1/resources/aws/vm/i-8/callback", BOB, query_string={"hook": HOOK}).status_code == 201
+    total = prod.write("POST", "/v1/callbacks", ADMIN, json={"hook": HOOK})
+    assert total.status_code == 409 and "DCM_MAX_CALLBACKS=5" in body(total)["detail"]
+    # changing one held is no new callback
+    moved = prod.write("PUT", "/v1/resources/aws/vm/i-8/callback", BOB, query_string={"hook": HOOK + "2"})
+    assert moved.status_code == 200
+
+
+# ---- item 10: what a reader sees of another's callback, and of the dead letters -----------------------
+def test_another_callers_callback_is_shown_without_its_token_or_hook_path(prod, firestore):
+    cid, _ = alices_callback(prod)
+    firestore.collection("callbacks").document(cid).update(
+        {"stats.lastError": "HTTPSConnectionPool(host='hooks.example.com', port=443): Max retries exceeded with "
+                            "url: /cb/PATH-SECRET?key=QUERY-SECRET (timeout)"})
+    for answer in (body(prod.open("GET", "/v1/callbacks", BOB))["callbacks"][0],
+                   body(prod.open("GET", f"/v1/callbacks/{cid}", BOB))["callback"],
+                   body(prod.open("GET", "/v1/resources/aws/vm/i-1/callback", ADMIN))["callback"]):
+        text = orjson.dumps(answer).decode()
+        assert "SECRET" not in text and "TOK" not in text, text
+        assert answer["hook"] == "https://hooks.example.com/\u2026" and answer["token"] is None
+        assert answer["redacted"] is True and answer["owner"] == ALICE
+    mine = body(prod.open("GET", f"/v1/callbacks/{cid}", ALICE))["callback"]
+    assert mine["hook"] == HOOK and mine["token"] == "TOK" and mine["redacted"] is False
+
+
+def test_the_dead_letters_show_no_hook_path_or_query(prod, firestore):
+    firestore.collection("deadletters").document("d1").set({
+        "fingerprint": "fp", "reason": "callback_exhausted", "provider": None,
+        "message": f"callback f1: {HOOK} failed for 60 s since 2026-11-25T10:00:00Z; last: HTTPSConnectionPool("
+                   "host='hooks.example.com', port=443): Max retries exceeded with url: /cb/PATH-SECRET?key=QUERY-SECRET",
+        "occurrences": 1, "state": "open", "firstSeen": "2026-11-25T10:00:00.000000Z",
+        "lastSeen": "2026-11-25T10:00:00.000000Z"})
+    [group] = body(prod.open("GET", "/v1/deadletters", ALICE))["groups"]
+    assert "SECRET" not in group["message"] and "https://hooks.example.com/\u2026 failed" in group["message"]
+
+
+# ---- item 11: live streams capped per instance and per caller --------------------------------------
+def test_live_streams_are_capped_per_caller_and_per_instance_and_a_closed_one_frees_its_place(prod):
+    a1, a2 = prod.open("GET", "/v1/changes/stream", ALICE), prod.open("GET", "/v1/changes/stream", ALICE)
+    assert a1.status_code == a2.status_code == 200
+    refused = prod.open("GET", "/v1/changes/stream", ALICE)
+    assert refused.status_code == 429 and refused.headers["Retry-After"]
+    assert "DCM_MAX_STREAMS_PER_CALLER" in body(refused)["detail"]
+    b1 = prod.open("GET", "/v1/changes/stream", BOB)
+    assert b1.status_code == 200
+    full = prod.open("GET", "/v1/changes/stream", ADMIN)
+    assert full.status_code == 429 and "DCM_MAX_STREAMS" in body(full)["detail"]
+    a1.close()  # never read: the server closes it when the client goes
+    again = prod.open("GET", "/v1/changes/stream", ALICE)
+    assert again.status_code == 200
+    for response in (a2, b1, again):
+        response.close()
+    assert prod.api.slots.open() == 0
+
+
+def test_a_stream_read_to_its_end_through_the_server_frees_its_place(client, firestore):
+    from tests.fakes import runtime_of
+    from tests.functional.conftest import PROJECT, bind_all
+    bind_all(runtime_of(firestore=firestore, DCM_PROJECT=PROJECT, DCM_FEED_SETTLE_SECONDS="0",
+                        DCM_STREAM_SECONDS="0.2", DCM_MAX_STREAMS_PER_CALLER="1"))
+    for _ in range(3):  # one at a time, each to its end (then closed, as a WSGI server does): never over the cap
+        response = client.get("/v1/changes/stream")
+        assert response.status_code == 200 and b"ready" in response.get_data()
+        response.close()
+    held = client.get("/v1/changes/stream", buffered=False)
+    assert client.get("/v1/changes/stream").status_code == 429
+    held.close()
+    assert client.get("/v1/changes/stream", buffered=False).status_code == 200
+
+
+# ---- item 12: malformed input is a 400, never a 500 -----------------------------------------------
+def test_a_cursor_or_page_token_naming_no_document_is_a_400(api):
+    bad = ["a/b", "..", ".", "__x__", "x" * 1501]
+    for doc_id in bad:
+        for path, parameter in [
+            ("/v1/resources?pageToken=" + tokens.encode(["key", doc_id]), "pageToken"),
+            ("/v1/resources?sort=-updatedAt&pageToken=" + tokens.encode(["-updatedAt", "t", doc_id]), "pageToken"),
+            ("/v1/resources?q=i&pageToken=" + tokens.encode(["resourceId", "i", doc_id]), "pageToken"),
+            ("/v1/resources/aws/vm/i-1/history?pageToken=" + tokens.encode(["history", "t", doc_id]), "pageToken"),
+            ("/v1/changes?after=" + tokens.encode(["2099-01-01T00:00:00Z", doc_id]), "after"),
+            ("/v1/changes/stream?after=" + tokens.encode(["2099-01-01T00:00:00Z", doc_id]), "after"),
+        ]:
+            if len(path) > 2200:
+                continue
+            response = api.client.get(path)
+            assert response.status_code == 400 and response.json["parameter"] == parameter, (path, response.data)
+
+
+@pytest.mark.parametrize("hook", ["https://metadata.google.internal../", "https://a..example.com/",
+                                  "https://" + "a" * 64 + ".example.com/", "http://127.0.0.1../x"])
+def test_a_hook_that_is_no_host_name_is_a_400(api, hook):
+    for response in (api.open("POST", "/v1/callbacks", json={"hook": hook}, headers=WRITE),
+                     api.open("PUT", "/v1/resources/aws/vm/i-1/callback", query_string={"hook": hook},
+                              headers=WRITE)):
+        assert response.status_code == 400 and response.json["parameter"] == "hook", response.data
+
+
+@pytest.mark.parametrize("cid", ["__x__", "..", "."])
+def test_a_callback_id_naming_no_document_is_a_404(api, cid):
+    assert api.client.get(f"/v1/callbacks/{cid}").status_code in (404, 308)  # werkzeug may normalise . and ..
+    assert api.client.post(f"/v1/callbacks/{cid}/enable", headers=WRITE).status_code in (404, 308)
+
+
+text = st.text(st.characters(codec="utf-8"), max_size=80)
+token_parts = st.lists(st.one_of(text, st.sampled_from(["key", "-updatedAt", "resourceId", "history", "a/b",
+                                                        "__x__", "..", "2026-01-01T00:00:00Z"])), max_size=4)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=token_parts, raw=text)
+def test_fuzzed_tokens_cursors_ids_and_hooks_never_answer_500(api, parts, raw):
+    encoded = tokens.encode(parts)
+    for path in (f"/v1/resources?pageToken={encoded}", f"/v1/resources?sort=-updatedAt&pageToken={encoded}",
+                 f"/v1/changes?after={encoded}", f"/v1/resources/aws/vm/i-1/history?pageToken={encoded}"):
+        assert api.client.get(path).status_code < 500, path
+    for query in ({"pageToken": raw}, {"after": raw}, {"q": raw or "x"}):
+        assert api.client.get("/v1/resources" if "after" not in query else "/v1/changes",
+                              query_string=query).status_code < 500, query
+    assert api.client.post("/v1/callbacks", json={"hook": "https://" + raw + "/"}, headers=WRITE).status_code < 500
+    assert api.client.get("/v1/callbacks/" + (raw.replace("/", "_") or "x")).status_code < 500

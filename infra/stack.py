@@ -31,6 +31,7 @@ from google.protobuf import duration_pb2
 from infra import emulators
 from infra.emulators import Process
 from infra.topology import SubscriptionSpec, Topology, load, read
+from shared.runtime import secretbox
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROJECT = "dcm-local"
@@ -166,6 +167,8 @@ class LocalStack:
         self.state_file = self.state_dir / "state.json"
         self.log_dir = self.state_dir / "logs"
         self.outage_flag = self.state_dir / "firestore-outage"
+        # the webhook signing secrets' keyring (DCM_CALLBACK_KEYS_FILE; Secret Manager in production)
+        self.callback_keys = self.state_dir / "callback-keys.json"
 
     # ---- state -------------------------------------------------------------
     def load_state(self) -> StackState | None:
@@ -327,6 +330,7 @@ class LocalStack:
         env.update({
             "FIRESTORE_EMULATOR_HOST": state.functions_firestore_host,
             "DCM_LOCAL_MODE": "1",  # no OIDC tokens on the emulator; never set in production
+            "DCM_CALLBACK_KEYS_FILE": str(secretbox.ensure_file(self.callback_keys)),  # mode 0600, made once
             "PYTHONPATH": str(REPO_ROOT),
             "PYTHONUNBUFFERED": "1",
             "THREADS": os.environ.get("DCM_FUNCTION_THREADS", "16"),

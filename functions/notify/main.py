@@ -3,6 +3,8 @@
 import functions_framework
 
 from shared.notify.handler import Notify
+from shared.runtime import secretbox
 from shared.runtime.entrypoint import pubsub_function
 
-notify = functions_framework.cloud_event(pubsub_function("notify", Notify.build))
+notify = functions_framework.cloud_event(pubsub_function("notify", Notify.build,
+                                                         needs=(secretbox.check_configured,)))

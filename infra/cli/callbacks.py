@@ -13,20 +13,34 @@ import click
 
 from infra.cli.common import connect, emit_json, to_text
 from infra.cli.output import JSON, WIDE, fields, table
+from infra.stack import LocalStack
 from shared.api.callbacks import Callbacks
-from shared.contracts import callback
+from shared.contracts import callback, timeutil
 from shared.contracts.callback import Scope
+from shared.contracts.errors import ConfigError
 from shared.contracts.model import ResourceKey
+from shared.notify.store import CallbackStore
+from shared.runtime import secretbox
 
 COLUMNS = ("id", "hook", "for", "delivered", "failing", "last success", "state")  # last failure: show
+
+
+def _keys(local: bool) -> secretbox.KeySource:
+    """The keyring the functions use: the local stack's file, else DCM_CALLBACK_KEYS_SECRET (Secret Manager)."""
+    try:
+        if local:
+            return secretbox.source(None, str(secretbox.ensure_file(LocalStack().callback_keys)), True)
+        return secretbox.from_env(local_mode=False)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _registry() -> Callbacks:
     conn = connect()
     if conn.local:
-        click.echo("local stack: plain http and loopback hooks are allowed (production wants https and a "
-                   "public address)", err=True)
-    return Callbacks(conn.firestore(), local_mode=conn.local)
+        click.echo("local stack: plain http and loopback hooks on any port are allowed (production wants https, "
+                   "a public address and port 443)", err=True)
+    return Callbacks(conn.firestore(), local_mode=conn.local, keys=_keys(conn.local))
 
 
 def _scope(c: dict[str, Any]) -> str:
@@ -120,7 +134,7 @@ def show(callback_id, as_json):
         emit_json(c)
         return
     fields([("id", c["id"]), ("hook", c["hook"]), ("for", _scope(c)), ("token", c["token"]),
-            ("retry period", f"{c['retrySeconds']} s"), ("created", c["createdAt"]),
+            ("owner", c.get("owner")), ("retry period", f"{c['retrySeconds']} s"), ("created", c["createdAt"]),
             ("state", f"disabled: {c['disabled']}" if c["disabled"] else "enabled"),
             ("previous secret until", c["previousSecretValidUntil"]),
             *((f"stats.{k}", v) for k, v in c["stats"].items())])
@@ -147,9 +161,54 @@ def test(callback_id, as_json):
     if as_json:
         emit_json(result)
     else:
-        click.echo(f"{'delivered' if result['delivered'] else 'failed'}: status {to_text(result['status'])}, "
-                   f"{result['seconds']} s" + (f", {result['error']}" if result["error"] else ""))
+        click.echo("delivered" if result["delivered"] else f"not delivered: {result['outcome']} (its stats have "
+                   f"the last error: dcm-status callbacks show {callback_id})")
     if not result["delivered"]:
+        raise SystemExit(1)
+
+
+@callbacks.command("rekey")
+@click.option("--rotate", is_flag=True, help="Local stack: first add a new key to its keyring and make it primary.")
+@click.option("--drop", "drop", default=None, metavar="KEY_ID",
+              help="Local stack: then remove this key from its keyring (refused if a secret did not open).")
+@JSON
+def rekey(rotate, drop, as_json):
+    """Seal every callback's signing secret again with the keyring's primary key (clear ones stored
+    before encryption too); secrets past their rotation grace are dropped.
+
+    Key rotation: add a key and make it primary, rekey, then drop the old key (docs/callbacks.md).
+    Exits 1 when a secret did not open. Example: dcm-status callbacks rekey --rotate
+    """
+    conn = connect()
+    keys = _keys(conn.local)
+    path = LocalStack().callback_keys
+    if rotate and drop:
+        raise click.UsageError("--drop comes later: every instance re-reads the keyring within 5 minutes, and "
+                               "one that still seals with the old key meanwhile would lose what it seals")
+    if (rotate or drop) and not conn.local:
+        raise click.UsageError("--rotate and --drop change the local stack's keyring; in production add a "
+                               "version to the Secret Manager secret (docs/callbacks.md)")
+    try:
+        ring = keys.keyring()
+        if rotate:
+            ring = ring.with_new_primary()
+            secretbox.write_file(path, ring)
+        done = CallbackStore(conn.firestore()).rekey(ring, timeutil.now())
+        if drop and not done.unavailable:
+            secretbox.write_file(path, ring.without(drop))
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        emit_json({"primary": done.primary, "callbacks": done.callbacks, "resealed": done.resealed,
+                   "dropped": done.dropped, "unavailable": list(done.unavailable),
+                   "droppedKey": drop if drop and not done.unavailable else None})
+    else:
+        click.echo(f"{done.resealed} secret(s) of {done.callbacks} callback(s) sealed again with key {done.primary}; "
+                   f"{done.dropped} past their grace removed" + (f"; key {drop} removed" if drop and not
+                                                                 done.unavailable else ""))
+        for why in done.unavailable:
+            click.echo(f"did not open: {why}", err=True)
+    if done.unavailable:
         raise SystemExit(1)
 
 
@@ -157,10 +216,12 @@ def test(callback_id, as_json):
 @click.argument("callback_id")
 @click.option("--grace-seconds", type=click.IntRange(0, callback.MAX_RETRY_SECONDS),
               default=callback.DEFAULT_ROTATION_GRACE_SECONDS, show_default=True,
-              help="How long the previous secret still signs.")
+              help="How long the previous secret still signs (0: at once, for a leaked secret; the api "
+                   "keeps at least DCM_MIN_ROTATION_GRACE_SECONDS).")
 @JSON
 def rotate(callback_id, grace_seconds, as_json):
-    """A new signing secret (shown once); the previous one signs on for the grace period.
+    """A new signing secret (shown once); the previous one signs on for the grace period. The CLI acts as
+    an operator (an admin: it holds Firestore credentials), on any callback.
 
     Example: dcm-status callbacks rotate f3b1706fad16646e7 --grace-seconds 3600
     """

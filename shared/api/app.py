@@ -34,6 +34,7 @@ from shared.contracts.model import ResourceKey
 from shared.contracts.schemas import OPENAPI, schemas_dir
 from shared.contracts.status_changed import parse_label
 from shared.runtime import firestore as fs
+from shared.runtime import secretbox
 from shared.runtime.clients import Runtime
 from shared.runtime.entrypoint import problem
 from shared.runtime.logs import get_logger
@@ -156,7 +157,8 @@ class Api:
         s = runtime.settings
         return cls(runtime.firestore, s.providers, s.ledger_ttl_days, s.feed_settle_seconds, s.stream_seconds,
                    Callbacks(runtime.firestore, s.local_mode, s.hook_timeout_seconds,
-                             max_per_caller=s.max_callbacks_per_caller, max_total=s.max_callbacks),
+                             max_per_caller=s.max_callbacks_per_caller, max_total=s.max_callbacks,
+                             keys=secretbox.for_settings(s), hook_ports=s.hook_ports),
                    lambda provider: s.stale_after(provider, ""),
                    Guards(s.local_mode, s.api_iap, s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
                           s.max_streams_per_caller))

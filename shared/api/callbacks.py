@@ -22,7 +22,7 @@ from shared.api import queries
 from shared.api.identity import LOCAL, Caller, require_identity
 from shared.contracts.errors import Forbidden, LimitReached, NotFound
 from shared.contracts.state import CALLBACKS
-from shared.runtime import egress
+from shared.runtime import egress, secretbox
 from shared.runtime import firestore as fs
 
 MAX_LISTED = 1000
@@ -32,8 +32,11 @@ OPERATOR = "operator"  # the owner the operator's CLI records (outside the local
 class Callbacks:
     def __init__(self, db: firestore.Client, local_mode: bool, hook_timeout: float = 10.0,
                  resolver: egress.Resolver = egress.resolve, post: Callable[..., egress.HookResponse] = egress.post,
-                 clock: Callable[[], datetime] = timeutil.now, max_per_caller: int = 100, max_total: int = 10_000):
+                 clock: Callable[[], datetime] = timeutil.now, max_per_caller: int = 100, max_total: int = 10_000,
+                 keys: secretbox.KeySource | None = None, hook_ports: tuple[int, ...] = ()):
         self.db = db
+        self._keys = keys  # seals the signing secrets (None: the environment's, read when first needed)
+        self.hook_ports = tuple(hook_ports)  # ports allowed beside 443 (DCM_HOOK_PORTS)
         self.local_mode = local_mode
         self.max_per_caller, self.max_total = max_per_caller, max_total
         # Whoever calls this class directly (the CLI, with Firestore credentials) is an operator: an admin.
@@ -47,7 +50,18 @@ class Callbacks:
         return self.db.collection(CALLBACKS).document(callback_id)
 
     def _vet(self, hook: str) -> None:
-        egress.vetted_address(hook, self.local_mode, self.resolver)  # InvalidRequest: why it may not be called
+        # InvalidRequest: why it may not be called
+        egress.vetted_address(hook, self.local_mode, self.resolver, self.hook_ports)
+
+    @property
+    def keys(self) -> secretbox.KeySource:
+        if self._keys is None:
+            self._keys = secretbox.from_env(local_mode=self.local_mode)
+        return self._keys
+
+    def _sealed(self, cb: Callback) -> Callback:
+        """``cb`` with its new secrets sealed for storage (never stored in clear: shared/runtime/secretbox.py)."""
+        return cb.sealed(self.keys.seal)
 
     def _new(self, callback_id: str, hook: str, scope: Scope, token: Any, retry_seconds: Any, owner: str,
              key: str | None = None, where: Filter = Filter()) -> tuple[Callback, str]:
@@ -55,7 +69,7 @@ class Callbacks:
         cb = Callback(id=callback_id, hook=hook, scope=scope, created_at=timeutil.format(self.clock()),
                       secrets=(SigningSecret(secret),), token=callback.check_token(token), key=key, filter=where,
                       retry_seconds=callback.check_retry_seconds(retry_seconds), owner=owner)
-        return cb, secret
+        return self._sealed(cb), secret
 
     def _within_caps(self, owner: str) -> None:
         """LimitReached when the owner holds as many callbacks as one may, or all do as many as may be
@@ -107,7 +121,7 @@ class Callbacks:
                 if hook != doc.get("hook"):
                     secret = callback.new_secret()
                     fresh = replace(Callback.from_doc(callback_id, doc), secrets=(SigningSecret(secret),))
-                    fields["secrets"] = fresh.to_doc()["secrets"]
+                    fields["secrets"] = self._sealed(fresh).to_doc()["secrets"]
                 self._ref(callback_id).update(fields, retry=fs.RETRY, timeout=fs.TIMEOUT)
                 return self.show(callback_id, self._viewer(caller)), secret, False
             self._within_caps(owner)
@@ -180,7 +194,8 @@ class Callbacks:
         doc = self._doc(callback_id, caller)
         cb, secret = Callback.from_doc(callback_id, doc).rotated(self.clock(), grace_seconds)
         with fs.guard("rotating a callback's secret"):
-            self._ref(callback_id).update({"secrets": cb.to_doc()["secrets"]}, retry=fs.RETRY, timeout=fs.TIMEOUT)
+            self._ref(callback_id).update({"secrets": self._sealed(cb).to_doc()["secrets"]}, retry=fs.RETRY,
+                                          timeout=fs.TIMEOUT)
         return self.show(callback_id, self._viewer(caller)), secret
 
     def enable(self, callback_id: str, caller: Caller | None = None) -> dict[str, Any]:
@@ -193,11 +208,16 @@ class Callbacks:
         return self.show(callback_id, self._viewer(caller))
 
     def test(self, callback_id: str, caller: Caller | None = None) -> dict[str, Any]:
-        """Send the callback a signed test delivery now (``"test": true``, no change); what came of it."""
-        cb = Callback.from_doc(callback_id, self._doc(callback_id, caller or self.operator))
+        """Send the callback a signed test delivery now (``"test": true``, no change); whether it was
+        delivered and, as a category (``callback.Outcome``), what came of it: never the receiver's error
+        text, status or timing (a test is no port scanner)."""
         now = self.clock()
+        cb, _ = Callback.from_doc(callback_id, self._doc(callback_id, caller or self.operator)).opened(
+            self.keys.open, now)
+        if not cb.signing_secrets(now):
+            return {"delivered": False, "outcome": callback.Outcome.SECRET_UNAVAILABLE.value}
         ping_id, payload = callback.ping(cb.id, cb.token, now)
         headers = callback.signed_headers(cb.signing_secrets(now), ping_id, now, payload)
-        sent = self.post(cb.hook, payload, headers, self.hook_timeout, self.local_mode, self.resolver)
-        return {"delivered": sent.ok, "status": sent.status, "error": sent.error, "address": sent.address,
-                "seconds": round(sent.seconds, 3)}
+        sent = self.post(cb.hook, payload, headers, self.hook_timeout, self.local_mode, self.resolver,
+                         ports=self.hook_ports)
+        return {"delivered": sent.ok, "outcome": sent.category.value}

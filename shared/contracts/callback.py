@@ -28,14 +28,14 @@ import re
 import secrets
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
 import orjson
 from standardwebhooks.webhooks import Webhook
 
 from . import timeutil
-from .errors import InvalidRequest
+from .errors import InvalidRequest, SecretUnavailable
 from .status_changed import labels_of, parse_label
 
 SECRET_PREFIX = "whsec_"
@@ -84,28 +84,108 @@ def parse_hook(url: str, local_mode: bool) -> tuple[str, int]:
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known NAT64 prefix (RFC 6052): an IPv4 address in its last 32 bits
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible addresses ::a.b.c.d (RFC 4291)
+# Forms that are an IPv4 address, nothing more: judged as that address.
+_PURE_FORMS = ("IPv4-mapped", "NAT64")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, tuple[ipaddress.IPv4Address, ...]] | None:
+    """The IPv4 address(es) an IPv6 address carries, and the form that carries them: IPv4-mapped
+    (``::ffff:a.b.c.d``), NAT64 (``64:ff9b::a.b.c.d``), IPv4-compatible (``::a.b.c.d``), 6to4
+    (``2002:AABB:CCDD::``) and Teredo (``2001:0::/32``: its server and its client); None for any other."""
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.ipv4_mapped is not None:
+        return "IPv4-mapped", (ip.ipv4_mapped,)
+    if ip in NAT64:
+        return "NAT64", (low32,)
+    if ip in IPV4_COMPATIBLE and int(ip) > 1:  # :: and ::1 are the unspecified and loopback addresses
+        return "IPv4-compatible", (low32,)
+    if ip.sixtofour is not None:
+        return "6to4", (ip.sixtofour,)
+    if ip.teredo is not None:
+        return "Teredo", ip.teredo
+    return None
+
+
+def _why_not(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, local_mode: bool) -> str | None:
+    """Why ``ip`` itself (its embedded IPv4 aside) may not be called, or None."""
+    if ip.is_loopback:
+        return None if local_mode else f"{ip} is a loopback address"
+    if ip.is_link_local:
+        return f"{ip} is link-local (the metadata server's range)"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:
+        return f"{ip} is site-local (fec0::/10)"
+    if ip.is_multicast:
+        return f"{ip} is a multicast address"
+    if ip.is_unspecified:
+        return f"{ip} is not a public address (unspecified)"
+    if ip.is_reserved:
+        return f"{ip} is not a public address (reserved range)"
+    if ip.is_private or not ip.is_global:
+        return f"{ip} is not a public address"
+    return None
+
+
 def blocked(address: str, local_mode: bool) -> str | None:
     """Why a hook may not be called at ``address`` (an IP it resolved to), or None when it may.
 
     Anything not globally routable is refused: loopback, private, link-local (the metadata server
-    169.254.169.254 included), shared, multicast, reserved, unspecified, and their IPv6 forms (an
-    IPv4-mapped address is judged as the IPv4 one). Local mode allows loopback, for tests.
+    169.254.169.254 included), site-local, shared, multicast, reserved, unspecified. An IPv6 address
+    that carries an IPv4 one (``embedded_ipv4``: mapped, NAT64, compatible, 6to4, Teredo) is refused
+    when that IPv4 address is; a mapped or NAT64 one is then judged as that IPv4 address, the others
+    as themselves too (IPv4-compatible is a reserved range, Teredo a non-global one). Local mode
+    allows loopback, for tests.
     """
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return f"{address!r} is not an IP address"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_loopback:
-        return None if local_mode else f"{ip} is a loopback address"
-    if ip.is_link_local:
-        return f"{ip} is link-local (the metadata server's range)"
-    if ip.is_private or not ip.is_global:
-        return f"{ip} is not a public address"
-    if ip.is_multicast:
-        return f"{ip} is a multicast address"
-    return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        found = embedded_ipv4(ip)
+        if found:
+            form, carried = found
+            for v4 in carried:
+                why = _why_not(v4, local_mode)
+                if why:
+                    return f"{ip} is {form}, carrying {why}"
+            if form in _PURE_FORMS:
+                return None
+            if form == "IPv4-compatible":
+                return f"{ip} is IPv4-compatible (deprecated, RFC 4291): not a public address"
+    return _why_not(ip, local_mode)
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` is loopback (127/8, ::1, or an IPv4-mapped or NAT64 form of 127/8)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        found = embedded_ipv4(ip)
+        if found and found[0] in _PURE_FORMS:
+            ip = found[1][0]
+    return ip.is_loopback
+
+
+def scheme_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def check_port(scheme: str, port: int, addresses: Iterable[str], local_mode: bool,
+               extra_ports: Iterable[int] = ()) -> None:
+    """InvalidRequest unless a hook's port is its scheme's (443 for https, 80 for http where http is
+    allowed) or one configured (``DCM_HOOK_PORTS``): a hook is no port scanner. The local stack allows
+    any port on loopback, where its test receivers listen."""
+    allowed = {scheme_port(scheme), *extra_ports}
+    if port in allowed:
+        return
+    found = list(addresses)
+    if local_mode and found and all(is_loopback(a) for a in found):
+        return
+    raise InvalidRequest(f"hook: port {port} is not allowed: {scheme} hooks call port "
+                         f"{' or '.join(map(str, sorted(allowed)))} (more: DCM_HOOK_PORTS)", "hook")
 
 
 def check_addresses(host: str, addresses: Iterable[str], local_mode: bool) -> None:
@@ -190,13 +270,44 @@ class Filter:
         return True
 
 
+class Outcome(enum.StrEnum):
+    """What one call of a hook came to, as a category (never the receiver's error text or timing:
+    ``POST /v1/callbacks/{id}/test`` answers this, so it is no port scanner)."""
+
+    DELIVERED = "delivered"  # a 2xx
+    REFUSED_BY_RECEIVER = "refused_by_receiver"  # an answer, not a 2xx (a redirect included: not followed)
+    UNREACHABLE = "unreachable"  # no connection: the name does not resolve, refused, reset, no route
+    TIMEOUT = "timeout"  # no answer within the hook timeout
+    TLS_ERROR = "tls_error"  # the TLS handshake or the certificate check failed
+    BLOCKED_ADDRESS = "blocked_address"  # the hook's address, port or scheme may not be called
+    SECRET_UNAVAILABLE = "secret_unavailable"  # no signing secret of the callback opens (a dropped key): not sent
+
+
 @dataclass(frozen=True)
 class SigningSecret:
-    value: str
+    """A signing secret. Stored sealed only (``sealed``: ``{"keyId", "box"}``, AES-GCM under a key
+    Firestore readers do not hold: shared/runtime/secretbox.py); ``value``, in clear, lives in memory
+    only: a new secret, or one opened with the keyring. A document written before encryption holds
+    ``{"value"}``: it is read as it is, and sealed by the next write of the callback's secrets or by
+    ``dcm-status callbacks rekey``."""
+
+    value: str | None = None
     expires_at: str | None = None  # set when a rotation replaced it: it signs until then
+    sealed: Mapping[str, str] | None = None
 
     def in_force(self, now: datetime) -> bool:
         return self.expires_at is None or timeutil.parse(self.expires_at) > now
+
+    def to_doc(self) -> dict[str, Any]:
+        if self.sealed is None:
+            raise ValueError("a signing secret is stored sealed, never in clear: seal it first (Callback.sealed)")
+        return {"keyId": self.sealed["keyId"], "box": self.sealed["box"], "expiresAt": self.expires_at}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> "SigningSecret":
+        if "value" in doc:  # stored in clear, before encryption
+            return cls(doc["value"], doc.get("expiresAt"))
+        return cls(None, doc.get("expiresAt"), {"keyId": doc["keyId"], "box": doc["box"]})
 
 
 @dataclass(frozen=True)
@@ -223,27 +334,47 @@ class Callback:
 
     def signing_secrets(self, now: datetime) -> list[str]:
         """The secrets that sign a delivery at ``now``: the current one, and during a rotation's grace
-        the previous one too."""
-        return [s.value for s in self.secrets if s.in_force(now)]
+        the previous one too (those opened: ``opened``)."""
+        return [s.value for s in self.secrets if s.in_force(now) and s.value is not None]
+
+    def sealed(self, seal: Callable[[str, str], Mapping[str, str]]) -> "Callback":
+        """This callback with each secret not yet sealed sealed for storage (``seal(clear, callback id)``:
+        shared/runtime/secretbox.py); one already sealed stays as it is."""
+        return replace(self, secrets=tuple(s if s.sealed is not None else replace(s, sealed=dict(seal(s.value, self.id)))
+                                           for s in self.secrets))
+
+    def opened(self, open_secret: Callable[[Mapping[str, str], str], str], now: datetime
+               ) -> tuple["Callback", tuple[str, ...]]:
+        """This callback with its secrets in force at ``now`` in clear (``open_secret(sealed, callback
+        id)``), and why each that would not open did not (SecretUnavailable: a dropped key, an altered box)."""
+        out, failed = [], []
+        for s in self.secrets:
+            if s.value is None and s.in_force(now):
+                try:
+                    s = replace(s, value=open_secret(s.sealed, self.id))
+                except SecretUnavailable as exc:
+                    failed.append(str(exc))
+            out.append(s)
+        return replace(self, secrets=tuple(out)), tuple(failed)
 
     def rotated(self, now: datetime, grace_seconds: int) -> tuple["Callback", str]:
         """This callback with a new secret (returned, to be shown once); the current one signs on
         for ``grace_seconds``, older ones are dropped."""
         new = new_secret()
         until = timeutil.format(now + timedelta(seconds=grace_seconds))
-        kept = tuple(SigningSecret(s.value, until) for s in self.secrets if s.expires_at is None and grace_seconds > 0)
+        kept = tuple(replace(s, expires_at=until) for s in self.secrets if s.expires_at is None and grace_seconds > 0)
         return replace(self, secrets=(SigningSecret(new), *kept)), new
 
     def to_doc(self) -> dict[str, Any]:
         return {"hook": self.hook, "scope": self.scope.value, "createdAt": self.created_at, "token": self.token,
                 "key": self.key, "filter": self.filter.to_doc(), "retrySeconds": self.retry_seconds,
                 "disabled": self.disabled, "owner": self.owner,
-                "secrets": [{"value": s.value, "expiresAt": s.expires_at} for s in self.secrets]}
+                "secrets": [s.to_doc() for s in self.secrets]}
 
     @classmethod
     def from_doc(cls, callback_id: str, doc: Mapping[str, Any]) -> "Callback":
         return cls(id=callback_id, hook=doc["hook"], scope=Scope(doc["scope"]), created_at=doc["createdAt"],
-                   secrets=tuple(SigningSecret(s["value"], s.get("expiresAt")) for s in doc.get("secrets", ())),
+                   secrets=tuple(SigningSecret.from_doc(s) for s in doc.get("secrets", ())),
                    token=doc.get("token"), key=doc.get("key"), filter=Filter.of(doc.get("filter")),
                    retry_seconds=int(doc.get("retrySeconds", DEFAULT_RETRY_SECONDS)), disabled=doc.get("disabled"),
                    owner=doc.get("owner"))

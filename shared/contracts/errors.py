@@ -31,6 +31,7 @@ class Reason(str, enum.Enum):
     UNCLASSIFIED = "unclassified"  # a dead letter that says nothing of why it failed
     UNSTORABLE = "unstorable"  # Firestore refused the write: a limit no check caught before
     CALLBACK_EXHAUSTED = "callback_exhausted"  # a callback's receiver failed for its whole retry period
+    CALLBACK_SECRET_UNAVAILABLE = "callback_secret_unavailable"  # no signing secret of the callback opens
 
 
 class DcmError(Exception):
@@ -51,6 +52,10 @@ class Rejected(DcmError):
 
 class Transient(DcmError):
     """A dependency failed; raise so that Pub/Sub redelivers the message."""
+
+
+class SecretUnavailable(DcmError):
+    """A stored signing secret the keyring cannot open: sealed with a key no longer in the ring, or altered."""
 
 
 class ConfigError(DcmError):

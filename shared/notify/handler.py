@@ -18,8 +18,15 @@ Three topics reach it (the push path says which):
 Any 2xx delivers (recorded, so a redelivered message is not sent again). 410 Gone disables the
 callback. A failure once the callback's retry period is over (3 days by default, from the first
 attempt or from a replay) is ``Rejected(callback_exhausted)``: the entry point dead-letters it,
-with the callback, the hook and the last status and error, and ``dcm-status dlq replay`` sends
-it again. Every attempt updates the callback's stats.
+with the callback, the hook (scheme, host and port only: its path and query often carry a
+credential) and the last status and error, and ``dcm-status dlq replay`` sends it again. Every
+attempt updates the callback's stats.
+
+The signing secrets are stored sealed (shared/runtime/secretbox.py); notify opens those in force
+for each call. One that does not open (sealed with a key dropped from the ring, or altered) is
+skipped with a warning while another signs; when none opens, nothing is sent and the delivery is
+``Rejected(callback_secret_unavailable)``: dead-lettered (replay it once the key is back or the
+secret rotated), never retried in a loop and never a crash.
 """
 
 from __future__ import annotations
@@ -34,9 +41,10 @@ from shared.contracts import delivery as delivery_contract
 from shared.contracts.callback import Callback
 from shared.contracts.delivery import Delivery
 from shared.contracts.errors import Reason, Rejected, Transient
+from shared.contracts.callback import Outcome, redact_hook
 from shared.contracts.model import PubSubMessage
 from shared.notify.store import CallbackStore
-from shared.runtime import egress
+from shared.runtime import egress, secretbox
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
@@ -95,8 +103,9 @@ class Calls:
 
 class Notify:
     def __init__(self, store: CallbackStore, publisher: Any, settings: Settings, post: Post = egress.post,
-                 clock: Callable[[], datetime] = timeutil.now):
+                 clock: Callable[[], datetime] = timeutil.now, keys: secretbox.KeySource | None = None):
         self.store = store
+        self.keys = keys or secretbox.for_settings(settings)  # opens the signing secrets
         self.publisher = publisher
         self.settings = settings
         self.post = post
@@ -106,7 +115,7 @@ class Notify:
     @classmethod
     def build(cls, runtime: Runtime) -> "Notify":
         return cls(CallbackStore(runtime.firestore, runtime.settings.ledger_ttl_days), runtime.publisher,
-                   runtime.settings)
+                   runtime.settings, keys=secretbox.for_settings(runtime.settings))
 
     def __call__(self, message: PubSubMessage) -> Any:
         s = self.settings
@@ -152,6 +161,7 @@ class Notify:
             return Result.ALREADY_DELIVERED
         if lane is Lane.FIRST and stats.get("consecutiveFailures"):
             return self._hand_off(message)
+        cb = self._opened(cb, d)
         if not self.calls.admit(cb.id):  # busy: a hanging receiver holds one push slot per lane at most
             if lane is Lane.FIRST:
                 return self._hand_off(message)
@@ -176,9 +186,9 @@ class Notify:
         if (self.clock() - started).total_seconds() >= cb.retry_seconds:
             self.store.exhausted(cb.id)
             raise Rejected(Reason.CALLBACK_EXHAUSTED,
-                           f"callback {cb.id}: {cb.hook} failed for {cb.retry_seconds} s since "
+                           f"callback {cb.id}: {redact_hook(cb.hook)} failed for {cb.retry_seconds} s since "
                            f"{timeutil.format(started)}; last: {response.error}",
-                           {"callback": cb.id, "hook": cb.hook, "lastStatus": response.status,
+                           {"callback": cb.id, "hook": redact_hook(cb.hook), "lastStatus": response.status,
                             "lastError": response.error, "since": timeutil.format(started),
                             "deliveryId": d.id}, key=d.change["key"])
         if lane is Lane.FIRST:
@@ -190,7 +200,25 @@ class Notify:
         now = self.clock()
         payload = callback.body(d.change, cb.token)
         headers = callback.signed_headers(cb.signing_secrets(now), d.id, now, payload)
-        return self.post(cb.hook, payload, headers, self.settings.hook_timeout_seconds, self.settings.local_mode)
+        return self.post(cb.hook, payload, headers, self.settings.hook_timeout_seconds, self.settings.local_mode,
+                         ports=self.settings.hook_ports)
+
+    def _opened(self, cb: Callback, d: Delivery) -> Callback:
+        """``cb`` with its signing secrets in force opened; Rejected(callback_secret_unavailable) when none
+        opens (nothing can be signed: dead-lettered, replayable once the key is back or the secret rotated)."""
+        now = self.clock()
+        opened, failed = cb.opened(self.keys.open, now)
+        if not failed:
+            return opened
+        labels = {"callback": cb.id}
+        if opened.signing_secrets(now):
+            log.warning("a signing secret of the callback does not open; the others sign", extra={
+                "labels": labels, "deliveryId": d.id, "why": list(failed)})
+            return opened
+        why = f"no signing secret opens: {failed[0]}"
+        self.store.record(cb.id, d.id, egress.HookResponse(None, why, None, 0.0, Outcome.SECRET_UNAVAILABLE), now)
+        raise Rejected(Reason.CALLBACK_SECRET_UNAVAILABLE, f"callback {cb.id}: {why}; nothing was sent",
+                       {"callback": cb.id, "deliveryId": d.id, "why": list(failed)}, key=d.change["key"])
 
     def _hand_off(self, message: PubSubMessage) -> Result:
         publish(self.publisher, self.settings.topic_path(self.settings.topic_callbacks_retry), message.data,

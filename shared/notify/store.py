@@ -6,11 +6,14 @@
   matched in memory);
 - writes each attempt's outcome into the callback's ``stats`` (field updates, no transaction:
   many deliveries of one callback update it at once), and ``deliveries/{deliveryId}`` once a
-  delivery succeeded, so that a redelivered one is not sent again (TTL: ``expireAt``).
+  delivery succeeded, so that a redelivered one is not sent again (TTL: ``expireAt``);
+- ``rekey`` (``dcm-status callbacks rekey``): every callback's signing secrets sealed again with
+  the keyring's primary key (a key rotation's middle step: docs/callbacks.md).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
@@ -19,10 +22,23 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.contracts import change_feed, timeutil
-from shared.contracts.callback import Callback, Scope
+from shared.contracts.callback import Callback, Scope, SigningSecret
+from shared.contracts.errors import SecretUnavailable
 from shared.contracts.state import CALLBACKS, CHANGE, COMMITTED_AT, DELIVERIES, LEDGER
 from shared.runtime import firestore as fs
 from shared.runtime.egress import HookResponse
+from shared.runtime.secretbox import Keyring
+
+
+@dataclass(frozen=True)
+class Rekeyed:
+    """What a rekey did."""
+
+    primary: str  # the key every secret is now sealed with
+    callbacks: int  # callbacks read
+    resealed: int  # secrets sealed again with the primary (clear ones from before encryption included)
+    dropped: int  # secrets past their rotation grace, removed
+    unavailable: tuple[str, ...]  # "callback: why" of secrets that did not open (left as they are)
 
 
 class CallbackStore:
@@ -85,6 +101,52 @@ class CallbackStore:
                 batch.commit(retry=fs.RETRY, timeout=fs.TIMEOUT)
             except gexc.NotFound:
                 pass  # the callback was removed meanwhile: nothing to count
+
+    def rekey(self, ring: Keyring, now: datetime) -> Rekeyed:
+        """Seal every callback's signing secrets with ``ring``'s primary key: those sealed with another
+        key of the ring and those stored in clear (before encryption). A secret past its rotation grace
+        is dropped; one that does not open is left as it is and reported. Each callback is rewritten in
+        a transaction (a rotation meanwhile is not undone)."""
+        callbacks = self.db.collection(CALLBACKS)
+        with fs.guard("listing callbacks"):
+            ids = [ref.id for ref in callbacks.list_documents()]
+        resealed = dropped = 0
+        unavailable: list[str] = []
+        for callback_id in ids:
+            r, d, why = self._rekey_one(callbacks.document(callback_id), ring, now)
+            resealed, dropped = resealed + r, dropped + d
+            unavailable += [f"{callback_id}: {w}" for w in why]
+        return Rekeyed(ring.primary, len(ids), resealed, dropped, tuple(unavailable))
+
+    def _rekey_one(self, ref: Any, ring: Keyring, now: datetime) -> tuple[int, int, list[str]]:
+        @firestore.transactional
+        def run(transaction: Any) -> tuple[int, int, list[str]]:
+            snap = ref.get(transaction=transaction)
+            if not snap.exists:
+                return 0, 0, []
+            stored = (snap.to_dict() or {}).get("secrets") or []
+            kept, resealed, why = [], 0, []
+            for entry in stored:
+                s = SigningSecret.from_doc(entry)
+                if not s.in_force(now):
+                    continue
+                if s.sealed is not None and s.sealed["keyId"] == ring.primary:
+                    kept.append(entry)
+                    continue
+                try:
+                    clear = s.value if s.value is not None else ring.open(s.sealed, ref.id)
+                except SecretUnavailable as exc:
+                    why.append(str(exc))
+                    kept.append(entry)
+                    continue
+                kept.append(SigningSecret(None, s.expires_at, ring.seal(clear, ref.id)).to_doc())
+                resealed += 1
+            if kept != stored:
+                transaction.update(ref, {"secrets": kept})
+            return resealed, len(stored) - len(kept), why
+
+        with fs.guard("sealing a callback's secrets again"):
+            return run(self.db.transaction())
 
     def disable(self, callback_id: str, why: str) -> None:
         self._update(callback_id, {"disabled": why}, "disabling a callback")

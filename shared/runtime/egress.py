@@ -1,21 +1,29 @@
 """Calling a receiver's hook, safely: resolve its host, refuse it unless every address is one we
-may call (shared/contracts/callback.py), then connect to that vetted address itself, never to
-whatever the name resolves to a moment later (DNS rebinding), with the hook's host name for TLS
-(SNI and certificate check) and the Host header. Redirects are not followed: a 3xx is a failure.
+may call and its port is allowed (shared/contracts/callback.py), then connect to that vetted
+address itself, never to whatever the name resolves to a moment later (DNS rebinding), with the
+hook's host name for TLS (SNI and certificate check) and the Host header. Redirects are not
+followed: a 3xx is a failure.
+
+What a call came to is an ``Outcome`` category; the error text kept beside it (for the callback's
+stats and logs) never holds the hook's path or query, which often carry a credential.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
 import urllib3
 
 from shared.contracts import callback
+from shared.contracts.callback import Outcome
 from shared.contracts.errors import InvalidRequest
+
+__all__ = ["HookResponse", "InvalidRequest", "Outcome", "Refused", "post", "resolve", "scrub", "vetted_address"]
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -24,7 +32,7 @@ def resolve(host: str, port: int) -> list[str]:
     """Every address ``host`` resolves to (IPv4 and IPv6)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror:
+    except (socket.gaierror, UnicodeError):
         return []
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
@@ -34,9 +42,10 @@ class HookResponse:
     """What one call of a hook came to."""
 
     status: int | None  # the HTTP status, None when no answer came
-    error: str | None  # why it failed (None on a 2xx)
+    error: str | None  # why it failed (None on a 2xx); never the hook's path or query
     address: str | None  # the address connected to
     seconds: float
+    outcome: Outcome | None = None  # None: derived from status and error (a test's fake)
 
     @property
     def ok(self) -> bool:
@@ -47,23 +56,68 @@ class HookResponse:
         """410: the receiver says the callback is no more (the callback is disabled)."""
         return self.status == 410
 
+    @property
+    def category(self) -> Outcome:
+        if self.outcome is not None:
+            return self.outcome
+        if self.ok:
+            return Outcome.DELIVERED
+        return Outcome.REFUSED_BY_RECEIVER if self.status is not None else Outcome.UNREACHABLE
 
-def vetted_address(url: str, local_mode: bool, resolver: Resolver = resolve) -> tuple[str, int, str]:
-    """(host, port, address to connect to), or InvalidRequest saying why the hook may not be called."""
+
+class Refused(InvalidRequest):
+    """A hook that may not be called, and the category: blocked, or a name that does not resolve."""
+
+    def __init__(self, detail: str, outcome: Outcome):
+        super().__init__(detail, "hook")
+        self.outcome = outcome
+
+
+def vetted_address(url: str, local_mode: bool, resolver: Resolver = resolve,
+                   ports: Iterable[int] = ()) -> tuple[str, int, str]:
+    """(host, port, address to connect to), or InvalidRequest (``Refused``) saying why the hook may not
+    be called. ``ports``: ports allowed beside the scheme's (DCM_HOOK_PORTS)."""
     host, port = callback.parse_hook(url, local_mode)
     addresses = resolver(host, port)
-    callback.check_addresses(host, addresses, local_mode)
+    try:
+        callback.check_addresses(host, addresses, local_mode)
+        callback.check_port(urlsplit(url).scheme, port, addresses, local_mode, ports)
+    except InvalidRequest as exc:
+        raise Refused(exc.detail, Outcome.BLOCKED_ADDRESS if addresses else Outcome.UNREACHABLE) from None
     return host, port, addresses[0]
 
 
+def _failure(exc: Exception) -> Outcome:
+    """The category of a failed call."""
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass, for history
+        return Outcome.UNREACHABLE
+    if isinstance(exc, urllib3.exceptions.TimeoutError):
+        return Outcome.TIMEOUT
+    if isinstance(exc, urllib3.exceptions.SSLError) or isinstance(getattr(exc, "__context__", None), ssl.SSLError):
+        return Outcome.TLS_ERROR
+    return Outcome.UNREACHABLE
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` without the hook's path and query (they often carry a credential)."""
+    parts = urlsplit(url)
+    for secret in sorted({url, parts.path + (f"?{parts.query}" if parts.query else ""), parts.query,
+                          parts.path}, key=len, reverse=True):
+        if secret and secret != "/":
+            text = text.replace(secret, callback.redact_hook(url) if secret == url else "/\u2026")
+    return text
+
+
 def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float, local_mode: bool,
-         resolver: Resolver = resolve) -> HookResponse:
+         resolver: Resolver = resolve, ports: Iterable[int] = ()) -> HookResponse:
     """POST ``body`` to the hook ``url``; a refused hook, a timeout or a non-2xx is a failed HookResponse."""
     started = time.monotonic()
     try:
-        host, port, address = vetted_address(url, local_mode, resolver)
+        host, port, address = vetted_address(url, local_mode, resolver, ports)
+    except Refused as exc:
+        return HookResponse(None, scrub(exc.detail, url), None, time.monotonic() - started, exc.outcome)
     except InvalidRequest as exc:
-        return HookResponse(None, exc.detail, None, time.monotonic() - started)
+        return HookResponse(None, scrub(exc.detail, url), None, time.monotonic() - started, Outcome.BLOCKED_ADDRESS)
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     t = urllib3.Timeout(connect=timeout, read=timeout)
@@ -78,8 +132,10 @@ def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float, loca
         response = pool.urlopen("POST", target, body=body, headers={**headers, "host": host_header},
                                 redirect=False, preload_content=True, assert_same_host=False)
     except urllib3.exceptions.HTTPError as exc:
-        return HookResponse(None, f"{type(exc).__name__}: {exc}"[:500], address, time.monotonic() - started)
+        return HookResponse(None, scrub(f"{type(exc).__name__}: {exc}", url)[:500], address,
+                            time.monotonic() - started, _failure(exc))
     finally:
         pool.close()
-    error = None if 200 <= response.status < 300 else f"HTTP {response.status}"
-    return HookResponse(response.status, error, address, time.monotonic() - started)
+    ok = 200 <= response.status < 300
+    return HookResponse(response.status, None if ok else f"HTTP {response.status}", address,
+                        time.monotonic() - started, Outcome.DELIVERED if ok else Outcome.REFUSED_BY_RECEIVER)

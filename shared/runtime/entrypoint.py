@@ -65,14 +65,17 @@ def _raw_delivery(event: Any) -> PubSubMessage:
                          push.topic_from_source(attributes.get("source")))
 
 
-def check_startup(name: str, *, pushed: bool) -> None:
+def check_startup(name: str, *, pushed: bool, needs: tuple[Callable[[Any], Any], ...] = ()) -> None:
     """Refuse to start misconfigured: the settings of the environment must parse and, for a function Pub/Sub
     pushes to, say how to check push tokens (``auth.PushAuth``). An HTTP function (the api, behind the Cloud Run
-    invoker check) needs no push settings."""
+    invoker check) needs no push settings. ``needs``: the function's own checks of the settings (each raises
+    ConfigError), e.g. the webhook secrets' keyring (shared/runtime/secretbox.py ``check_configured``)."""
     try:
         settings = settings_module.from_env()
         if pushed:
             auth.PushAuth.of(settings)
+        for need in needs:
+            need(settings)
     except ConfigError as exc:
         log.critical("function %s cannot start: %s", name, exc, extra={
             "labels": {"function": name, "startup": "misconfigured"}})
@@ -110,12 +113,13 @@ class _Instance:
 
 
 def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_letter_rejections: bool = True,
-                    make_runtime: Callable[[], Runtime] = Runtime.from_env) -> Callable[[Any], None]:
+                    make_runtime: Callable[[], Runtime] = Runtime.from_env,
+                    needs: tuple[Callable[[Any], Any], ...] = ()) -> Callable[[Any], None]:
     """A CloudEvent function named ``name`` that runs the handler ``build(runtime)`` returns.
 
     ``dead_letter_rejections=False`` is for the dead-letter function itself (see the module doc).
     """
-    check_startup(name, pushed=True)
+    check_startup(name, pushed=True, needs=needs)
     instance = _Instance(build, make_runtime)
 
     def reject(runtime: Runtime, message: PubSubMessage, exc: Rejected) -> None:
@@ -167,13 +171,14 @@ def problem(status: int, title: str, detail: str, parameter: str | None = None,
 
 
 def http_function(name: str, build: Callable[[Runtime], Callable[[flask.Request], flask.Response]],
-                  make_runtime: Callable[[], Runtime] = Runtime.from_env) -> Callable[[flask.Request], Any]:
+                  make_runtime: Callable[[], Runtime] = Runtime.from_env,
+                  needs: tuple[Callable[[Any], Any], ...] = ()) -> Callable[[flask.Request], Any]:
     """An HTTP function named ``name`` that answers with the handler ``build(runtime)`` returns.
 
     No push token here: in production the Cloud Run invoker check (IAM) is the authentication. A failure
     nobody foresaw is logged once and answered 500 as a JSON problem, never as a framework page.
     """
-    check_startup(name, pushed=False)
+    check_startup(name, pushed=False, needs=needs)
     instance = _Instance(build, make_runtime)
 
     def entry(request: flask.Request) -> Any:

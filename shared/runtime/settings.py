@@ -85,6 +85,9 @@ class Settings:
     freshness_default: Mapping[str, Any] = field(default_factory=dict)  # topology.yaml's freshness
     flapping: FlapPolicy = FlapPolicy()  # topology.yaml's flapping
     topic_providers: str = "dcm-status-providers"
+    hook_ports: tuple[int, ...] = ()  # ports a hook may call beside its scheme's 443/80 (DCM_HOOK_PORTS)
+    callback_keys_secret: str | None = None  # the keyring's Secret Manager version (DCM_CALLBACK_KEYS_SECRET)
+    callback_keys_file: str | None = None  # ... or its file, locally (DCM_CALLBACK_KEYS_FILE): secretbox.py
     # The api's callers (shared/api/identity.py) and what each may hold (docs/api.md "Security")
     api_admins: tuple[str, ...] = ()  # identities that may change any callback (DCM_API_ADMINS, comma-separated)
     api_iap: bool = False  # behind IAP: the caller is X-Goog-Authenticated-User-Email (DCM_API_IAP)
@@ -124,6 +127,16 @@ class Settings:
     def normalized_topic(self, provider: str) -> str:
         """The provider's lane to upsert (its own subscription: a flooding neighbour does not hold it up)."""
         return self.normalized_topic_template.replace("{provider}", provider)
+
+
+def _ports(text: str) -> tuple[int, ...]:
+    try:
+        ports = tuple(int(p) for p in text.replace(" ", "").split(",") if p)
+    except ValueError:
+        ports = (0,)
+    if any(not 0 < p < 65536 for p in ports):
+        raise ConfigError(f"DCM_HOOK_PORTS must be comma-separated TCP ports (e.g. 8443,9443), got {text[:80]!r}")
+    return ports
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
@@ -184,6 +197,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         freshness_default=_freshness(env.get("DCM_FRESHNESS", "")),
         flapping=_flapping(env.get("DCM_FLAPPING", "")),
         topic_providers=env.get("DCM_TOPIC_PROVIDERS", "dcm-status-providers"),
+        hook_ports=_ports(env.get("DCM_HOOK_PORTS", "")),
+        callback_keys_secret=env.get("DCM_CALLBACK_KEYS_SECRET") or None,
+        callback_keys_file=env.get("DCM_CALLBACK_KEYS_FILE") or None,
         api_admins=tuple(a.strip() for a in env.get("DCM_API_ADMINS", "").split(",") if a.strip()),
         api_iap=_flag(env, "DCM_API_IAP"),
         max_callbacks_per_caller=int(env.get("DCM_MAX_CALLBACKS_PER_CALLER", "100")),

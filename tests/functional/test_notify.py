@@ -18,20 +18,23 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
+from shared.contracts import callback, delivery, timeutil
 from shared.contracts import dead_letter as dl
-from shared.contracts import delivery, timeutil
 from shared.contracts.errors import Reason, Rejected, Transient
 from shared.contracts.model import PubSubMessage
-from shared.contracts.state import DELIVERIES
+from shared.contracts.state import CALLBACKS, DELIVERIES
 from shared.notify.handler import Lane, Notify, Result
 from shared.notify.store import CallbackStore
-from shared.runtime import egress
+from shared.runtime import egress, secretbox
 from shared.runtime.egress import HookResponse
+from shared.runtime.secretbox import Keyring, KeySource
 from tests.fakes import runtime_of
-from tests.functional.conftest import PROJECT, client_for, post_push
+from tests.functional.conftest import PROJECT, bind_all, client_for, post_push
 from tests.functional.test_api import seed
 
 HOOK = "http://127.0.0.1:9/hook"
+# The keyring the functions use in local mode without a setting: this process's own (shared/runtime/secretbox.py)
+KEYS = secretbox.source(None, None, local_mode=True)
 
 
 class Receiver:
@@ -41,7 +44,7 @@ class Receiver:
         self.statuses = list(statuses) or [204]
         self.calls: list[dict[str, Any]] = []
 
-    def __call__(self, url, body, headers, timeout, local_mode, resolver=None) -> HookResponse:
+    def __call__(self, url, body, headers, timeout, local_mode, resolver=None, ports=()) -> HookResponse:
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
         self.calls.append({"url": url, "body": orjson.loads(body), "raw": body, "headers": dict(headers)})
         return HookResponse(status, None if status and 200 <= status < 300 else f"HTTP {status}", "127.0.0.1", 0.01)
@@ -59,11 +62,11 @@ def settings():
 
 @pytest.fixture
 def registry(firestore):
-    return Callbacks(firestore, local_mode=True)
+    return Callbacks(firestore, local_mode=True, keys=KEYS)
 
 
-def notify_with(firestore, publisher, settings, receiver, clock=timeutil.now) -> Notify:
-    return Notify(CallbackStore(firestore), publisher, settings, post=receiver, clock=clock)
+def notify_with(firestore, publisher, settings, receiver, clock=timeutil.now, keys: KeySource = KEYS) -> Notify:
+    return Notify(CallbackStore(firestore), publisher, settings, post=receiver, clock=clock, keys=keys)
 
 
 def change_message(settings, result) -> PubSubMessage:
@@ -250,14 +253,136 @@ def test_in_production_a_hook_that_now_resolves_to_loopback_is_never_called(fire
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         port = server.server_address[1]
-        public = Callbacks(firestore, local_mode=False, resolver=lambda host, p: ["93.184.216.34"])
+        public = Callbacks(firestore, local_mode=False, resolver=lambda host, p: ["93.184.216.34"], keys=KEYS,
+                           hook_ports=(port,))
         shown, _ = public.put_resource("aws/vm/i-1", f"https://hooks.example.com:{port}/cb")
         [message] = fan_out(firestore, publisher, settings, changed)
         rebound = functools.partial(egress.post, resolver=lambda host, p: ["127.0.0.1"])
         production = runtime_of(DCM_PROJECT=PROJECT, DCM_LOCAL_MODE="0").settings
-        notify = Notify(CallbackStore(firestore), publisher, production, post=rebound)
+        notify = Notify(CallbackStore(firestore), publisher, production, post=rebound, keys=KEYS)
         assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
         assert _Recorder.hits == []
         assert "loopback" in public.show(shown["id"])["stats"]["lastError"]
     finally:
         server.shutdown()
+
+
+# ---- issue 25 item 9: signing secrets sealed at rest ------------------------------------------------
+def stored(firestore, callback_id: str) -> dict[str, Any]:
+    return firestore.collection(CALLBACKS).document(callback_id).get().to_dict()
+
+
+def test_the_stored_callback_holds_no_clear_secret_and_deliveries_still_verify(
+        firestore, publisher, settings, registry, changed):
+    shown, secret, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204)
+    doc = stored(firestore, shown["id"])
+    assert callback.SECRET_PREFIX not in orjson.dumps(doc).decode() and secret[6:] not in orjson.dumps(doc).decode()
+    assert [sorted(s) for s in doc["secrets"]] == [["box", "expiresAt", "keyId"]]
+    _, rotated = registry.rotate(shown["id"], 3600)  # the new and the previous secret: both sealed
+    doc = stored(firestore, shown["id"])
+    assert len(doc["secrets"]) == 2 and callback.SECRET_PREFIX not in orjson.dumps(doc).decode()
+    assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED
+    [call] = receiver.calls
+    for either in (secret, rotated):  # a Standard Webhooks receiver holding either verifies
+        Webhook(either).verify(call["raw"], call["headers"])
+
+
+def legacy_callback(firestore, secret: str) -> str:
+    """A filter callback as stored before encryption: its secret in clear."""
+    firestore.collection(CALLBACKS).document("flegacy").set({
+        "hook": HOOK, "scope": "filter", "createdAt": "2026-01-01T00:00:00Z", "token": None, "key": None,
+        "filter": {}, "retrySeconds": 60, "disabled": None, "secrets": [{"value": secret, "expiresAt": None}]})
+    return "flegacy"
+
+
+def test_a_key_rotation_reseals_every_secret_then_the_old_key_is_dropped(firestore, publisher, settings, changed):
+    """Add a key and make it primary, rekey, drop the old key: every delivery still verifies, and a
+    secret stored in clear before encryption is read, then sealed by the rekey."""
+    old = Keyring.generate("k1")
+    registry = Callbacks(firestore, local_mode=True, keys=KeySource(old.to_json, "k1 only"))
+    shown, secret = registry.put_resource("aws/vm/i-1", HOOK)
+    legacy_secret = callback.new_secret()
+    legacy = legacy_callback(firestore, legacy_secret)
+    messages = fan_out(firestore, publisher, settings, changed)
+    assert len(messages) == 2
+    both = old.with_new_primary("k2")
+    done = CallbackStore(firestore).rekey(both, timeutil.now())
+    assert (done.primary, done.callbacks, done.resealed, done.unavailable) == ("k2", 2, 2, ())
+    for cid in (shown["id"], legacy):
+        doc = stored(firestore, cid)
+        assert [s["keyId"] for s in doc["secrets"]] == ["k2"] and callback.SECRET_PREFIX not in orjson.dumps(doc).decode()
+    new_only = both.without("k1")
+    receiver = Receiver(204)
+    notify = notify_with(firestore, publisher, settings, receiver, keys=KeySource(new_only.to_json, "k2 only"))
+    assert [notify.deliver(m, Lane.FIRST) for m in messages] == [Result.DELIVERED] * 2
+    secrets_of = {shown["id"]: secret, legacy: legacy_secret}
+    for m, call in zip(messages, receiver.calls):
+        Webhook(secrets_of[m.attributes["callbackId"]]).verify(call["raw"], call["headers"])
+    assert CallbackStore(firestore).rekey(new_only, timeutil.now()).resealed == 0  # nothing left to do
+
+
+def test_a_clear_secret_from_before_encryption_still_signs(firestore, publisher, settings, changed):
+    legacy_secret = callback.new_secret()
+    legacy_callback(firestore, legacy_secret)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    receiver = Receiver(204)
+    assert notify_with(firestore, publisher, settings, receiver).deliver(message, Lane.FIRST) is Result.DELIVERED
+    Webhook(legacy_secret).verify(receiver.calls[0]["raw"], receiver.calls[0]["headers"])
+
+
+def test_a_secret_sealed_with_a_dropped_key_is_dead_lettered_never_sent_nor_retried(
+        client, firestore, publisher, settings, changed, tmp_path):
+    old = Keyring.generate("k1")
+    registry = Callbacks(firestore, local_mode=True, keys=KeySource(old.to_json, "k1 only"))
+    shown, _ = registry.put_resource("aws/vm/i-1", HOOK)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    dropped = Keyring.generate("k2")  # k1 dropped before this callback was rekeyed
+    receiver = Receiver(204)
+    notify = notify_with(firestore, publisher, settings, receiver, keys=KeySource(dropped.to_json, "k2 only"))
+    with pytest.raises(Rejected) as err:
+        notify.deliver(message, Lane.RETRY)
+    assert err.value.reason is Reason.CALLBACK_SECRET_UNAVAILABLE and "no longer holds" in err.value.message
+    assert receiver.calls == [] and "no longer holds" in registry.show(shown["id"])["stats"]["lastError"]
+    # through the entry point: acked and dead-lettered (replayable), not a 500 that Pub/Sub retries for days
+    path = tmp_path / "callback-keys.json"
+    secretbox.write_file(path, dropped)
+    bind_all(runtime_of(publisher=publisher, firestore=firestore, DCM_PROJECT=PROJECT, DCM_CALLBACK_KEYS_FILE=str(path)))
+    assert post_push(client, settings.topic_callbacks_retry, message.data, dict(message.attributes)).status_code == 200
+    [dead] = [m for m in publisher.messages if m.topic.endswith(settings.topic_deadletter)]
+    assert dead.attributes[dl.REASON] == "callback_secret_unavailable" and dead.data == message.data
+
+
+# ---- issue 25 item 10, notify's half: the hook's path and query and the token never leave the callback --
+def test_a_dead_letter_of_exhausted_deliveries_never_holds_the_hooks_path_query_or_token(
+        client, firestore, publisher, settings, registry, changed, capsys):
+    hook = "http://127.0.0.1:9/hooks/SECRET-PATH?key=SECRET-QUERY"
+    shown, _ = registry.put_resource("aws/vm/i-1", hook, token="SECRET-TOKEN", retry_seconds=60)
+    [message] = fan_out(firestore, publisher, settings, changed)
+    d = delivery.decode(message)
+    old = delivery.Delivery(d.callback_id, d.change, timeutil.format(timeutil.now() - timedelta(seconds=61)))
+    data, attributes = old.encode()
+    capsys.readouterr()
+    assert post_push(client, settings.topic_callbacks_retry, data, attributes).status_code == 200
+    [dead] = [m for m in publisher.messages if m.topic.endswith(settings.topic_deadletter)]
+    assert dead.attributes[dl.REASON] == "callback_exhausted"
+    detail = orjson.loads(dead.attributes[dl.DETAIL])
+    assert detail["hook"] == "http://127.0.0.1:9/\u2026" and detail["callback"] == shown["id"]
+    logs = capsys.readouterr()
+    for text in (orjson.dumps(dead.attributes).decode(), dead.data.decode(), logs.out, logs.err):
+        assert "SECRET" not in text
+    assert "SECRET" not in str(registry.show(shown["id"])["stats"])
+
+
+@pytest.mark.parametrize("address", ["::a9fe:a9fe", "::127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::",
+                                     "fec0::1"])
+def test_in_production_a_hook_now_resolving_to_an_ipv6_form_of_a_blocked_address_is_never_called(
+        firestore, publisher, changed, address):
+    public = Callbacks(firestore, local_mode=False, resolver=lambda host, p: ["93.184.216.34"], keys=KEYS)
+    shown, _ = public.put_resource("aws/vm/i-1", "https://hooks.example.com/cb")
+    settings = runtime_of(DCM_PROJECT=PROJECT).settings
+    [message] = fan_out(firestore, publisher, settings, changed)
+    rebound = functools.partial(egress.post, resolver=lambda host, p: [address])
+    production = runtime_of(DCM_PROJECT=PROJECT, DCM_LOCAL_MODE="0").settings
+    notify = Notify(CallbackStore(firestore), publisher, production, post=rebound, keys=KEYS)
+    assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
+    assert f"resolves to {address}" in public.show(shown["id"])["stats"]["lastError"]

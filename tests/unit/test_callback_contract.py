@@ -8,6 +8,7 @@ from standardwebhooks.webhooks import Webhook
 
 from shared.contracts import callback, timeutil
 from shared.contracts.errors import InvalidRequest
+from shared.runtime.secretbox import Keyring
 
 CHANGE = {"id": "c1", "cursor": "x", "committedAt": "2026-03-01T10:00:00.000000Z", "key": "aws/vm/i-1",
           "provider": "aws", "resourceType": "vm", "newStatus": "RUNNING",
@@ -121,7 +122,10 @@ def test_a_filter_that_cannot_be_read_is_refused(where, problem):
 def test_a_callback_survives_its_stored_form_and_never_shows_its_secrets():
     cb = registered(filter=callback.Filter.of({"provider": "aws", "label": "tenant:acme"}), token="t",
                     retry_seconds=60)
-    assert callback.Callback.from_doc("f1", cb.to_doc()) == cb
+    ring = Keyring.generate()
+    cb = cb.sealed(ring.seal)  # stored sealed only (shared/runtime/secretbox.py)
+    assert callback.SECRET_PREFIX not in str(cb.to_doc())
+    assert callback.Callback.from_doc("f1", cb.to_doc()).opened(ring.open, AT)[0] == cb
     shown = callback.public("f1", {**cb.to_doc(), "stats": {"delivered": 3}})
     assert cb.secrets[0].value not in str(shown) and "secrets" not in shown
     assert shown["stats"]["delivered"] == 3 and shown["stats"]["consecutiveFailures"] == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -85,3 +86,92 @@ def test_the_address_vetted_is_the_address_connected_to(receiver):
     out = egress.post(f"http://rebind.test:{receiver}/", b"{}", {}, 5, local_mode=True,
                       resolver=lambda host, port: next(answers))
     assert out.ok and out.address == "127.0.0.1"
+
+
+# ---- issue 25 item 5: IPv6 forms that carry an IPv4 address, reserved and site-local ranges, ports ----
+EMBEDDED = [  # each refused at registration and at delivery, the IPv4 it carries named
+    ("::a9fe:a9fe", "IPv4-compatible, carrying 169.254.169.254"),
+    ("::127.0.0.1", "IPv4-compatible, carrying 127.0.0.1"),
+    ("64:ff9b::a9fe:a9fe", "NAT64, carrying 169.254.169.254"),
+    ("64:ff9b::10.0.0.1", "NAT64, carrying 10.0.0.1"),
+    ("2002:a9fe:a9fe::", "6to4, carrying 169.254.169.254"),
+    ("2002:7f00:1::1", "6to4, carrying 127.0.0.1"),
+    ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "Teredo, carrying 10.0.0.1"),  # client 10.0.0.1 (obfuscated)
+    ("::ffff:a9fe:a9fe", "IPv4-mapped, carrying 169.254.169.254"),
+]
+RANGES = [
+    ("fec0::1", "site-local"), ("64:ff9b:1::a9fe:a9fe", "reserved"), ("::8.8.8.8", "IPv4-compatible"),
+    ("100::1", "not a public"), ("2001:db8::1", "not a public"), ("240.0.0.1", "reserved"),
+    ("255.255.255.255", "not a public"), ("ff02::1", "multicast"),
+]
+
+
+@pytest.mark.parametrize("address, why", EMBEDDED + RANGES)
+def test_embedded_ipv4_reserved_and_site_local_addresses_are_refused_at_registration(address, why):
+    url = f"https://[{address}]/cb" if ":" in address else f"https://{address}/cb"
+    with pytest.raises(egress.InvalidRequest) as refused:  # the system resolver: a literal needs no DNS
+        egress.vetted_address(url, local_mode=False)
+    assert why in refused.value.detail and refused.value.parameter == "hook"
+    with pytest.raises(egress.InvalidRequest, match=why.split(",")[0]):  # under a name, too
+        egress.vetted_address("https://hooks.example.com/cb", False, lambda host, port: ["93.184.216.34", address])
+
+
+@pytest.mark.parametrize("address, why", EMBEDDED + RANGES)
+def test_embedded_ipv4_reserved_and_site_local_addresses_are_refused_at_delivery(address, why):
+    """Registered while the name was public; at delivery it resolves to the form: nothing is sent."""
+    out = egress.post("https://hooks.example.com/cb", b"{}", {}, 5, local_mode=False,
+                      resolver=lambda host, port: [address])
+    assert out.status is None and out.address is None and why.split(",")[0] in out.error
+    assert out.category is egress.Outcome.BLOCKED_ADDRESS  # no connection was made (address None)
+
+
+@pytest.mark.parametrize("address", ["::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "2001:4860:4860::8888"])
+def test_an_ipv6_form_carrying_a_public_ipv4_address_is_allowed(address):
+    """The control: the forms are decoded and judged, not refused for their shape."""
+    assert egress.vetted_address("https://hooks.example.com/cb", False, lambda host, port: [address])[2] == address
+
+
+def test_only_port_443_unless_configured():
+    public = lambda host, port: ["93.184.216.34"]  # noqa: E731
+    for url in ("https://hooks.example.com:8443/cb", "https://hooks.example.com:22/", "https://hooks.example.com:80/"):
+        with pytest.raises(egress.InvalidRequest, match="port .* is not allowed") as refused:
+            egress.vetted_address(url, False, public)
+        assert refused.value.parameter == "hook"
+    assert egress.vetted_address("https://hooks.example.com/cb", False, public)[1] == 443
+    assert egress.vetted_address("https://hooks.example.com:8443/cb", False, public, ports=(8443,))[1] == 8443
+    out = egress.post("https://hooks.example.com:6379/", b"{}", {}, 5, local_mode=False, resolver=public)
+    assert out.category is egress.Outcome.BLOCKED_ADDRESS and "port 6379" in out.error
+
+
+def test_local_mode_allows_any_port_on_loopback_only():
+    assert egress.vetted_address("http://127.0.0.1:8099/cb", True)[1] == 8099
+    assert egress.vetted_address("http://hooks.example.com/cb", True, lambda h, p: ["93.184.216.34"])[1] == 80
+    with pytest.raises(egress.InvalidRequest, match="port 8099"):
+        egress.vetted_address("http://hooks.example.com:8099/cb", True, lambda h, p: ["93.184.216.34"])
+
+
+def test_each_failure_is_a_category(receiver, tmp_path):
+    local = dict(local_mode=True)
+    Receiver.answers = [500, 302]
+    assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is \
+        egress.Outcome.REFUSED_BY_RECEIVER
+    assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is \
+        egress.Outcome.REFUSED_BY_RECEIVER
+    assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is egress.Outcome.DELIVERED
+    assert egress.post(f"https://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is \
+        egress.Outcome.TLS_ERROR  # a TLS handshake with a plain HTTP server
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    assert egress.post(f"http://127.0.0.1:{port}/", b"{}", {}, 5, **local).category is egress.Outcome.UNREACHABLE
+    assert egress.post("https://nowhere.invalid/", b"{}", {}, 5, False, lambda h, p: []).category is \
+        egress.Outcome.UNREACHABLE
+    Receiver.delay = 1.0
+    assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 0.2, **local).category is egress.Outcome.TIMEOUT
+
+
+def test_an_error_text_never_holds_the_hooks_path_or_query():
+    hook = "https://hooks.example.com/t/SECRET-PATH?token=SECRET-Q"
+    scrubbed = egress.scrub(f"failed calling {hook}; POST /t/SECRET-PATH?token=SECRET-Q; ?token=SECRET-Q", hook)
+    assert "SECRET" not in scrubbed and "hooks.example.com" in scrubbed

@@ -117,13 +117,14 @@ class Harness:
 
     # ---- publishing -------------------------------------------------------------------
     def report(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
-               futures: list[Future], rtype: str = "vm") -> None:
+               futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
+        source = source or f"{provider}-reliability"
         event = build_event(provider, rtype, rid, status, f"{status.lower()}", event_id=event_id,
-                            time=timeutil.format(at), source=f"{provider}-reliability")
+                            time=timeutil.format(at), source=source)
         data, attrs = to_message(event)
         futures.append(self.publisher.publish(self.topic(provider), data, **attrs))
         key = f"{provider}/{rtype}/{rid}"
-        ledger.events[event_identity(f"{provider}-reliability", event_id)] = (key, status)
+        ledger.events[event_identity(provider, source, event_id)] = (key, status)
         stamp = timeutil.format(at)
         if key not in ledger.final or stamp > ledger.final[key][0]:
             ledger.final[key] = (stamp, status)
@@ -413,6 +414,35 @@ def spoofing(h: Harness, n: int) -> Row:
     return row
 
 
+def collisions(h: Harness, n: int, rng: random.Random) -> Row:
+    """Two providers report under one CloudEvent source and the same ids, each on its own topic (issue 25,
+    item 1: a provider must not be able to have another's event taken for a duplicate), in random order,
+    each event the first report of its resource, 10% of them published twice by their provider: every
+    event of both is applied, only the second publications are duplicates."""
+    ledger, started = Ledger(), time.monotonic()
+    tag = f"x{uuid.uuid4().hex[:6]}"
+    source, base = f"shared-source-{tag}", datetime.now(timezone.utc) - timedelta(hours=1)
+    futures: list[Future] = []
+    for i in range(max(1, n // 2)):
+        pair = ["aws", "azure"]
+        rng.shuffle(pair)
+        for provider in pair:
+            for _ in range(2 if rng.random() < 0.10 else 1):
+                h.report(ledger, provider, f"{tag}-{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-{i}",
+                         futures, source=source)
+    for f in futures:
+        f.result(timeout=120)
+    row = h.row("cross-provider collisions", ledger, started, timeout=60 + n / 10)
+    distinct = len(ledger.events)
+    row.lost += max(0, distinct - row.applied)  # an event of either provider not applied: lost to a collision
+    row.note = (f"aws and azure, one source, {distinct // 2} shared ids ({distinct} events, each its resource's "
+                f"first): {row.applied} applied; {row.duplicate} duplicates = the {row.published - distinct} "
+                f"second publications")
+    if row.duplicate != row.published - distinct:
+        row.wrong += abs(row.duplicate - (row.published - distinct))
+    return row
+
+
 def push_auth() -> str:
     """Production mode (no DCM_LOCAL_MODE): a push without a token, or with a forged one, is refused."""
     code = r"""
@@ -471,7 +501,8 @@ def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
                      ("outage 10 s", lambda: outage(h, small, rng, 10, "outage 10 s")),
                      ("hot resource", lambda: hot_resource(h, 300 if quick else 1000)),
                      ("flooding provider", lambda: flooding(h, small, rng)),
-                     ("spoofed provider", lambda: spoofing(h, 50 if quick else 200))]
+                     ("spoofed provider", lambda: spoofing(h, 50 if quick else 200)),
+                     ("cross-provider collisions", lambda: collisions(h, small, rng))]
         scenarios += [("function killed", lambda: killed(h, small, rng)),
                       ("server killed under load", lambda: killed_under_load(h, loaded, rng, "server")),
                       ("worker killed under load", lambda: killed_under_load(h, loaded, rng, "worker")),

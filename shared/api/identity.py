@@ -86,7 +86,8 @@ def check_mutation(method: str, headers: Mapping[str, str], host: str) -> None:
     if method not in MUTATING:
         return
     origin = headers.get("Origin")
-    if origin is not None and not same_origin(origin, host):
+    forwarded = headers.get("X-Forwarded-Host")  # a proxy's (a cross-site page cannot set it either)
+    if origin is not None and not same_origin(origin, host) and not (forwarded and same_origin(origin, forwarded)):
         raise Forbidden(f"Origin {origin[:100]!r} is not this api's ({host[:100]}): cross-site requests may not "
                         "change anything", "Origin")
     if not headers.get(CSRF_HEADER):

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from infra.receiver import Hook, Receiver
+from shared.contracts.callback import redact_hook
 from tests.e2e.conftest import E2EStack, wait_until
 
 HOOK_TIMEOUT = 5.0  # the e2e stack's DCM_HOOK_TIMEOUT_SECONDS (conftest)
@@ -62,6 +63,8 @@ def status_change(body: dict[str, Any]) -> tuple[Any, Any] | None:
 def test_a_status_change_is_one_signed_callback_with_the_right_diff(e2e, uid, receiver):
     key = f"aws/vm/cb-{uid}"
     registered = on_resource(e2e, key, receiver.url("ok"), token="ABCDEFG42")
+    stored = e2e.db.collection("callbacks").document(registered["callback"]["id"]).get().to_dict()
+    assert "whsec_" not in orjson.dumps(stored).decode()  # sealed at rest (AES-GCM); every delivery still verifies
     hook = receiver.hook("ok", secret=registered["secret"])
     aws = e2e.reporter("aws")
     aws.report("vm", f"cb-{uid}", "RUNNING", "up").result(timeout=30)
@@ -127,7 +130,10 @@ def test_a_receiver_that_hangs_does_not_delay_another(e2e, uid, receiver):
 
 
 @pytest.mark.parametrize("hook", ["http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/cb",
-                                  "http://metadata.google.internal/cb"])
+                                  "http://metadata.google.internal/cb",
+                                  # IPv6 forms carrying a blocked IPv4 address, site-local, a port not allowed
+                                  "http://[::a9fe:a9fe]/cb", "http://[::127.0.0.1]/cb", "http://[64:ff9b::a9fe:a9fe]/cb",
+                                  "http://[2002:a9fe:a9fe::]/cb", "http://[fec0::1]/cb", "http://93.184.216.34:6379/"])
 def test_a_blocked_address_is_refused_at_registration(e2e, uid, hook):
     for response in (api(e2e, "POST", "v1/callbacks", json={"hook": hook}),
                      api(e2e, "PUT", f"v1/resources/aws/vm/b-{uid}/callback", params={"hook": hook})):
@@ -163,8 +169,8 @@ def test_a_receiver_down_for_its_whole_retry_period_loses_nothing(e2e, uid, rece
     aws.report("vm", f"down-{uid}", "RUNNING", "up").result(timeout=30)
     wait_until(lambda: up.got, 30, what="the first delivery")
     last_seen = up.bodies()[-1]["cursor"]
-    on_resource(e2e, key, receiver.url("down"), retrySeconds=4)  # same callback, same secret
-    down: Hook = receiver.hook("down", secret=registered["secret"], statuses=[503])
+    moved = on_resource(e2e, key, receiver.url("down"), retrySeconds=4)  # same callback; a new hook, a new secret
+    down: Hook = receiver.hook("down", secret=moved["secret"], statuses=[503])
     for n, status in enumerate(["STOPPED", "RUNNING"]):
         aws.report("vm", f"down-{uid}", status, status.lower(), time=f"2031-01-01T00:00:0{n}Z").result(timeout=30)
         e2e.wait_for_status(key, status)
@@ -172,12 +178,15 @@ def test_a_receiver_down_for_its_whole_retry_period_loses_nothing(e2e, uid, rece
                       and len(d) == 2 and d, 60, what="two callback_exhausted dead letters")
     assert all(e["detail"]["lastStatus"] == 503 and e["detail"]["callback"] == registered["callback"]["id"]
                for e in dead)
+    # the hook's path and query (often a credential) never reach a dead letter: scheme, host and port only
+    assert all(e["detail"]["hook"] == redact_hook(receiver.url("down")) for e in dead)
+    assert receiver.url("down") not in orjson.dumps(dead, default=str).decode()
     assert len(down.got) >= 4  # tried about once a second for its 4 s
     missed = {b["id"] for b in down.bodies()}
     caught_up = catch_up(e2e, last_seen, key)
     assert missed <= caught_up and len(caught_up) == 2
     assert stats(e2e, registered["callback"]["id"])["stats"]["exhausted"] == 2
-    on_resource(e2e, key, receiver.url("up"))  # the receiver is back
+    up.secret = on_resource(e2e, key, receiver.url("up"))["secret"]  # the receiver is back (a new hook: a new secret)
     e2e.cli("dlq", "replay", *[e["id"] for e in dead])
     wait_until(lambda: {b["id"] for b in up.bodies()} >= missed, 30, what="the replayed deliveries")
 
@@ -201,11 +210,19 @@ def test_an_operator_manages_a_callback_with_the_cli(e2e, uid, receiver):
     hook = receiver.hook("cli", secret=created["secret"])
     cid = created["callback"]["id"]
     tested = e2e.cli("callbacks", "test", cid)
-    assert tested.stdout.startswith("delivered: status 204")
+    assert tested.stdout.strip() == "delivered"
     assert hook.got[0].verified and hook.got[0].body["test"] is True and hook.got[0].body["token"] == "T"
     e2e.reporter("aws").report("vm", f"cli-{uid}", "RUNNING", "up").result(timeout=30)
     wait_until(lambda: len(hook.got) == 2, 30, what="the change delivered")
     wait_until(lambda: "stats.delivered     1" in e2e.cli("callbacks", "show", cid).stdout, 10, what="the stats")
+    # a key rotation: a new primary key, every secret sealed again with it; deliveries still verify
+    rekeyed = orjson.loads(e2e.cli("callbacks", "rekey", "--rotate", "--json").stdout)
+    assert rekeyed["resealed"] >= 1 and rekeyed["unavailable"] == []
+    stored = e2e.db.collection("callbacks").document(cid).get().to_dict()
+    assert [s["keyId"] for s in stored["secrets"]] == [rekeyed["primary"]]
+    e2e.reporter("aws").report("vm", f"cli-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
+    wait_until(lambda: len(hook.got) == 3, 30, what="a change delivered after the rekey")
+    assert all(r.verified for r in hook.got)
     assert cid in e2e.cli("callbacks", "list").stdout
     rotated = orjson.loads(e2e.cli("callbacks", "rotate", cid, "--json").stdout)
     assert rotated["secret"] != created["secret"] and rotated["callback"]["previousSecretValidUntil"]

@@ -105,6 +105,8 @@ def test_the_apis_own_origin_and_reads_pass(prod):
     cid, _ = alices_callback(prod)
     own = prod.write("POST", f"/v1/callbacks/{cid}/enable", ALICE, headers={"Origin": "http://localhost"})
     assert own.status_code == 200
+    proxied = {"Origin": "http://127.0.0.1:8080", "X-Forwarded-Host": "127.0.0.1:8080"}  # behind a local proxy
+    assert prod.write("POST", f"/v1/callbacks/{cid}/enable", ALICE, headers=proxied).status_code == 200
     assert prod.open("GET", "/v1/callbacks", ALICE, headers={"Origin": "https://evil.example"}).status_code == 200
     assert same_origin("https://API.example:8443", "api.example:8443") and not same_origin("https://api.example",
                                                                                             "api.example:8443")

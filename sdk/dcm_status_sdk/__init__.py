@@ -10,13 +10,16 @@
 - ``MappingTable``: a cloud's raw states onto the generic enums, as data (``mapping.py``,
   ``mappings/*.json``);
 - ``Reporter.report_values``: Cloud Native Events (O-RAN style) values, ``Value``/``DataType``;
-- ``Rejected``/``Reason``: the errors and reason codes ingest dead-letters with.
+- ``Rejected``/``Reason``: the errors and reason codes ingest dead-letters with;
+- ``PublishRefused``/``Refusal``: what Pub/Sub refuses for good (no topic, no permission, no
+  credentials, an invalid request), never retried; one line naming the provider and the fix.
 """
 
 from .contracts.cloud_native_event import DataType, Value
 from .contracts.errors import Reason, Rejected
 from .contracts.status_report import BindingMode, ReportForm
 from .mapping import MappedStatus, MappingTable
+from .refusal import PublishRefused, Refusal
 from .reporter import (
            Backlogged,
            FlushTimeout,
@@ -26,6 +29,6 @@ from .reporter import (
            Stats,
 )
 
-__all__ = ["Backlogged", "BindingMode", "DataType", "Value", "FlushTimeout", "MappedStatus", "MappingTable", "Reason", "Rejected",
-           "ReportForm", "Reporter", "ReporterConfig", "ResourceState", "Stats"]
+__all__ = ["Backlogged", "BindingMode", "DataType", "Value", "FlushTimeout", "MappedStatus", "MappingTable", "PublishRefused", "Reason",
+           "Refusal", "Rejected", "ReportForm", "Reporter", "ReporterConfig", "ResourceState", "Stats"]
 __version__ = "0.1.0"

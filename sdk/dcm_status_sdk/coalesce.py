@@ -169,6 +169,16 @@ class Coalescer(Generic[T]):
         if parked is not None:
             self._enqueue(parked)
 
+    def drop_all(self) -> int:
+        """Give up every waiting report (those in flight end with ``done``); returns how many."""
+        dropped = len(self)
+        self._held.clear()
+        self._due.clear()
+        self._queue.clear()
+        self._urgent.clear()
+        self._parked.clear()
+        return dropped
+
     def release_all(self) -> None:
         """Every held report is due now (flush: nothing waits for its window)."""
         for key, (_, offer) in sorted(self._held.items(), key=lambda kv: kv[1][0]):

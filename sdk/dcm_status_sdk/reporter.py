@@ -15,6 +15,12 @@ key as ordering key (batched by the Pub/Sub client), and retries a failed publis
 until it succeeds, a newer report of the resource replaces it, or the reporter closes. The last
 state of every resource reaches the topic as long as the process lives: ``flush``/``close``
 before it exits.
+
+What can never succeed is not retried (``refusal.py``): a topic that does not exist, credentials
+that may not publish to it or none at all, a request Pub/Sub takes as invalid. The reports of that
+publish fail at once (``Stats.failed``), ``on_refused`` is called, and ``flush``/``close`` raise
+``PublishRefused``, one line naming the provider and the fix. When the whole topic is refused (all
+but an invalid request), everything waiting fails with it and every later ``report`` raises it.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from .contracts.status_report import (
     to_message,
 )
 from .mapping import MappedStatus
+from .refusal import PublishRefused, Refusal, refusal_of
 from .sequence import SequenceCounter
 
 log = logging.getLogger("dcm_status_sdk")
@@ -120,6 +127,7 @@ class Stats:
     published: int = 0  # events the topic accepted
     replaced: int = 0  # reports replaced by a later one of their resource inside its window or queue
     failed_attempts: int = 0  # publishes that failed (and were retried or superseded)
+    failed: int = 0  # reports given up because Pub/Sub refused them for good (PublishRefused)
     pending: int = 0
     in_flight: int = 0
     last_error: str | None = None
@@ -140,12 +148,17 @@ def _inherit_resync(old: _Outgoing, new: _Outgoing) -> _Outgoing:
 class Reporter:
     """Thread-safe; ``report`` is safe to call from asyncio code (it never waits on the network)."""
 
-    def __init__(self, config: ReporterConfig, publisher: Any = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, config: ReporterConfig, publisher: Any = None, clock: Callable[[], float] = time.monotonic,
+                 on_refused: Callable[[PublishRefused], None] | None = None):
+        """``on_refused``: called (on a publishing thread) each time Pub/Sub refuses reports for good."""
         self.config = config
         self._own_publisher = publisher is None
-        self._publisher = publisher or _publisher()
+        self._publisher = publisher or _publisher(config)
         self._sender = _sender_for(self._publisher, config)
         self._topic = self._publisher.topic_path(config.project, config.topic_name)
+        self._on_refused = on_refused
+        self._refused: tuple[Refusal, BaseException] | None = None  # the whole topic, for good
+        self._unraised: tuple[Refusal, BaseException] | None = None  # a refusal flush has not raised yet
         self._clock = clock
         self._sequence = SequenceCounter(config.sequence_file)
         self._coalescer: Coalescer[_Outgoing] = Coalescer(
@@ -243,6 +256,8 @@ class Reporter:
         deadline = self._clock() + self.config.max_block_seconds
         with self._cond:
             while True:
+                if self._refused is not None:
+                    raise self._refusal(*self._refused)
                 if self._closed:
                     raise RuntimeError("the reporter is closed")
                 room = sum(not self._coalescer.covers(o.key) for o in offers)
@@ -282,25 +297,68 @@ class Reporter:
     def _send(self, offers: list[Offer[_Outgoing]]) -> None:
         messages = [(*to_message(o.item.event, self.config.binding), o.key) for o in offers]
         try:
-            self._sender.send(self._topic, messages)
-            error = None
-        except Exception as exc:  # every failure is retried: the report must reach the topic
-            error = exc
+            failures = self._sender.send(self._topic, messages)
+        except Exception as exc:  # what may pass is retried: the report must reach the topic
+            failures = {o.key: exc for o in offers}
         with self._cond:
-            self._batches -= 1
-            self._stats.in_flight -= len(offers)
-            for offer in offers:
-                self._coalescer.done(offer.key)
+            refused = self._account(offers, failures)
+            if refused is None:
+                self._end_batch(len(offers))
+                return
+        self._tell(refused)  # before the batch ends: on_refused has run when flush returns
+        with self._cond:
+            self._end_batch(len(offers))
+
+    def _account(self, offers: list[Offer[_Outgoing]],
+                 failures: Mapping[str, BaseException]) -> PublishRefused | None:
+        """Each report's outcome (the lock held): published, retried, or given up; what refused them."""
+        failed_before = self._stats.failed
+        refused: tuple[Refusal, BaseException] | None = None
+        now = self._clock()
+        for offer in offers:
+            self._coalescer.done(offer.key)
+            error = failures.get(offer.key)
             if error is None:
-                self._stats.published += len(offers)
-                now = self._clock()
-                self._latencies.extend((now - o.item.reported_at) * 1000 for o in offers)
+                self._stats.published += 1
+                self._latencies.append((now - offer.item.reported_at) * 1000)
+                continue
+            self._stats.last_error = f"{type(error).__name__}: {error}"
+            refusal = refusal_of(error)
+            if refusal is not None:
+                refused = refused or (refusal, error)
+                self._give_up(refusal, error)
+            elif self._refused is not None:
+                self._stats.failed += 1  # the topic is refused anyway: no retry
             else:
-                self._stats.failed_attempts += len(offers)
-                self._stats.last_error = f"{type(error).__name__}: {error}"
-                for offer in offers:
-                    self._retry(offer)
-            self._cond.notify_all()
+                self._stats.failed_attempts += 1
+                self._retry(offer)
+        return None if refused is None else self._refusal(*refused, reports=self._stats.failed - failed_before)
+
+    def _end_batch(self, reports: int) -> None:
+        self._batches -= 1
+        self._stats.in_flight -= reports
+        self._cond.notify_all()
+
+    def _give_up(self, refusal: Refusal, error: BaseException) -> None:
+        """One report refused for good (the lock held): counted, not retried; when the whole topic is
+        refused, everything waiting fails with it (it would fail the same way)."""
+        self._stats.failed += 1
+        self._unraised = (refusal, error)
+        if refusal.whole_topic:
+            self._refused = self._refused or (refusal, error)
+            self._stats.failed += self._coalescer.drop_all()
+
+    def _refusal(self, refusal: Refusal, error: BaseException, reports: int | None = None) -> PublishRefused:
+        return PublishRefused.of(error, refusal, self.config.provider, self._topic,
+                                 self._stats.failed if reports is None else reports)
+
+    def _tell(self, refused: PublishRefused) -> None:
+        log.info("%s", refused)  # raised to the caller (report, flush, close): one line, not two
+        if self._on_refused is not None:
+            try:
+                self._on_refused(refused)
+            except Exception:  # the provider's callback must not stop the publishing thread
+                log.exception("on_refused failed")
 
     def _retry(self, offer: Offer[_Outgoing]) -> None:
         attempt = offer.item.attempt + 1
@@ -323,7 +381,9 @@ class Reporter:
 
     def flush(self, timeout: float | None = 30.0) -> None:
         """Publish every queued report now (no debounce wait; the rate limit still applies) and wait
-        until the topic has them all; ``FlushTimeout`` says how many are left after ``timeout``."""
+        until the topic has them all; ``FlushTimeout`` says how many are left after ``timeout``,
+        ``PublishRefused`` that Pub/Sub refused some for good (since the last flush; for the whole
+        topic: always)."""
         deadline = None if timeout is None else self._clock() + timeout
         with self._cond:
             self._coalescer.release_all()
@@ -333,6 +393,9 @@ class Reporter:
                 if left is not None and left <= 0:
                     raise FlushTimeout(len(self._coalescer) + self._stats.in_flight, timeout or 0)
                 self._cond.wait(left)
+            refused, self._unraised = self._refused or self._unraised, None
+            if refused is not None:
+                raise self._refusal(*refused)
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Flush, then stop the background thread (and the Pub/Sub client, when the reporter made it)."""
@@ -353,8 +416,12 @@ class Reporter:
     def __enter__(self) -> "Reporter":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        try:
+            self.close()
+        except PublishRefused:
+            if not isinstance(exc, PublishRefused):
+                raise  # otherwise the refusal is already on its way up, from report()
 
     async def aflush(self, timeout: float | None = 30.0) -> None:
         await asyncio.to_thread(self.flush, timeout)
@@ -365,14 +432,25 @@ class Reporter:
     async def __aenter__(self) -> "Reporter":
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def __aexit__(self, kind: object, exc: object, tb: object) -> None:
+        try:
+            await self.aclose()
+        except PublishRefused:
+            if not isinstance(exc, PublishRefused):
+                raise
 
 
-def _publisher() -> Any:
+def _publisher(config: ReporterConfig) -> Any:
     from google.cloud import pubsub_v1
 
-    return pubsub_v1.PublisherClient()
+    try:
+        return pubsub_v1.PublisherClient()
+    except Exception as exc:  # no credentials: PublishRefused says how to get some
+        refusal = refusal_of(exc)
+        if refusal is None:
+            raise
+        topic = f"projects/{config.project}/topics/{config.topic_name}"
+        raise PublishRefused.of(exc, refusal, config.provider, topic) from exc
 
 
 class _Batches:
@@ -397,20 +475,27 @@ class _Batches:
             gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted,
             gexc.ResourceExhausted, gexc.Unknown, gexc.Cancelled))
 
-    def send(self, topic: str, messages: list[tuple[bytes, dict[str, str], str]]) -> None:
+    def send(self, topic: str, messages: list[tuple[bytes, dict[str, str], str]]) -> dict[str, BaseException]:
+        """The keys whose publish failed, with the error."""
+        failures: dict[str, BaseException] = {}
         batch: list[Any] = []
         size = 0
         for data, attrs, key in messages:
             if batch and size + len(data) > self.MAX_BYTES:
-                self._send(topic, batch)
+                failures.update(self._send(topic, batch))
                 batch, size = [], 0
             batch.append(self._message(data=data, attributes=attrs, ordering_key=key))
             size += len(data)
-        self._send(topic, batch)
+        failures.update(self._send(topic, batch))
+        return failures
 
-    def _send(self, topic: str, batch: list[Any]) -> None:
-        self._publish(self._client, request={"topic": topic, "messages": batch}, retry=self._retry,
-                      timeout=self._timeout)
+    def _send(self, topic: str, batch: list[Any]) -> dict[str, BaseException]:
+        try:
+            self._publish(self._client, request={"topic": topic, "messages": batch}, retry=self._retry,
+                          timeout=self._timeout)
+        except Exception as exc:
+            return {m.ordering_key: exc for m in batch}
+        return {}
 
 
 class _OneByOne:
@@ -419,20 +504,20 @@ class _OneByOne:
     def __init__(self, client: Any, timeout: float):
         self._client, self._timeout = client, timeout
 
-    def send(self, topic: str, messages: list[tuple[bytes, dict[str, str], str]]) -> None:
+    def send(self, topic: str, messages: list[tuple[bytes, dict[str, str], str]]) -> dict[str, BaseException]:
+        """The keys whose publish failed, with the error."""
         futures = [(key, self._client.publish(topic, data, ordering_key=key, timeout=self._timeout, **attrs))
                    for data, attrs, key in messages]
-        failed = None
+        failures: dict[str, BaseException] = {}
         for key, future in futures:
             try:
                 future.result(timeout=self._timeout)
             except Exception as exc:
-                failed = failed or exc
+                failures[key] = exc
                 resume = getattr(self._client, "resume_publish", None)
                 if resume is not None:
                     resume(topic, key)  # the client library pauses a key whose publish failed
-        if failed is not None:
-            raise failed
+        return failures
 
 
 def _sender_for(publisher: Any, config: ReporterConfig) -> Any:

@@ -81,7 +81,7 @@ def test_a_flapping_resource_is_stored_in_its_final_state_through_a_bounded_numb
 def test_the_readme_provider_is_complete_and_reports_what_it_maps(e2e: E2EStack):
     example = (REPO_ROOT / "examples" / "provider.py").read_text()
     assert f"```python\n{example}```" in (REPO_ROOT / "README.md").read_text()  # the README shows all of it
-    assert len(example.splitlines()) < 30
+    assert len(example.splitlines()) < 35
     # its own provider: its resync says "this is all I have", which would reconcile away other tests' aws vms
     run = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / "provider.py")], cwd=REPO_ROOT,
                          env={**os.environ, "POLLS": "1", "PROVIDER": "kubernetes"}, capture_output=True, text=True,
@@ -90,3 +90,18 @@ def test_the_readme_provider_is_complete_and_reports_what_it_maps(e2e: E2EStack)
     assert e2e.wait_for_status("kubernetes/vm/vm-1", "RUNNING")["eventSource"] == "dcm/providers/kubernetes"
     failed = e2e.wait_for_status("kubernetes/vm/vm-2", "FAILED")  # terminated by a spot reclaim: a failure
     assert "Server.SpotInstanceTermination" in failed["reason"]
+
+
+def test_the_readme_provider_without_its_topic_ends_with_one_line_saying_what_to_do(e2e: E2EStack, uid: str):
+    """A new user's first run with a provider the stack does not have: Pub/Sub answers 404 Topic not found,
+    which no retry can change. Not a minute of retries then a traceback: one line with the fix, exit 1."""
+    provider = f"new-{uid}"  # no test adds it: the stack has no ingress topic for it
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / "provider.py")], cwd=REPO_ROOT,
+                         env={**os.environ, "POLLS": "1", "PROVIDER": provider}, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 1 and run.stdout == ""
+    assert len(run.stderr.splitlines()) == 1, run.stderr[-2000:]  # no traceback, no retry warnings
+    line = run.stderr.strip()
+    assert line.startswith(f"error: provider {provider}: ") and "topic_not_found" in line
+    assert f"'dcm-status provider add {provider}'" in line and "Terraform variable cloud_providers" in line
+    assert e2e.resource(f"{provider}/vm/vm-1") is None

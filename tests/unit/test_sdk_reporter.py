@@ -11,6 +11,8 @@ import asyncio
 import re
 import threading
 import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -19,6 +21,8 @@ from dcm_status_sdk import (
     Backlogged,
     DataType,
     FlushTimeout,
+    PublishRefused,
+    Refusal,
     Rejected,
     Reporter,
     ReporterConfig,
@@ -27,6 +31,8 @@ from dcm_status_sdk import (
 )
 from dcm_status_sdk.contracts.status_report import ReportForm
 from dcm_status_sdk.sequence import DIGITS, SequenceCounter
+from google.api_core import exceptions as gexc
+from google.auth import exceptions as auth_exc
 
 from shared.contracts.errors import Rejected as IngestRejected
 from shared.contracts.model import PubSubMessage
@@ -39,8 +45,8 @@ TOPIC = "dcm-status-ingress-aws"
 
 
 def reporter(publisher: FakePublisher, **config: Any) -> Reporter:
-    config = {"debounce_seconds": 0.0, "retry_initial_seconds": 0.01, **config}
-    return Reporter(ReporterConfig(project="p", provider="aws", **config), publisher=publisher)
+    config = {"provider": "aws", "debounce_seconds": 0.0, "retry_initial_seconds": 0.01, **config}
+    return Reporter(ReporterConfig(project="p", **config), publisher=publisher)
 
 
 def test_a_report_is_the_current_upstream_form_stamped_and_keyed_by_its_resource():
@@ -340,3 +346,135 @@ def test_a_closed_reporter_stops_retrying_what_it_gave_up():
     attempts = r.stats().failed_attempts
     threading.Event().wait(0.3)  # several back-offs of 0.01 s
     assert r.stats().failed_attempts == attempts and not r._thread.is_alive()
+
+
+@dataclass
+class Refusing(FakePublisher):
+    """Pub/Sub answering ``error`` (to every publish, or to ``only`` that ordering key; ``times`` times, or always)."""
+
+    error: Exception = field(default_factory=lambda: gexc.NotFound("Topic not found"))
+    only: str | None = None
+    times: int | None = None
+    attempts: list[str] = field(default_factory=list)  # the ordering key of every publish tried
+
+    def publish(self, topic: str, data: bytes, ordering_key: str = "", retry: Any = None, timeout: Any = None,
+                **attributes: Any) -> Future:
+        self.attempts.append(ordering_key)
+        if (self.only is None or ordering_key == self.only) and (self.times is None or self.times > 0):
+            self.times = None if self.times is None else self.times - 1
+            future: Future = Future()
+            future.set_exception(self.error)
+            return future
+        return super().publish(topic, data, ordering_key, retry, timeout, **attributes)
+
+
+PERMANENT = {  # what Pub/Sub answers, and what the one line must tell the provider to do
+    "topic not found": (gexc.NotFound("Topic not found"), Refusal.TOPIC_NOT_FOUND,
+                        ["'dcm-status provider add gcp'", 'add "gcp" to the Terraform variable cloud_providers']),
+    "permission denied": (gexc.PermissionDenied("User not authorized to perform this action."),
+                          Refusal.PERMISSION_DENIED, ["Terraform variable provider_publishers", '"gcp" = ']),
+    "unauthenticated": (gexc.Unauthenticated("Request had invalid authentication credentials."),
+                        Refusal.UNAUTHENTICATED, ["gcloud auth application-default login"]),
+    "invalid argument": (gexc.InvalidArgument("Invalid resource name given"), Refusal.INVALID_ARGUMENT,
+                         ["check the project (p) and the topic name"]),
+}
+
+
+@pytest.mark.parametrize("error,refusal,fix", PERMANENT.values(), ids=list(PERMANENT))
+def test_what_pubsub_refuses_for_good_fails_at_once_and_flush_says_what_to_do(error, refusal, fix):
+    pub = Refusing(error=error)
+    r = reporter(pub, provider="gcp")
+    r.resync([ResourceState("vm", "i-1", "RUNNING"), ResourceState("vm", "i-2", "RUNNING")])  # one batch
+    with pytest.raises(PublishRefused) as refused:
+        r.flush(timeout=30)  # the old kit retried until this timeout and raised FlushTimeout
+    stats = r.stats()
+    assert (stats.failed, stats.failed_attempts, stats.published, stats.pending, stats.in_flight) == (2, 0, 0, 0, 0)
+    assert sorted(pub.attempts) == ["gcp/vm/i-1", "gcp/vm/i-2"]  # each tried once, none retried
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith("provider gcp: ") and "projects/p/topics/dcm-status-ingress-gcp" in line
+    assert refused.value.refusal is refusal and refused.value.provider == "gcp" and "2 report(s)" in line
+    assert all(f in line for f in fix), line
+    if refusal.whole_topic:  # the topic refuses everything: closing says so again
+        with pytest.raises(PublishRefused):
+            r.close(timeout=30)
+    else:  # one request refused, already said by flush
+        r.close(timeout=30)
+    assert sorted(pub.attempts) == ["gcp/vm/i-1", "gcp/vm/i-2"]  # the closed reporter tried nothing more
+
+
+TRANSIENT = [gexc.ServiceUnavailable("down"), gexc.DeadlineExceeded("slow"), gexc.ResourceExhausted("quota"),
+             gexc.Aborted("aborted"), gexc.InternalServerError("oops")]
+
+
+@pytest.mark.parametrize("error", TRANSIENT, ids=lambda e: type(e).__name__)
+def test_what_may_pass_is_still_retried(error):
+    pub = Refusing(error=error, times=2)
+    with reporter(pub, provider="gcp") as r:
+        r.report("vm", "i-1", "RUNNING")
+        r.flush(timeout=30)
+        stats = r.stats()
+    assert pub.attempts == ["gcp/vm/i-1"] * 3 and [e["data"]["status"] for e in pub.events()] == ["RUNNING"]
+    assert (stats.published, stats.failed_attempts, stats.failed) == (1, 2, 0)
+
+
+def test_leaving_the_block_raises_the_refusal_not_a_flush_timeout():
+    with pytest.raises(PublishRefused, match="provider gcp: .*dcm-status provider add gcp"):
+        with reporter(Refusing(), provider="gcp") as r:
+            r.report("vm", "i-1", "RUNNING")
+
+
+def test_a_refused_topic_fails_what_waits_and_every_later_report_at_once():
+    gate = threading.Event()
+    told: list[PublishRefused] = []
+
+    class Held(Refusing):
+        def publish(self, *args: Any, **kwargs: Any) -> Future:
+            gate.wait(10)
+            return super().publish(*args, **kwargs)
+
+    pub = Held()
+    r = Reporter(ReporterConfig(project="p", provider="gcp", debounce_seconds=0, max_concurrent_batches=1),
+                 publisher=pub, on_refused=told.append)
+    r.report("vm", "i-1", "RUNNING")
+    deadline = time.monotonic() + 5
+    while r.stats().in_flight < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    r.report("vm", "i-2", "RUNNING")  # waits: the one publish slot is taken
+    r.report("vm", "i-1", "STOPPED")  # waits behind its resource's publish
+    gate.set()
+    with pytest.raises(PublishRefused):
+        r.flush(timeout=30)
+    assert pub.attempts == ["gcp/vm/i-1"] and r.stats().failed == 3  # what waited failed with it, untried
+    assert len(told) == 1 and told[0].refusal is Refusal.TOPIC_NOT_FOUND and told[0].reports == 3
+    with pytest.raises(PublishRefused, match="dcm-status provider add gcp"):
+        r.report("vm", "i-3", "RUNNING")
+    with pytest.raises(PublishRefused):
+        r.resync([ResourceState("vm", "i-3", "RUNNING")])
+    with pytest.raises(PublishRefused):
+        r.close(timeout=30)
+    assert pub.attempts == ["gcp/vm/i-1"]
+
+
+def test_an_invalid_report_fails_alone_and_the_rest_goes_on():
+    pub = Refusing(error=gexc.InvalidArgument("attribute over 1024 bytes"), only="gcp/vm/i-bad")
+    r = reporter(pub, provider="gcp")
+    r.report("vm", "i-bad", "RUNNING")
+    r.report("vm", "i-1", "RUNNING")
+    with pytest.raises(PublishRefused, match="invalid_argument: attribute over 1024 bytes"):
+        r.flush(timeout=30)
+    r.report("vm", "i-2", "RUNNING")  # the topic takes reports: not refused as a whole
+    r.close(timeout=30)  # the refusal was raised once; nothing new is refused
+    stats = r.stats()
+    assert sorted(m.ordering_key for m in pub.messages) == ["gcp/vm/i-1", "gcp/vm/i-2"]
+    assert (stats.published, stats.failed, stats.failed_attempts) == (2, 1, 0) and pub.attempts.count("gcp/vm/i-bad") == 1
+
+
+def test_no_credentials_at_all_is_the_same_one_line(monkeypatch):
+    from google.cloud import pubsub_v1
+
+    def no_credentials() -> None:
+        raise auth_exc.DefaultCredentialsError("Your default credentials were not found.")
+
+    monkeypatch.setattr(pubsub_v1, "PublisherClient", no_credentials)
+    with pytest.raises(PublishRefused, match="provider gcp: .*unauthenticated.*gcloud auth application-default login"):
+        Reporter(ReporterConfig(project="p", provider="gcp"))

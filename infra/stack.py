@@ -170,6 +170,10 @@ class LocalStack:
         # the webhook signing secrets' keyring (DCM_CALLBACK_KEYS_FILE; Secret Manager in production)
         self.callback_keys = self.state_dir / "callback-keys.json"
 
+    def callback_keys_source(self) -> secretbox.KeySource:
+        """The keyring the stack's notify and api seal and open signing secrets with (made if missing)."""
+        return secretbox.source(None, str(secretbox.ensure_file(self.callback_keys)), True)
+
     # ---- state -------------------------------------------------------------
     def load_state(self) -> StackState | None:
         if not self.state_file.exists():

@@ -29,7 +29,7 @@ def _keys(local: bool) -> secretbox.KeySource:
     """The keyring the functions use: the local stack's file, else DCM_CALLBACK_KEYS_SECRET (Secret Manager)."""
     try:
         if local:
-            return secretbox.source(None, str(secretbox.ensure_file(LocalStack().callback_keys)), True)
+            return LocalStack().callback_keys_source()
         return secretbox.from_env(local_mode=False)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
@@ -38,7 +38,7 @@ def _keys(local: bool) -> secretbox.KeySource:
 def _registry() -> Callbacks:
     conn = connect()
     if conn.local:
-        click.echo("local stack: plain http and loopback hooks on any port are allowed (production wants https, "
+        click.echo("local stack: plain http and loopback hooks are allowed, on any port (production wants https, "
                    "a public address and port 443)", err=True)
     return Callbacks(conn.firestore(), local_mode=conn.local, keys=_keys(conn.local))
 
@@ -210,6 +210,29 @@ def rekey(rotate, drop, as_json):
             click.echo(f"did not open: {why}", err=True)
     if done.unavailable:
         raise SystemExit(1)
+
+
+@callbacks.command("keyring")
+@click.option("--add-primary", is_flag=True, help="Print the keyring with a new random key, made primary.")
+@click.option("--drop", "drop", default=None, metavar="KEY_ID", help="Print the keyring without this key.")
+def keyring(add_primary, drop):
+    """Show the key ids of the keyring that seals the signing secrets; with --add-primary or --drop,
+    print the whole new keyring (JSON, keys included) for a new Secret Manager version.
+
+    Example: dcm-status callbacks keyring --add-primary | gcloud secrets versions add dcm-callback-keys --data-file=-
+    """
+    if add_primary and drop:
+        raise click.UsageError("one step at a time: --add-primary, rekey, then --drop (docs/callbacks.md)")
+    conn = connect()
+    try:
+        ring = _keys(conn.local).keyring()
+        if add_primary or drop:
+            click.echo(ring.with_new_primary().to_json() if add_primary else ring.without(drop).to_json())
+            return
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    shown = secretbox.describe(ring)
+    click.echo(f"primary {shown['primary']}; keys {', '.join(shown['keys'])}")
 
 
 @callbacks.command("rotate")

@@ -24,7 +24,7 @@ from infra.cli import output
 from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
 from infra.receiver import Receiver
-from infra.stack import REPO_ROOT
+from infra.stack import REPO_ROOT, LocalStack
 from shared.api import queries
 from shared.api.callbacks import Callbacks
 from shared.api.queries import groups
@@ -61,7 +61,7 @@ def run(conn: Any, resources: int, seed: int, timeout: float, reset: bool = Fals
         raise click.ClickException(f"providers {missing} are not in the stack: dcm-status up --providers ...")
     # The billing team's story, by webhook: a receiver told of every change to STOPPED.
     receiver = Receiver()
-    registry = Callbacks(db, local_mode=True)
+    registry = Callbacks(db, local_mode=True, keys=LocalStack().callback_keys_source())  # notify's keyring
     stopped, secret = registry.add(receiver.url("stopped"), {"status": "STOPPED"})
     hook = receiver.hook("stopped", secret=secret)
     try:

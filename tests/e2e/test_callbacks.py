@@ -220,6 +220,11 @@ def test_an_operator_manages_a_callback_with_the_cli(e2e, uid, receiver):
     assert rekeyed["resealed"] >= 1 and rekeyed["unavailable"] == []
     stored = e2e.db.collection("callbacks").document(cid).get().to_dict()
     assert [s["keyId"] for s in stored["secrets"]] == [rekeyed["primary"]]
+    shown = e2e.cli("callbacks", "keyring").stdout
+    assert shown.startswith(f"primary {rekeyed['primary']};") and "=" not in shown  # key ids, never a key
+    proposed = orjson.loads(e2e.cli("callbacks", "keyring", "--add-primary").stdout)  # for gcloud; nothing written
+    assert proposed["primary"] not in shown and rekeyed["primary"] in proposed["keys"]
+    assert e2e.cli("callbacks", "keyring").stdout == shown
     e2e.reporter("aws").report("vm", f"cli-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
     wait_until(lambda: len(hook.got) == 3, 30, what="a change delivered after the rekey")
     assert all(r.verified for r in hook.got)

@@ -80,6 +80,8 @@ class Settings:
     stream_seconds: float = 300.0  # a live stream ends after this long; EventSource reconnects at once
     topic_callbacks: str = "dcm-status-callbacks"
     topic_callbacks_retry: str = "dcm-status-callbacks-retry"
+    topic_replay: str = "dcm-status-replay"  # only the replay path publishes here; ingest trusts its replay markers
+    ingress_subscriptions: tuple[str, ...] = ("dcm-ingest-{provider}",)  # subscriptions on each ingress topic
     hook_timeout_seconds: float = 10.0  # a receiver that has not answered by then has failed this attempt
     callback_concurrency: int = 8  # calls at once to one fast receiver from one instance (first lane)
     freshness_default: Mapping[str, Any] = field(default_factory=dict)  # topology.yaml's freshness
@@ -192,6 +194,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         stream_seconds=float(env.get("DCM_STREAM_SECONDS", "300")),
         topic_callbacks=env.get("DCM_TOPIC_CALLBACKS", "dcm-status-callbacks"),
         topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
+        topic_replay=env.get("DCM_TOPIC_REPLAY", "dcm-status-replay"),
+        ingress_subscriptions=tuple(s for s in env.get("DCM_INGRESS_SUBSCRIPTION", "dcm-ingest-{provider}").split(",")
+                                    if s),
         hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
         callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "8")),
         freshness_default=_freshness(env.get("DCM_FRESHNESS", "")),

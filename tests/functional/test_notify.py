@@ -46,7 +46,8 @@ class Receiver:
 
     def __call__(self, url, body, headers, timeout, local_mode, resolver=None, ports=()) -> HookResponse:
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
-        self.calls.append({"url": url, "body": orjson.loads(body), "raw": body, "headers": dict(headers)})
+        self.calls.append({"url": url, "body": orjson.loads(body), "raw": body, "headers": dict(headers),
+                           "ports": tuple(ports)})
         return HookResponse(status, None if status and 200 <= status < 300 else f"HTTP {status}", "127.0.0.1", 0.01)
 
 
@@ -373,6 +374,12 @@ def test_a_dead_letter_of_exhausted_deliveries_never_holds_the_hooks_path_query_
     assert "SECRET" not in str(registry.show(shown["id"])["stats"])
 
 
+def test_notify_calls_a_hook_on_the_ports_its_settings_allow(firestore, publisher, registry, changed):
+    settings = runtime_of(DCM_PROJECT=PROJECT, DCM_HOOK_PORTS="8443").settings
+    _, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204)
+    assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED and receiver.calls[0]["ports"] == (8443,)
+
+
 @pytest.mark.parametrize("address", ["::a9fe:a9fe", "::127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::",
                                      "fec0::1"])
 def test_in_production_a_hook_now_resolving_to_an_ipv6_form_of_a_blocked_address_is_never_called(
@@ -386,3 +393,16 @@ def test_in_production_a_hook_now_resolving_to_an_ipv6_form_of_a_blocked_address
     notify = Notify(CallbackStore(firestore), publisher, production, post=rebound, keys=KEYS)
     assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
     assert f"resolves to {address}" in public.show(shown["id"])["stats"]["lastError"]
+
+
+@pytest.fixture(scope="module")
+def api_client():
+    return client_for("api", signature_type="http")
+
+
+def test_the_api_registers_a_hook_on_a_port_only_when_its_settings_allow_it(api_client, firestore):
+    hook, headers = {"hook": "http://93.184.216.34:6379/cb"}, {"DCM-Request": "1"}
+    refused = api_client.post("/v1/callbacks", json=hook, headers=headers)
+    assert refused.status_code == 400 and "port 6379 is not allowed" in refused.json["detail"]
+    bind_all(runtime_of(firestore=firestore, DCM_PROJECT=PROJECT, DCM_HOOK_PORTS="6379"))
+    assert api_client.post("/v1/callbacks", json=hook, headers=headers).status_code == 201

@@ -175,3 +175,14 @@ def test_an_error_text_never_holds_the_hooks_path_or_query():
     hook = "https://hooks.example.com/t/SECRET-PATH?token=SECRET-Q"
     scrubbed = egress.scrub(f"failed calling {hook}; POST /t/SECRET-PATH?token=SECRET-Q; ?token=SECRET-Q", hook)
     assert "SECRET" not in scrubbed and "hooks.example.com" in scrubbed
+
+
+def test_more_ports_are_a_setting_and_a_malformed_one_stops_the_function():
+    from shared.contracts.errors import ConfigError
+    from shared.runtime import settings
+
+    assert settings.from_env({"DCM_PROJECT": "p"}).hook_ports == ()
+    assert settings.from_env({"DCM_PROJECT": "p", "DCM_HOOK_PORTS": "8443, 9443"}).hook_ports == (8443, 9443)
+    for bad in ("https", "0", "70000", "8443;22"):
+        with pytest.raises(ConfigError, match="DCM_HOOK_PORTS"):
+            settings.from_env({"DCM_PROJECT": "p", "DCM_HOOK_PORTS": bad})

@@ -6,9 +6,11 @@ local stack runs and DCM_PROJECT is set (credentials from the environment).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from dataclasses import asdict
+from typing import Iterator
 
 import click
 from google.api_core import exceptions as gexc
@@ -131,6 +133,15 @@ def provider_add(name: str) -> None:
     click.echo(f"provider {name} added; providers: {', '.join(state.providers)}", err=True)
 
 
+@contextlib.contextmanager
+def _one_line(*kinds: type[Exception]) -> Iterator[None]:
+    """These errors, whose message says what to do, end the command as that one line (exit 1)."""
+    try:
+        yield
+    except kinds as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 @provider.command("run-aws")
 @click.option("--region", default="us-east-1", show_default=True, help="The AWS region to poll.")
 @click.option("--endpoint-url", default=None, help="An EC2-compatible endpoint (e.g. a moto server).")
@@ -145,12 +156,12 @@ def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, 
 
     Example: AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing dcm-status provider run-aws --endpoint-url http://127.0.0.1:5000 --once
     """
-    import time
+    import threading
     from urllib.parse import urlparse
 
     import boto3
     from botocore.config import Config
-    from dcm_status_sdk import FlushTimeout, Reporter, ReporterConfig
+    from dcm_status_sdk import FlushTimeout, PublishRefused, Reporter, ReporterConfig
 
     from infra.providers.aws_ec2 import Ec2Bridge
 
@@ -161,22 +172,24 @@ def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, 
     conn = connect()
     # bounded: an unreachable endpoint is an error in seconds, not minutes of retries
     config = Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 2, "mode": "standard"})
-    reporter = Reporter(ReporterConfig(project=conn.project, provider=provider_name,
-                                       topic=conn.topology.ingress_template))
-    bridge = Ec2Bridge(boto3.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config),
-                       reporter, region)
-    try:
-        while True:
-            for o in bridge.poll_once():
-                click.echo(f"{o.instance_id} {o.state} -> {o.status.status} at {o.transition_time}", err=True)
-            if once:
-                break
-            time.sleep(interval)
-    finally:  # an AWS error (no credentials, endpoint down) is one line too: infra/cli/errors.py
+    refused = threading.Event()  # Pub/Sub refused reports for good: stop polling, close says why
+    with _one_line(PublishRefused):  # no topic, no permission, no credentials: what to do, exit 1
+        reporter = Reporter(ReporterConfig(project=conn.project, provider=provider_name,
+                                           topic=conn.topology.ingress_template),
+                            on_refused=lambda _: refused.set())
+        bridge = Ec2Bridge(boto3.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config),
+                           reporter, region)
         try:
-            reporter.close(timeout=30)
-        except FlushTimeout as exc:
-            raise click.ClickException(f"{exc} (Pub/Sub: {reporter.stats().last_error})") from exc
+            while True:
+                for o in bridge.poll_once():
+                    click.echo(f"{o.instance_id} {o.state} -> {o.status.status} at {o.transition_time}", err=True)
+                if once or refused.wait(interval):
+                    break
+        finally:  # an AWS error (no credentials, endpoint down) is one line too: infra/cli/errors.py
+            try:
+                reporter.close(timeout=30)
+            except FlushTimeout as exc:
+                raise click.ClickException(f"{exc} (Pub/Sub: {reporter.stats().last_error})") from exc
 
 
 @provider.command("run-kubernetes")
@@ -197,7 +210,7 @@ def provider_run_kubernetes(api_url: str, kind_name: str, token_file: str | None
     """
     from urllib.parse import urlparse
 
-    from dcm_status_sdk import Reporter, ReporterConfig
+    from dcm_status_sdk import PublishRefused, Reporter, ReporterConfig
 
     from infra.providers.kubernetes import KINDS, ApiServer, KubernetesBridge, run
 
@@ -207,8 +220,8 @@ def provider_run_kubernetes(api_url: str, kind_name: str, token_file: str | None
         raise click.BadParameter(f"invalid provider name {provider_name!r} ({PROVIDER_RULE})", param_hint="--name")
     conn = connect()
     token = open(token_file).read().strip() if token_file else None
-    with Reporter(ReporterConfig(project=conn.project, provider=provider_name,
-                                 topic=conn.topology.ingress_template)) as reporter:
+    with _one_line(PublishRefused), Reporter(ReporterConfig(project=conn.project, provider=provider_name,
+                                                            topic=conn.topology.ingress_template)) as reporter:
         bridge = KubernetesBridge(reporter, KINDS[kind_name])
         run(bridge, ApiServer(api_url, token, ca_file or True), once=once,
             on_report=lambda status: click.echo(f"{status.raw} -> {status.status}", err=True))

@@ -105,3 +105,45 @@ def test_the_readme_provider_without_its_topic_ends_with_one_line_saying_what_to
     assert line.startswith(f"error: provider {provider}: ") and "topic_not_found" in line
     assert f"'dcm-status provider add {provider}'" in line and "Terraform variable cloud_providers" in line
     assert e2e.resource(f"{provider}/vm/vm-1") is None
+
+
+def _one_line_saying_add(result: subprocess.CompletedProcess, provider: str) -> None:
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in result.stderr and last.startswith(f"Error: provider {provider}: "), result.stderr[-2000:]
+    assert f"'dcm-status provider add {provider}'" in last and "Terraform variable cloud_providers" in last
+
+
+def test_the_reference_providers_without_their_topic_end_with_one_line_saying_what_to_do(e2e: E2EStack, uid: str,
+                                                                                          tmp_path: Path):
+    import http.server
+    import threading
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from infra.emulators import free_port
+    from tests.unit.test_kubernetes_provider import FakeApiServer
+
+    provider = f"new-{uid}"
+    aws = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    port = free_port()
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    moto.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        boto3.client("ec2", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1)
+        _one_line_saying_add(e2e.cli("provider", "run-aws", "--once", "--endpoint-url", endpoint, "--name", provider,
+                                     check=False, env=aws), provider)
+    finally:
+        moto.stop()
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeApiServer)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    try:
+        (tmp_path / "token").write_text("t0ken")
+        _one_line_saying_add(e2e.cli("provider", "run-kubernetes", "--api-url", f"http://127.0.0.1:{api.server_port}",
+                                     "--token-file", str(tmp_path / "token"), "--once", "--name", provider,
+                                     check=False), provider)
+    finally:
+        api.shutdown()

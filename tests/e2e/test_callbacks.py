@@ -228,6 +228,12 @@ def test_an_operator_manages_a_callback_with_the_cli(e2e, uid, receiver):
     e2e.reporter("aws").report("vm", f"cli-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
     wait_until(lambda: len(hook.got) == 3, 30, what="a change delivered after the rekey")
     assert all(r.verified for r in hook.got)
+    # the api's test answers delivered or not and a category: never a status, error text, address or timing
+    assert api(e2e, "POST", f"v1/callbacks/{cid}/test").json() == {"delivered": True, "outcome": "delivered"}
+    assert hook.got[-1].verified and hook.got[-1].body["test"] is True  # signed with the rekeyed secret
+    closed = on_filter(e2e, "http://127.0.0.1:9/cb", {"label": f"tenant:nobody-{uid}"})["callback"]["id"]
+    assert api(e2e, "POST", f"v1/callbacks/{closed}/test").json() == {"delivered": False, "outcome": "unreachable"}
+    api(e2e, "DELETE", f"v1/callbacks/{closed}")
     assert cid in e2e.cli("callbacks", "list").stdout
     rotated = orjson.loads(e2e.cli("callbacks", "rotate", cid, "--json").stdout)
     assert rotated["secret"] != created["secret"] and rotated["callback"]["previousSecretValidUntil"]

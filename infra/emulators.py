@@ -3,6 +3,15 @@
 Each runs in its own process group (killing the gcloud wrapper would leave the
 Java child behind), on a free port; readiness means *our* process is alive and
 answers on that port.
+
+The Pub/Sub emulator pushes with ``java.net.HttpURLConnection`` and sets the
+subscription's ack deadline as the *connect* timeout only: a push that is
+accepted and never answered is waited for forever, and its message is never
+delivered again (measured: no redelivery 40 s into a push with a 10 s ack
+deadline; docs/local-stack.md). Production Pub/Sub uses the ack deadline as the
+push request's timeout and redelivers. ``start("pubsub", ..., push_timeout=S)``
+gives the emulator's JVM that timeout (``sun.net.client.defaultReadTimeout``,
+the JDK's default for connections that set none).
 """
 
 from __future__ import annotations
@@ -132,10 +141,20 @@ def wait_http(proc: Process, what: str, log_path: Path, timeout: float = 60.0, p
     raise EmulatorError(f"{what} not ready on {proc.host} after {timeout:.0f}s; log {log_path}")
 
 
-def start(kind: str, log_dir: Path, port: int | None = None) -> Process:
+def java_options(base: str | None, push_timeout: float | None = None) -> str:
+    """The emulator JVM's options: ``base`` (or a 512 MB heap), and the push request timeout if given."""
+    options = base or "-Xmx512m"
+    if push_timeout:
+        options += f" -Dsun.net.client.defaultReadTimeout={int(push_timeout * 1000)}"
+    return options
+
+
+def start(kind: str, log_dir: Path, port: int | None = None, push_timeout: float | None = None) -> Process:
+    """Start emulator ``kind``; ``push_timeout`` (Pub/Sub): seconds after which an unanswered push fails
+    and its message is delivered again, as production does at the subscription's ack deadline."""
     port = port or free_port()
     env = dict(os.environ)
-    env.setdefault("JAVA_TOOL_OPTIONS", "-Xmx512m")
+    env["JAVA_TOOL_OPTIONS"] = java_options(env.get("JAVA_TOOL_OPTIONS"), push_timeout)
     log_path = log_dir / f"{kind}-emulator.log"
     proc = Process(spawn(launch_command(kind, port), log_path, env), port)
     wait_http(proc, f"{kind} emulator", log_path)

@@ -42,7 +42,7 @@ from typing import Callable
 
 from infra import emulators
 from infra.stack import REPO_ROOT, LocalStack, StackState
-from infra.supervise import children
+from infra.supervise import children, listening
 from shared.api import queries
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey, event_identity
@@ -303,7 +303,8 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
     def watch(killed: int, at: float) -> None:
         while time.monotonic() - at < BACK_WITHIN:
             server = h.stack.server_pid(name)
-            if target == "server" and server not in (None, killed) and _answers_http(port):
+            if target == "server" and server not in (None, killed) and listening([server], port) \
+                    and _answers_http(port):
                 back.append(time.monotonic() - at)
                 return
             if target == "worker" and server and [w for w in children(server) if w != killed]:

@@ -131,6 +131,14 @@ def emulator_delivery_attempts(spec: SubscriptionSpec) -> int:
     return min(PUBSUB_MAX_DELIVERY_ATTEMPTS, max(spec.max_delivery_attempts, spanning))
 
 
+def push_timeout(topology: Topology) -> int:
+    """Seconds the emulator waits for a push's answer before it fails it and delivers the message again:
+    production's push request timeout, the subscription's ack deadline. The emulator has one for all (a
+    JVM setting, infra/emulators.py): the longest push subscription's, so no push production would wait
+    for is cut sooner."""
+    return max((s.ack_deadline_seconds for s in topology.subscriptions if s.push), default=60)
+
+
 class Condition(enum.StrEnum):
     UP = "up"
     DOWN = "down"
@@ -283,7 +291,7 @@ class LocalStack:
         self.outage_flag.unlink(missing_ok=True)
         started: list[Process] = []
         try:
-            pubsub = emulators.start("pubsub", self.log_dir)
+            pubsub = emulators.start("pubsub", self.log_dir, push_timeout=push_timeout(load(providers)))
             started.append(pubsub)
             firestore = emulators.start("firestore", self.log_dir)
             started.append(firestore)

@@ -89,6 +89,20 @@ def children(of: int | None = None) -> list[int]:
     return found
 
 
+def listening(pids: list[int], port: int) -> bool:
+    """Whether one of ``pids`` holds the socket listening on local TCP ``port`` (/proc/net/tcp, /proc/PID/fd):
+    whether a restarted server, not what its predecessor left behind, is what answers there."""
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    inodes = {f"socket:[{f[9]}]" for f in rows if f[3] == "0A" and int(f[1].split(":")[1], 16) == port}
+    for pid in pids:
+        try:
+            if any(os.readlink(fd.path) in inodes for fd in os.scandir(f"/proc/{pid}/fd")):
+                return True
+        except OSError:  # gone, or not ours to look into
+            continue
+    return False
+
+
 def _signal_all(pids: list[int], signum: int) -> None:
     for pid in pids:
         try:

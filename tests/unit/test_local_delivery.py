@@ -172,3 +172,21 @@ def _wait_for(predicate, what: str, timeout: float = 20.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def test_the_emulator_waits_for_a_push_as_long_as_production_does():
+    """The Pub/Sub emulator's push has no request timeout of its own (a push never answered stranded its
+    message): its JVM gets the longest push subscription's ack deadline, production's push request timeout."""
+    from infra.emulators import java_options
+    from infra.stack import push_timeout
+
+    topology = load()
+    longest = max(s.ack_deadline_seconds for s in topology.subscriptions if s.push)
+    assert push_timeout(topology) == longest
+    slow = dataclasses.replace(_spec(), ack_deadline_seconds=longest + 60)
+    pulled = dataclasses.replace(_spec(), push=None, ack_deadline_seconds=longest + 600)
+    assert push_timeout(dataclasses.replace(topology, subscriptions=(*topology.subscriptions, slow, pulled))) \
+        == longest + 60  # pull subscriptions have no push to time out
+    assert java_options(None, 60) == "-Xmx512m -Dsun.net.client.defaultReadTimeout=60000"
+    assert java_options("-Xmx256m", 60.5) == "-Xmx256m -Dsun.net.client.defaultReadTimeout=60500"
+    assert java_options("-Xmx256m") == "-Xmx256m"

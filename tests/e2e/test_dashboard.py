@@ -360,3 +360,37 @@ def test_a_provider_silent_as_a_whole_is_one_alarm_on_the_overview(e2e, uid, das
         assert not dashboard.errors, dashboard.errors
     finally:
         e2e.db.collection("providers").document(name).delete()
+
+
+def test_a_refused_live_stream_falls_back_to_polling_and_goes_live_again(e2e, uid, dashboard):
+    """The api caps live streams per caller (429 beyond: docs/api.md): the page, refused, says "polling",
+    reads the changes from v1/changes meanwhile and opens the stream again once a place is free."""
+    aws = e2e.reporter("aws")
+    rid, key = f"poll-{uid}", f"aws/vm/poll-{uid}"
+    dashboard.open("#/")
+    held: list[requests.Response] = []
+    try:
+        for _ in range(20):  # every place this caller may hold on the instance, taken
+            response = requests.get(e2e.api_url + "v1/changes/stream", stream=True, timeout=30)
+            if response.status_code == 429:
+                assert "DCM_MAX_STREAMS_PER_CALLER" in response.json()["detail"] and response.headers["Retry-After"]
+                break
+            held.append(response)
+        else:
+            pytest.fail("the api never refused a stream")
+        dashboard.page.evaluate("window.dcmDashboard.dropConnection(-1)")
+        dashboard.page.evaluate("window.dcmDashboard.reconnect()")
+        eventually(lambda: dashboard.live() == "polling", 20, lambda: f"the page to poll ({dashboard.diagnose(key)})")
+        assert "refused" in dashboard.page.get_attribute('[data-testid="live"]', "title")
+        aws.report("vm", rid, "RUNNING", "up").result(timeout=30)
+        e2e.wait_for_status(key, "RUNNING")
+        eventually(lambda: [f["new"] for f in dashboard.feed(key)] == ["RUNNING"], 60,
+                   lambda: f"the change, polled while the stream is refused ({dashboard.diagnose(key)})")
+    finally:
+        for response in held:
+            response.close()
+    eventually(lambda: dashboard.live() == "live", 90, lambda: f"the stream open again ({dashboard.diagnose(key)})")
+    aws.report("vm", rid, "STOPPED", "down").result(timeout=30)
+    eventually(lambda: [f["new"] for f in dashboard.feed(key)] == ["STOPPED", "RUNNING"], 30,
+               lambda: f"the next change, live, once ({dashboard.diagnose(key)})")
+    assert not dashboard.errors, dashboard.errors

@@ -74,7 +74,7 @@ class Keyring:
             if len(raw) != KEY_BYTES or not key_id:
                 raise ConfigError(f"{where}: key {key_id!r} is not base64 of {KEY_BYTES} bytes")
             keys[str(key_id)] = raw
-        if doc.get("primary") not in keys:
+        if not isinstance(doc.get("primary"), str) or doc["primary"] not in keys:
             raise ConfigError(f"{where}: primary {str(doc.get('primary'))[:64]!r} is not one of its keys "
                               f"({', '.join(sorted(keys))})")
         return cls(doc["primary"], keys)

@@ -64,6 +64,8 @@ def test_the_keyring_json_round_trips_and_malformed_ones_are_refused_without_ech
     for text, problem in [("nope", "not JSON"), ('{"primary": "a"}', "expected"),
                           (json.dumps({"primary": "a", "keys": {"a": short}}), "not base64 of 32 bytes"),
                           (json.dumps({"primary": "b", "keys": {"a": base64.b64encode(b"k" * 32).decode()}}),
+                           "not one of its keys"),
+                          (json.dumps({"primary": ["a"], "keys": {"a": base64.b64encode(b"k" * 32).decode()}}),
                            "not one of its keys")]:
         with pytest.raises(ConfigError, match=problem) as err:
             Keyring.parse(text)

@@ -24,3 +24,27 @@ def _firestore_breaker_closed():
     BREAKER.answered()
     yield
     BREAKER.answered()
+
+
+@pytest.fixture
+def logged():
+    """The JSON lines the functions' loggers (``dcm``) write during the test: ``logged()`` parses them,
+    ``logged.text()`` is the text as written."""
+    import io
+    import json
+    import logging
+
+    from shared.runtime.logs import CloudLoggingFormatter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(CloudLoggingFormatter())
+    root = logging.getLogger("dcm")
+    root.addHandler(handler)
+
+    def lines() -> list[dict]:
+        return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+    lines.text = stream.getvalue  # type: ignore[attr-defined]
+    yield lines
+    root.removeHandler(handler)

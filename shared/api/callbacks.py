@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import callback, timeutil
-from shared.contracts.callback import Callback, Filter, Scope, SigningSecret
 from shared.api import queries
 from shared.api.identity import LOCAL, Caller, require_identity
+from shared.contracts import callback, timeutil
+from shared.contracts.callback import Callback, Filter, Scope, SigningSecret
 from shared.contracts.errors import Forbidden, LimitReached, NotFound
 from shared.contracts.state import CALLBACKS
 from shared.runtime import egress, secretbox

@@ -15,8 +15,8 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.contracts import timeutil, tokens
-from shared.contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
 from shared.contracts.errors import InvalidRequest, Reason
+from shared.contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
 from shared.contracts.model import ResourceKey
 from shared.contracts.schemas import registry
 from shared.contracts.state import (

@@ -38,10 +38,9 @@ from typing import Any, Callable
 
 from shared.contracts import callback, status_changed, timeutil
 from shared.contracts import delivery as delivery_contract
-from shared.contracts.callback import Callback
+from shared.contracts.callback import Callback, Outcome, redact_hook
 from shared.contracts.delivery import Delivery
 from shared.contracts.errors import Reason, Rejected, Transient
-from shared.contracts.callback import Outcome, redact_hook
 from shared.contracts.model import PubSubMessage
 from shared.notify.store import CallbackStore
 from shared.runtime import egress, secretbox

@@ -145,3 +145,18 @@ def api(client, firestore):
     bind_all(runtime_of(firestore=firestore, DCM_PROJECT=PROJECT, DCM_FEED_SETTLE_SECONDS="0",
                         DCM_STREAM_SECONDS="0.5"))
     return Checked(client)
+
+
+@pytest.fixture(scope="module")
+def ingest():
+    return client_for("ingest")
+
+
+@pytest.fixture(scope="module")
+def upsert():
+    return client_for("upsert")
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return client_for("sweep")

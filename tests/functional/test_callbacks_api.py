@@ -10,10 +10,10 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
-from shared.runtime import secretbox
-from shared.runtime.secretbox import Keyring
 from shared.contracts import timeutil
 from shared.contracts.errors import InvalidRequest, NotFound
+from shared.runtime import secretbox
+from shared.runtime.secretbox import Keyring
 
 HOOK = "http://127.0.0.1:9/hook"
 WRITE = {"DCM-Request": "1"}  # what every request that changes something carries (not a cross-site form)

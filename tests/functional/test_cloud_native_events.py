@@ -6,23 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-import pytest
 
-from tests.functional.conftest import SHAPES, client_for
+from tests.functional.conftest import SHAPES
 
 SAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "samples" / "cloud-native-events"
 TOPIC = "dcm-status-ingress-ptp"
 LOCK = "/cluster/node/n1/sync/ptp-status/lock-state"
 
 
-@pytest.fixture(scope="module")
-def ingest():
-    return client_for("ingest")
-
-
-@pytest.fixture(scope="module")
-def upsert():
-    return client_for("upsert")
 
 
 def event(event_id: str, *values: dict, time: str = "2026-11-20T10:00:00Z") -> bytes:

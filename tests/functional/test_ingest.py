@@ -7,15 +7,11 @@ import pytest
 
 from shared.contracts import dead_letter as dl
 from tests import samples
-from tests.functional.conftest import SHAPES, client_for
+from tests.functional.conftest import SHAPES
 
 VALID = samples.load("valid") + samples.load("upstream")
 INVALID = samples.load("invalid")
 
-
-@pytest.fixture(scope="module")
-def ingest():
-    return client_for("ingest")
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -27,14 +27,6 @@ AWS, AZURE = "dcm-status-ingress-aws", "dcm-status-ingress-azure"
 SOURCE, EVENT_ID = "azure-provider", "azure-next-id"  # azure's January source form, and its next id
 
 
-@pytest.fixture(scope="module")
-def ingest():
-    return client_for("ingest")
-
-
-@pytest.fixture(scope="module")
-def upsert():
-    return client_for("upsert")
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,10 @@ from shared.contracts.resync import ResyncMark
 from shared.contracts.status_report import ReportForm, build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
-from tests.functional.conftest import SHAPES, client_for
+from tests.functional.conftest import SHAPES
 
 AT = "2026-11-22T10:00:00.000000Z"
 
-
-@pytest.fixture(scope="module")
-def upsert():
-    return client_for("upsert")
 
 
 def update(rid: str, status: str, time: str, event_id: str, mark: ResyncMark | None = None, rtype: str = "vm"):

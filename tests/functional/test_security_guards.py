@@ -5,8 +5,6 @@ removed. The threat model and which test proves which guard: docs/security.md.
 
 from __future__ import annotations
 
-import io
-import logging
 from urllib.parse import quote
 
 import orjson
@@ -14,33 +12,16 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
-from shared.contracts import status_update
 from shared.contracts.model import PubSubMessage
-from shared.contracts.resync import ResyncMark
-from shared.contracts.status_report import ReportForm, build_event, to_message
-from shared.ingest.normalize import normalize_message
 from shared.notify.handler import Lane, Notify, Result
 from shared.notify.store import CallbackStore
-from shared.runtime import settings
 from shared.runtime.egress import HookResponse
-from shared.runtime.logs import CloudLoggingFormatter
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, SHAPES, bind_all, client_for
 from tests.functional.test_api import seed
 
 HOOK = "http://127.0.0.1:9/hook"  # nothing listens: a failing receiver
 
-
-@pytest.fixture
-def logs():
-    """Every JSON line the functions log during the test (the ``dcm`` loggers), as written."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(CloudLoggingFormatter())
-    root = logging.getLogger("dcm")
-    root.addHandler(handler)
-    yield stream
-    root.removeHandler(handler)
 
 
 def _has_cors(headers) -> list[str]:
@@ -168,7 +149,7 @@ def notify_client():
     return client_for("notify")
 
 
-def test_no_signing_secret_in_any_answer_message_or_log(api, notify_client, firestore, publisher, logs):
+def test_no_signing_secret_in_any_answer_message_or_log(api, notify_client, firestore, publisher, logged):
     bind_all(runtime_of(publisher=publisher, firestore=firestore, DCM_PROJECT=PROJECT, DCM_FEED_SETTLE_SECONDS="0"))
     registry = Callbacks(firestore, local_mode=True)
     shown, first = registry.put_resource("aws/vm/i-1", HOOK, token="T")
@@ -200,8 +181,8 @@ def test_no_signing_secret_in_any_answer_message_or_log(api, notify_client, fire
     texts.append(orjson.dumps(registry.test(shown["id"])).decode())  # a failed test delivery's answer
     for m in publisher.messages:
         texts.append(m.data.decode(errors="replace") + orjson.dumps(m.attributes).decode())
-    texts.append(logs.getvalue())
-    assert "callback delivered" in logs.getvalue()  # the capture works
+    texts.append(logged.text())
+    assert "callback delivered" in logged.text()  # the capture works
     everything = "\n".join(texts)
     assert "whsec_" not in everything
     for secret in secrets:
@@ -222,58 +203,3 @@ def test_a_rotated_callbacks_deliveries_verify_with_the_old_and_the_new_secret(f
     [(body, headers)] = receiver.calls
     assert Webhook(old).verify(body, headers)["key"] == "aws/vm/i-1"
     assert Webhook(new).verify(body, headers)["key"] == "aws/vm/i-1"
-
-
-# ---- snapshot reconciliation is keyed by provider ----------------------------------------------
-AT = "2026-11-22T10:00:00.000000Z"
-
-
-@pytest.fixture(scope="module")
-def upsert():
-    return client_for("upsert")
-
-
-@pytest.fixture(scope="module")
-def sweep():
-    return client_for("sweep")
-
-
-def report(upsert, provider: str, rid: str, time: str, event_id: str, mark: ResyncMark | None = None) -> None:
-    event = build_event(provider, "vm", rid, "RUNNING", event_id=event_id, time=time, form=ReportForm.CURRENT,
-                        extensions=mark.attributes() if mark else None)
-    data, attrs = to_message(event)
-    update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}"),
-                               settings.from_env())
-    response = SHAPES["push"](upsert, f"dcm-status-normalized-{provider}", status_update.encode(update), {}, event_id)
-    assert response.status_code == 200
-
-
-def tick(sweep, publisher, upsert) -> list[str]:
-    """One sweep tick; what it published handed to upsert on its lane; the keys it deleted."""
-    before = len(publisher.normalized())
-    assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "t"}), {}, "tick").status_code == 200
-    out = publisher.normalized()[before:]
-    for n, m in enumerate(out):
-        SHAPES["push"](upsert, m.topic.rsplit("/", 1)[-1], m.data, m.attributes, f"sweep-{n}")
-    return sorted(m.attributes["key"] for m in out)
-
-
-def status(db, key: str) -> str:
-    return db.document(f"resources/{key.replace('/', '~')}").get().to_dict()["status"]
-
-
-def test_a_snapshot_batch_counts_and_deletes_only_its_own_providers_resources(upsert, sweep, firestore, publisher):
-    """azure reuses aws's batch id: azure's listing neither completes aws's batch nor deletes aws's
-    resources; each provider's complete batch deletes only what that provider no longer lists."""
-    report(upsert, "aws", "a-old", "2026-11-22T09:00:00Z", "aws-old")
-    report(upsert, "azure", "z-old", "2026-11-22T09:00:00Z", "azure-old")
-    aws = lambda i: ResyncMark("same", 2, i, AT, ("vm",))  # noqa: E731
-    azure = lambda i: ResyncMark("same", 1, i, AT, ("vm",))  # noqa: E731
-    report(upsert, "aws", "a-1", "2026-11-22T10:00:05Z", "aws-s0", aws(0))  # aws's batch: 1 of 2 so far
-    report(upsert, "azure", "z-1", "2026-11-22T10:00:05Z", "azure-s0", azure(0))  # azure's: complete
-    assert tick(sweep, publisher, upsert) == ["azure/vm/z-old"]  # aws's "same" is not complete
-    assert status(firestore, "aws/vm/a-old") == "RUNNING" and status(firestore, "azure/vm/z-old") == "DELETED"
-    assert firestore.document("resyncs/aws~same").get().to_dict()["state"] == "open"
-    report(upsert, "aws", "a-2", "2026-11-22T10:00:05Z", "aws-s1", aws(1))  # aws's batch now complete
-    assert tick(sweep, publisher, upsert) == ["aws/vm/a-old"]
-    assert status(firestore, "azure/vm/z-1") == "RUNNING" and status(firestore, "aws/vm/a-1") == "RUNNING"

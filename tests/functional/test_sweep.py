@@ -18,28 +18,22 @@ from shared.contracts.status_report import ReportForm, build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import resources, settings
 from shared.sweep.handler import Sweep
-from tests.functional.conftest import SHAPES, client_for
+from tests.functional.conftest import SHAPES
 
 AT = "2026-11-22T10:00:00.000000Z"
 
 
-@pytest.fixture(scope="module")
-def upsert():
-    return client_for("upsert")
 
 
-@pytest.fixture(scope="module")
-def sweep():
-    return client_for("sweep")
-
-
-def report(upsert, rid: str, status: str, time: str, event_id: str, mark: ResyncMark | None = None) -> None:
-    event = build_event("aws", "vm", rid, status, event_id=event_id, time=time, form=ReportForm.CURRENT,
+def report(upsert, rid: str, status: str, time: str, event_id: str, mark: ResyncMark | None = None,
+           provider: str = "aws") -> None:
+    event = build_event(provider, "vm", rid, status, event_id=event_id, time=time, form=ReportForm.CURRENT,
                         metadata={"tenant": "acme"}, extensions=mark.attributes() if mark else None)
     data, attrs = to_message(event)
-    update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, "dcm-status-ingress-aws"),
+    update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}"),
                                settings.from_env())
-    assert SHAPES["push"](upsert, "dcm-status-normalized-aws", status_update.encode(update), {}, event_id).status_code == 200
+    response = SHAPES["push"](upsert, f"dcm-status-normalized-{provider}", status_update.encode(update), {}, event_id)
+    assert response.status_code == 200
 
 
 def tick(sweep, publisher, upsert) -> list[str]:
@@ -48,7 +42,7 @@ def tick(sweep, publisher, upsert) -> list[str]:
     assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "test"}), {}, "tick").status_code == 200
     out = publisher.normalized()[before:]
     for i, m in enumerate(out):
-        SHAPES["push"](upsert, "dcm-status-normalized-aws", m.data, m.attributes, f"sweep-{i}")
+        SHAPES["push"](upsert, m.topic.rsplit("/", 1)[-1], m.data, m.attributes, f"sweep-{i}")  # its lane
     return [m.attributes["key"] for m in out]
 
 
@@ -238,3 +232,25 @@ def test_an_idle_tick_reads_no_more_at_a_thousand_resources_than_at_one(firestor
     hold(1000)
     assert reads_of_one_tick() == one == 1  # aws's newest deadline; every other query returns nothing
     assert publisher.messages == []
+
+
+def stored(db, key: str) -> str:
+    """The status stored for a resource of any provider."""
+    return db.document(f"resources/{key.replace('/', '~')}").get().to_dict()["status"]
+
+
+def test_a_snapshot_batch_counts_and_deletes_only_its_own_providers_resources(upsert, sweep, firestore, publisher):
+    """azure reuses aws's batch id: azure's listing neither completes aws's batch nor deletes aws's
+    resources; each provider's complete batch deletes only what that provider no longer lists."""
+    report(upsert, "a-old", "RUNNING", "2026-11-22T09:00:00Z", "aws-old", provider="aws")
+    report(upsert, "z-old", "RUNNING", "2026-11-22T09:00:00Z", "azure-old", provider="azure")
+    aws = lambda i: ResyncMark("same", 2, i, AT, ("vm",))  # noqa: E731
+    azure = lambda i: ResyncMark("same", 1, i, AT, ("vm",))  # noqa: E731
+    report(upsert, "a-1", "RUNNING", "2026-11-22T10:00:05Z", "aws-s0", aws(0), provider="aws")  # aws's batch: 1 of 2 so far
+    report(upsert, "z-1", "RUNNING", "2026-11-22T10:00:05Z", "azure-s0", azure(0), provider="azure")  # azure's: complete
+    assert sorted(tick(sweep, publisher, upsert)) == ["azure/vm/z-old"]  # aws's "same" is not complete
+    assert stored(firestore, "aws/vm/a-old") == "RUNNING" and stored(firestore, "azure/vm/z-old") == "DELETED"
+    assert firestore.document("resyncs/aws~same").get().to_dict()["state"] == "open"
+    report(upsert, "a-2", "RUNNING", "2026-11-22T10:00:05Z", "aws-s1", aws(1), provider="aws")  # aws's batch now complete
+    assert sorted(tick(sweep, publisher, upsert)) == ["aws/vm/a-old"]
+    assert stored(firestore, "azure/vm/z-1") == "RUNNING" and stored(firestore, "aws/vm/a-1") == "RUNNING"

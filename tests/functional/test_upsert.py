@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import orjson
-import pytest
 
 from shared.contracts import dead_letter as dl
 from shared.contracts import status_changed as change_events
@@ -13,14 +12,10 @@ from shared.contracts.schemas import registry
 from shared.contracts.status_report import build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
-from tests.functional.conftest import SHAPES, client_for
+from tests.functional.conftest import SHAPES
 
 KEY = "aws/vm/i-1"
 
-
-@pytest.fixture(scope="module")
-def upsert():
-    return client_for("upsert")
 
 
 def normalized(status: str, time: str, event_id: str, ingress_id: str | None = None, message: str = "",

@@ -1,9 +1,6 @@
 """Production mode verifies the push OIDC token; local mode is an explicit switch, and a misconfigured
 function fails closed: it does not start (issue 25, item 7)."""
 
-import io
-import json
-import logging
 
 import flask
 import pytest
@@ -14,7 +11,6 @@ from shared.contracts.errors import Unauthorized as TokenRejected
 from shared.runtime import auth
 from shared.runtime import settings as settings_module
 from shared.runtime.entrypoint import http_function, pubsub_function
-from shared.runtime.logs import CloudLoggingFormatter
 
 INVOKER = "invoker@p.iam.gserviceaccount.com"
 
@@ -180,17 +176,6 @@ def production_env(monkeypatch):
     monkeypatch.setenv("DCM_PUSH_SERVICE_ACCOUNT", INVOKER)
     return monkeypatch
 
-
-@pytest.fixture
-def logged():
-    """The JSON lines the functions' logger writes."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(CloudLoggingFormatter())
-    root = logging.getLogger("dcm")
-    root.addHandler(handler)
-    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    root.removeHandler(handler)
 
 
 def test_a_pushed_function_with_its_settings_starts(production_env):

@@ -4,9 +4,7 @@ Firestore readers do not hold; rotation; a function that needs the keyring does 
 from __future__ import annotations
 
 import base64
-import io
 import json
-import logging
 import os
 import stat
 
@@ -16,7 +14,6 @@ from shared.contracts import callback
 from shared.contracts.errors import ConfigError, SecretUnavailable
 from shared.runtime import secretbox
 from shared.runtime.entrypoint import http_function, pubsub_function
-from shared.runtime.logs import CloudLoggingFormatter
 from shared.runtime.secretbox import Keyring, KeySource
 
 SECRET = callback.new_secret()
@@ -124,16 +121,6 @@ def production_env(monkeypatch):
     monkeypatch.setenv("DCM_PUSH_SERVICE_ACCOUNT", "dcm-status-invoker@p.iam.gserviceaccount.com")
     return monkeypatch
 
-
-@pytest.fixture
-def logged():
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(CloudLoggingFormatter())
-    root = logging.getLogger("dcm")
-    root.addHandler(handler)
-    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    root.removeHandler(handler)
 
 
 def test_notify_and_the_api_do_not_start_without_the_keyring_outside_local_mode(production_env, logged):

@@ -37,10 +37,10 @@ from infra.stack import LocalStack  # noqa: E402
 from shared.api.queries import ResourceFilter, resource_page  # noqa: E402
 from shared.contracts import status_update  # noqa: E402
 from shared.contracts.model import PubSubMessage  # noqa: E402
-from shared.contracts.state import COMMITTED_AT, LEDGER  # noqa: E402
 from shared.contracts.status_report import build_event, to_message  # noqa: E402
 from shared.ingest.normalize import normalize_message  # noqa: E402
 from shared.runtime import settings  # noqa: E402
+from shared.state.model import COMMITTED_AT, LEDGER  # noqa: E402
 from shared.upsert.store import StateStore  # noqa: E402
 
 RESOURCES = int(os.environ.get("BENCH_RESOURCES", "10000"))

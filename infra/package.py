@@ -45,7 +45,7 @@ FILE_MODE = 0o644
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
 MANIFEST = "manifest.json"
-SHARED_FOR_ALL = ("runtime", "contracts")  # every function's zip also holds shared/<its name>/
+SHARED_FOR_ALL = ("runtime", "contracts", "state")  # every function's zip also holds shared/<its name>/
 
 
 @dataclass(frozen=True)

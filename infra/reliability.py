@@ -49,7 +49,7 @@ from shared.api import queries
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey, event_identity
 from shared.contracts.status_report import build_event, to_message
-from shared.runtime import resources
+from shared.state import resources
 
 PROVIDERS = ["aws", "azure", "vmware"]
 IN_FLIGHT_SECONDS = 3  # a push under way when its subscription is purged: its Firestore calls time out in 2 s

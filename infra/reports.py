@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from shared.contracts.state import LEDGER
 from shared.deadletter.replay import event_identity_of
 from shared.deadletter.store import stored_attributes
 from shared.runtime import firestore as fs
+from shared.state.model import LEDGER
 
 
 def pipeline_outcome(db, entry: Mapping[str, Any]) -> str | None:

@@ -32,8 +32,8 @@ from shared.billing.rates import RateCard
 from shared.billing.report import aggregate
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey
-from shared.contracts.state import CHANGE, LEDGER
 from shared.deadletter.store import DeadLetterStore
+from shared.state.model import CHANGE, LEDGER
 
 
 def _progress(console: Console) -> Progress:

@@ -21,9 +21,9 @@ from shared.api.identity import LOCAL, Caller, require_identity
 from shared.contracts import callback, timeutil
 from shared.contracts.callback import Callback, Filter, Scope, SigningSecret
 from shared.contracts.errors import Forbidden, LimitReached, NotFound
-from shared.contracts.state import CALLBACKS
 from shared.runtime import egress, secretbox
 from shared.runtime import firestore as fs
+from shared.state.model import CALLBACKS
 
 MAX_LISTED = 1000
 OPERATOR = "operator"  # the owner the operator's CLI records (outside the local stack)

@@ -27,9 +27,9 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from shared.contracts import change_feed, timeutil
 from shared.contracts.change_feed import Cursor
 from shared.contracts.errors import TooManyRequests
-from shared.contracts.state import CHANGE, COMMITTED_AT, LEDGER
 from shared.runtime import firestore as fs
 from shared.runtime.logs import get_logger
+from shared.state.model import CHANGE, COMMITTED_AT, LEDGER
 
 log = get_logger("api.feed")
 

@@ -19,7 +19,9 @@ from shared.contracts.errors import InvalidRequest, Reason
 from shared.contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
 from shared.contracts.model import ResourceKey
 from shared.contracts.schemas import registry
-from shared.contracts.state import (
+from shared.runtime import firestore as fs
+from shared.state import resources
+from shared.state.model import (
     DEADLETTERS,
     DUPLICATES,
     HISTORY,
@@ -29,8 +31,6 @@ from shared.contracts.state import (
     EntryState,
     Outcome,
 )
-from shared.runtime import firestore as fs
-from shared.runtime import resources
 
 UNKNOWN = "UNKNOWN"
 SEARCH_END = "\uf8ff"  # the last code point Firestore orders: [q, q + SEARCH_END) is "starts with q"
@@ -49,7 +49,7 @@ class Sort:
 def get_resource(db: firestore.Client, key: ResourceKey, options: Mapping[str, Any] | None = None
                  ) -> dict[str, Any] | None:
     """The resource's newest state: its document, or a newer state its updates coalesced into while it
-    was hot (shared/runtime/resources.py). Lists and counts read documents only."""
+    was hot (shared/state/resources.py). Lists and counts read documents only."""
     options = options or fs.read_options()
     snap = db.collection(RESOURCES).document(key.doc_id).get(**options)
     doc = resources.newest(db, snap.to_dict() if snap.exists else None, **options)

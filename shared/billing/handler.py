@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from shared.billing.store import BillingStore
 from shared.contracts.model import PubSubMessage
-from shared.contracts.state import PlatformReason
 from shared.contracts.status_changed import Change, decode
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
+from shared.state.model import PlatformReason
 
 UNKNOWN = "UNKNOWN"
 log = get_logger("billing")

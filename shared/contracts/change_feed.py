@@ -1,7 +1,7 @@
 """The change feed: every change event in commit order, from a cursor. No I/O.
 
 An entry of the feed is a ledger entry that carries a change event
-(shared/contracts/state.py); its position is ``(committedAt, entry id)``.
+(shared/state/model.py); its position is ``(committedAt, entry id)``.
 ``committedAt`` is the server's time of the write, which is *not* the moment
 the write becomes visible: a write stamped ``t`` may show up after one stamped
 ``t' > t`` (measured on the emulator, and Firestore documents its request time

@@ -24,9 +24,9 @@ from google.cloud import firestore
 from shared.contracts import dead_letter as dl
 from shared.contracts import timeutil
 from shared.contracts.model import event_identity
-from shared.contracts.state import EntryState
 from shared.deadletter.store import DeadLetterStore, stored_attributes
 from shared.runtime.publishing import publish
+from shared.state.model import EntryState
 
 MAX_REPLAYS = 3
 REPLAY_ATTEMPT = dl.REPLAY_ATTEMPT

@@ -23,9 +23,9 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.contracts import limits, timeutil
 from shared.contracts.model import PubSubMessage
-from shared.contracts.state import DEADLETTERS, EntryState
 from shared.deadletter.triage import Classification
 from shared.runtime import firestore as fs
+from shared.state.model import DEADLETTERS, EntryState
 
 # A Firestore document holds at most 1 MiB: the original's bytes, and room for up to 100 attributes and the rest.
 MAX_STORED_BYTES = limits.FIRESTORE_MAX_DOCUMENT_BYTES - 200_000

@@ -24,10 +24,10 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from shared.contracts import change_feed, timeutil
 from shared.contracts.callback import Callback, Scope, SigningSecret
 from shared.contracts.errors import SecretUnavailable
-from shared.contracts.state import CALLBACKS, CHANGE, COMMITTED_AT, DELIVERIES, LEDGER
 from shared.runtime import firestore as fs
 from shared.runtime.egress import HookResponse
 from shared.runtime.secretbox import Keyring
+from shared.state.model import CALLBACKS, CHANGE, COMMITTED_AT, DELIVERIES, LEDGER
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from shared.contracts import limits, timeutil
 from shared.contracts.errors import ConfigError
-from shared.contracts.state import FlapPolicy
+from shared.state.model import FlapPolicy
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,14 @@ from shared.contracts.model import PubSubMessage, ResourceKey
 from shared.contracts.provider_event import ProviderEvent, ProviderState
 from shared.contracts.resync import ResyncMark, not_in_snapshot
 from shared.contracts.schemas import registry
-from shared.contracts.state import (
+from shared.contracts.status_update import StatusUpdate
+from shared.runtime import firestore as fs
+from shared.runtime.clients import Runtime
+from shared.runtime.logs import get_logger
+from shared.runtime.publishing import publish
+from shared.runtime.settings import Settings
+from shared.state import resources
+from shared.state.model import (
     DOCUMENT_WRITES,
     HOT_QUIET,
     PROVIDERS,
@@ -65,13 +72,6 @@ from shared.contracts.state import (
     quiet_for,
     write_tokens,
 )
-from shared.contracts.status_update import StatusUpdate
-from shared.runtime import firestore as fs
-from shared.runtime import resources
-from shared.runtime.clients import Runtime
-from shared.runtime.logs import get_logger
-from shared.runtime.publishing import publish
-from shared.runtime.settings import Settings
 
 RECONCILE_SOURCE = PLATFORM_SOURCE + "reconcile"
 RECONCILE_TYPE = "dcm.status.reconciled"

@@ -1,6 +1,6 @@
 """The observed state in Firestore: one atomic commit per status update.
 
-Collections (shared/contracts/state.py):
+Collections (shared/state/model.py):
 
 - ``resources/{provider~type~id}``: the current observed state of a resource;
   ``resources/{..}/history/{dedupId}``: every update that changed something,
@@ -34,7 +34,11 @@ from shared.contracts import status_changed, timeutil
 from shared.contracts.errors import Transient
 from shared.contracts.identity import PLATFORM_SOURCE
 from shared.contracts.resync import ResyncMark
-from shared.contracts.state import (
+from shared.contracts.status_changed import ChangeEvent
+from shared.contracts.status_update import StatusUpdate
+from shared.runtime import firestore as fs
+from shared.state import resources
+from shared.state.model import (
     COMMITTED_AT,
     DOCUMENT_WRITES,
     DUPLICATES,
@@ -51,10 +55,6 @@ from shared.contracts.state import (
     without_bookkeeping,
     write_tokens,
 )
-from shared.contracts.status_changed import ChangeEvent
-from shared.contracts.status_update import StatusUpdate
-from shared.runtime import firestore as fs
-from shared.runtime import resources
 
 MAX_ATTEMPTS = 5
 CONFLICTS = (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Conflict)

@@ -515,8 +515,8 @@ def test_pubsub_service_agent_can_dead_letter(config: tf.Config):
 
 
 def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
-    from shared.contracts.state import DELIVERIES, DUPLICATES, LEDGER
     from shared.deadletter.store import DEADLETTERS
+    from shared.state.model import DELIVERIES, DUPLICATES, LEDGER
 
     got = tf.evaluate({"ttl": "local.firestore_ttl_fields", "indexes": "local.firestore_indexes",
                        "database": "local.firestore_database"}, terraform=terraform)
@@ -548,14 +548,14 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
     """One composite index per equality field and ordering; Firestore merges them for several filters."""
     from shared.api.feed import FeedFilter
     from shared.api.queries import ResourceFilter
-    from shared.contracts.state import (
+    from shared.contracts.status_changed import LABEL_KEYS
+    from shared.state.model import (
         COMMITTED_AT,
         DEADLETTERS,
         HISTORY,
         LEDGER,
         RESOURCES,
     )
-    from shared.contracts.status_changed import LABEL_KEYS
 
     indexes = tf.evaluate({"indexes": "local.firestore_indexes"}, terraform=terraform)["indexes"]
     indexed = {(i["collection"], tuple((f["field_path"], f["order"]) for f in i["fields"])) for i in indexes.values()}
@@ -582,7 +582,7 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
     assert (RESOURCES, (("provider", asc), ("staleAt", desc))) in indexed
     # the sweep: hot resources, the documents written longest ago first
     assert (RESOURCES, (("hot", asc), ("writtenAt", asc))) in indexed
-    # a hot resource's latest ledger entries (shared/runtime/resources.py)
+    # a hot resource's latest ledger entries (shared/state/resources.py)
     assert (LEDGER, (("key", asc), ("processedAt", desc))) in indexed
     # history (one resource's subcollection): ordered on one field, single-field indexes suffice
     assert HISTORY not in {c for c, _ in indexed}

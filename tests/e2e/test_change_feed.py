@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from shared.contracts.state import COMMITTED_AT, LEDGER
+from shared.state.model import COMMITTED_AT, LEDGER
 from tests.e2e.conftest import wait_until
 
 STATUSES = ("PROVISIONING", "RUNNING", "STOPPING", "STOPPED", "RUNNING")

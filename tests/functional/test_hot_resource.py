@@ -13,9 +13,9 @@ from datetime import timedelta
 import pytest
 
 from shared.contracts import status_update, timeutil
-from shared.contracts.state import HOT_BURST, HOT_QUIET, HOT_RATE
 from shared.runtime import settings
-from shared.runtime.resources import newest
+from shared.state.model import HOT_BURST, HOT_QUIET, HOT_RATE
+from shared.state.resources import newest
 from shared.sweep import handler as sweep_handler
 from shared.sweep.handler import Sweep
 from shared.upsert.handler import Upsert

@@ -22,12 +22,12 @@ from shared.contracts import callback, delivery, timeutil
 from shared.contracts import dead_letter as dl
 from shared.contracts.errors import Reason, Rejected, Transient
 from shared.contracts.model import PubSubMessage
-from shared.contracts.state import CALLBACKS, DELIVERIES
 from shared.notify.handler import Lane, Notify, Result
 from shared.notify.store import CallbackStore
 from shared.runtime import egress, secretbox
 from shared.runtime.egress import HookResponse
 from shared.runtime.secretbox import Keyring, KeySource
+from shared.state.model import CALLBACKS, DELIVERIES
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, bind_all, client_for, post_push
 from tests.functional.test_api import seed

@@ -16,7 +16,8 @@ from shared.contracts.model import PubSubMessage
 from shared.contracts.resync import ResyncMark
 from shared.contracts.status_report import ReportForm, build_event, to_message
 from shared.ingest.normalize import normalize_message
-from shared.runtime import resources, settings
+from shared.runtime import settings
+from shared.state import resources
 from shared.sweep.handler import Sweep
 from tests.functional.conftest import SHAPES
 
@@ -47,7 +48,7 @@ def tick(sweep, publisher, upsert) -> list[str]:
 
 
 def resource(db, rid: str) -> dict:
-    """Its newest state (a hot resource's may be on the ledger: shared/runtime/resources.py)."""
+    """Its newest state (a hot resource's may be on the ledger: shared/state/resources.py)."""
     return dict(resources.newest(db, db.document(f"resources/aws~vm~{rid}").get().to_dict()))
 
 

@@ -135,7 +135,7 @@ def test_concurrent_updates_of_one_resource_lose_nothing(firestore, publisher):
     from concurrent.futures import ThreadPoolExecutor
 
     from shared.contracts.errors import Transient
-    from shared.runtime.resources import newest
+    from shared.state.resources import newest
     from shared.upsert.store import StateStore
 
     store = StateStore(firestore)

@@ -1,4 +1,4 @@
-"""The pure parts of hot-resource coalescing (shared/contracts/state.py): the document's write tokens,
+"""The pure parts of hot-resource coalescing (shared/state/model.py): the document's write tokens,
 and which of the document and the coalesced states is the newest."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from shared.contracts import timeutil
-from shared.contracts.state import (
+from shared.state.model import (
     HOT_BURST,
     HOT_RATE,
     newest_state,

@@ -1,4 +1,4 @@
-"""The layout rule, checked on the code: runtime/ and contracts/ beneath, one package per
+"""The layout rule, checked on the code: runtime/, contracts/ and state/ beneath, one package per
 function, and use-case packages that never import each other."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / "shared"
 FUNCTIONS = sorted(p.name for p in (REPO / "functions").iterdir() if (p / "main.py").is_file())
-BENEATH = ("runtime", "contracts")
+BENEATH = ("runtime", "contracts", "state")
 IO_MODULES = ("google.cloud", "google.api_core", "requests", "flask", "functions_framework", "socket", "urllib.request")
 
 
@@ -54,6 +54,13 @@ def test_runtime_and_contracts_import_no_use_case():
         for path in (SHARED / below).rglob("*.py"):
             for module in imports(path):
                 assert package_of(module) in (None, *BENEATH), f"{path.relative_to(REPO)} imports {module}"
+
+
+def test_state_imports_only_contracts_and_itself():
+    """The stored-state model and its rules: use cases import it; it builds on the contracts alone."""
+    for path in (SHARED / "state").rglob("*.py"):
+        for module in imports(path):
+            assert package_of(module) in (None, "contracts", "state"), f"{path.relative_to(REPO)} imports {module}"
 
 
 def test_contracts_do_no_io():

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts.state import LEDGER, newest_state
+from shared.state.model import LEDGER, newest_state
 
 COALESCED_READ = 3  # not one: without ordered delivery (the local stack) two updates may be decided at once
 

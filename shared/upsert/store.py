@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -158,10 +158,10 @@ class StateStore:
                     coalesced = (resources.coalesced_states(self.db, str(update.key), retry=fs.RETRY,
                                                             timeout=fs.TIMEOUT)
                                  if not ledger.exists and _maybe_ahead(current) else [])
-                    result, writes = _decide(self, update, ledger, current, coalesced)
+                    result, writes = decide(self, update, ledger, current, coalesced)
                     legacy = self._legacy_entry(update) if _may_be_legacy(ledger, result) else None
                     if legacy is not None:  # processed before the ledger key named the provider
-                        result, writes = _decide(self, update, legacy, current, coalesced)
+                        result, writes = decide(self, update, legacy, current, coalesced)
                     if writes:
                         self._commit(writes)
                     return result
@@ -212,136 +212,229 @@ def _maybe_ahead(snap: Any) -> bool:
     return snap.exists and bool(snap.to_dict().get("hot"))
 
 
-def _decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: Any,
-            coalesced: list[dict[str, Any]] = ()) -> tuple[Result, list[_Write]]:
-    """What to write for this update, given what is stored: a pure decision, no I/O.
+class Standing(enum.Enum):
+    """Where an update stands against what is stored: it names the outcome, one function each (``_OUTCOMES``)."""
+
+    DELIVERED_BEFORE = "delivered_before"  # its ledger entry exists: a redelivery, or a duplicate publication
+    SAME_EVENT = "same_event"  # the stored state is this very event (its ledger entry expired since)
+    OLDER = "older"  # older than the newest stored state: stale
+    RE_REPORT = "re_report"  # newer, but nothing observed changed (a resync, a heartbeat): unchanged
+    NEWER = "newer"  # newer and different: applied
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """One update and what is stored for it, read and derived once, no I/O: the outcome functions take
+    what they write from here."""
+
+    store: StateStore
+    update: StatusUpdate  # as it applies: a metrics-only update carries the stored status
+    ledger: Any  # the snapshot of its ledger entry
+    snap: Any  # the snapshot of the resource document (the precondition of its update)
+    stored: Mapping[str, Any] | None  # the document
+    current: Mapping[str, Any] | None  # the newest state: the document, or a newer coalesced one
+    tokens: float  # the document's write tokens now (below 1: hot)
+    now_dt: datetime
+    reported: dict[str, Any]  # the resource as this update reports it
+    after: dict[str, Any]  # ... and as it is stored if it applies (an unreported transition kept)
+    listed: dict[str, Any]  # the resync batch that lists the resource, if any
+    batch_writes: tuple[_Write, ...]  # the resync batch itself, from its first event
+
+    @property
+    def now(self) -> str:
+        return timeutil.format(self.now_dt)
+
+    @property
+    def expire_at(self) -> datetime:
+        return self.now_dt + self.store.ttl
+
+    @property
+    def ahead(self) -> bool:
+        """A coalesced state is newer than the document."""
+        return self.current is not self.stored
+
+    @property
+    def hot(self) -> bool:
+        """Out of write tokens: the state after the update rides on the ledger entry. Not a snapshot's
+        event: it is written, since the sweep counts the resources a snapshot listed."""
+        return self.tokens < 1 and not self.update.resync
+
+    @property
+    def history_ref(self) -> Any:
+        return self.snap.reference.collection(HISTORY).document(self.update.dedup_id)
+
+    def ledger_entry(self, outcome: Outcome, **fields: Any) -> dict[str, Any]:
+        u = self.update
+        return {"key": str(u.key), "provider": u.key.provider, "eventId": u.event_id, "source": u.event_source,
+                "ingressMessageId": u.ingress_message_id, "processedAt": self.now, "expireAt": self.expire_at,
+                "status": u.status, "replayOf": u.replay_of, "outcome": outcome.value, **fields}
+
+    def history_entry(self, outcome: Outcome) -> dict[str, Any]:
+        u = self.update
+        return {"status": u.status, "rawStatus": u.raw_status, "message": u.message, "reason": u.reason,
+                "observedAt": u.observed_at, "lastTransitionTime": u.last_transition_time, "eventId": u.event_id,
+                "eventSource": u.event_source, "sequence": u.sequence, "publishedAt": u.published_at,
+                "recordedAt": self.now, "previousStatus": self.current.get("status") if self.current else None,
+                "outcome": outcome.value}
+
+
+def decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: Any,
+           coalesced: Sequence[Mapping[str, Any]] = ()) -> tuple[Result, list[_Write]]:
+    """What to write for this update, given what is stored: a pure decision, no I/O. Read what is stored
+    (``_read``), place the update against it (``_standing``), then its outcome's function writes.
 
     A hot resource (its document out of write tokens: ``write_tokens``) coalesces: the update is
     decided against its newest state (the document, or a newer state its latest ledger entries carry),
     the ledger entry (and history, and change event) are written as ever, and the state after it rides
-    on the ledger entry (``state``) instead of being written to the document. The document is written
-    again by the first update with a token, or by the sweep (shared/sweep/): about once a second
+    on the ledger entry (``state``) instead of being written to the document (``_hot``). The document is
+    written again by the first update with a token, or by the sweep (shared/sweep/): about once a second
     sustained, however many updates a second the resource gets. The first coalesced update marks the
     document ``hot`` (read the ledger too), which the sweep clears once it is quiet.
     """
-    db = store.db
-    ledger_ref, resource_ref = ledger.reference, current_snap.reference
-    history_ref = resource_ref.collection(HISTORY).document(update.dedup_id)
+    decision = _read(store, update, ledger, current_snap, coalesced)
+    return _OUTCOMES[_standing(decision)](decision)
+
+
+def _read(store: StateStore, update: StatusUpdate, ledger: Any, snap: Any,
+          coalesced: Sequence[Mapping[str, Any]]) -> _Decision:
+    """The decision's inputs: the newest state, the update as it applies, the resource as it reports it."""
     now_dt = timeutil.now()
-    now = timeutil.format(now_dt)
-    expire_at = now_dt + store.ttl
-
-    writes: list[_Write] = []
-    if ledger.exists:
-        seen = ledger.to_dict()
-        if seen.get("ingressMessageId") != update.ingress_message_id:
-            duplicate_id = f"{update.ingress_topic}~{update.ingress_message_id}"  # message ids are per topic
-            writes.append(_Write(WriteOp.SET, db.collection(DUPLICATES).document(duplicate_id), {
-                "dedupId": ledger.id, "key": str(update.key), "provider": update.key.provider,
-                "eventId": update.event_id, "at": now, "expireAt": expire_at}))
-        pending = seen.get("change") if not seen.get("changeAnnounced", True) else None
-        return Result(Outcome.DUPLICATE, None, seen.get("status"),
-                       ChangeEvent.from_record(pending) if pending else None, ledger.id), writes
-
-    stored = current_snap.to_dict() if current_snap.exists else None
+    stored = snap.to_dict() if snap.exists else None
     current = newest_state(stored, coalesced)
-    ahead = current is not stored  # a coalesced state is newer than the document
-    tokens = write_tokens(stored, now_dt) if stored is not None else HOT_BURST
-    hot = tokens < 1 and not update.resync  # a snapshot's event is written: the sweep counts the listed
     if update.metrics_only and current is not None:  # new metrics; the status stays what it is
         update = replace(update, status=current["status"], raw_status=current["rawStatus"],
                          status_recognized=current["statusRecognized"], message=current.get("message") or "",
                          reason=current.get("reason"), transition_reported=False,
                          resource_specific={**(current.get("resourceSpecific") or {}), **update.resource_specific})
-    new_doc = resource_document(update, now)
-    listed = _listed(update)  # the resync batch that lists this resource, if any
-    new_doc.update(listed)
-    new_doc["staleAt"] = _stale_at(store, update, now_dt)
-    batch_writes = _resync_batch(store, update, now)
-    history = {
-        "status": update.status, "rawStatus": update.raw_status, "message": update.message,
-        "reason": update.reason, "observedAt": update.observed_at,
-        "lastTransitionTime": update.last_transition_time, "eventId": update.event_id,
-        "eventSource": update.event_source, "sequence": update.sequence, "publishedAt": update.published_at,
-        "recordedAt": now,
-        "previousStatus": current.get("status") if current else None,
-    }
-    ledger_doc = {
-        "key": str(update.key), "provider": update.key.provider, "eventId": update.event_id,
-        "source": update.event_source,
-        "ingressMessageId": update.ingress_message_id, "processedAt": now, "expireAt": expire_at,
-        "status": update.status, "replayOf": update.replay_of,
-    }
-
-    def keep(after: dict[str, Any], changed: dict[str, Any] | None) -> tuple[dict[str, Any], list[_Write]]:
-        """Where the state after this update goes: the ledger entry's fields for it, and the document's
-        write (``changed``: the fields that differ from the document; None: the whole state)."""
-        after = without_bookkeeping(after)
-        if hot:  # on the ledger entry; the document is only marked, once
-            mark = [] if stored.get("hot") else [
-                _Write(WriteOp.UPDATE, resource_ref, {"hot": True, DOCUMENT_WRITES: firestore.Increment(1)},
-                       current_snap.update_time)]
-            return {"state": after}, mark
-        spent = {"writtenAt": now, "writeTokens": tokens - 1, DOCUMENT_WRITES: firestore.Increment(1)}
-        if stored is None:
-            return {}, [_Write(WriteOp.CREATE, resource_ref, {**after, **spent})]
-        if changed is not None and not ahead and not changed:
-            return {}, []
-        fields = after if changed is None or ahead else changed
-        return {}, [_Write(WriteOp.UPDATE, resource_ref, {**fields, **spent}, current_snap.update_time)]
-
-    order = compare(update, current) if current is not None else 1
-    if order <= 0:
-        # Older than what we hold (or, once the ledger entry expired, the very same event).
-        if order == 0:
-            return Result(Outcome.DUPLICATE, None, current["status"], None), []
-        late = status_changed.build(update, None, new_doc, late=True)
-        # a snapshot that lists a resource with an older state still says the resource exists
-        entry, resource_writes = keep({**current, **listed}, listed)
-        return Result(Outcome.STALE, current["status"], update.status, late), [
-            _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, **_feed_entry(update), "outcome": Outcome.STALE.value,
-                                                "change": late.to_record(), "changeAnnounced": False, **entry}),
-            _Write(WriteOp.SET, history_ref, {**history, "outcome": Outcome.STALE.value}),
-            *resource_writes,
-            *batch_writes,
-        ]
-
-    same_status = current is not None and current.get("status") == update.status
-    if same_status and not update.transition_reported:
+    listed = _listed(update)
+    reported = {**resource_document(update, timeutil.format(now_dt)), **listed,
+                "staleAt": _stale_at(store, update, now_dt)}
+    after = dict(reported)
+    if current is not None and current.get("status") == update.status and not update.transition_reported:
         # A report of the same status without a transition time is no transition: keep the stored one.
-        new_doc["lastTransitionTime"] = current["lastTransitionTime"]
-    if current is not None and all(new_doc.get(f) == current.get(f) for f in REPORTED_FIELDS):
-        # A re-report (a resync, a heartbeat): nothing observed changed. The ledger entry, and the
-        # order and last-seen fields of the resource; no history entry, no change event.
-        frontier = {k: new_doc[k] for k in (*ORDER_FIELDS, "staleAt")}
-        moved = {**frontier, **listed, "reReports": current.get("reReports", 0) + 1}
-        entry, resource_writes = keep({**current, **moved}, moved)
-        return Result(Outcome.UNCHANGED, current["status"], update.status, None), [
-            _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, "outcome": Outcome.UNCHANGED.value, "change": None,
-                                                "changeAnnounced": True, **entry}),
-            *resource_writes,
-            *batch_writes,
-        ]
-    change = None
-    new_doc["recentChanges"] = (current or {}).get("recentChanges") or []
-    new_doc["flapping"] = (current or {}).get("flapping")
-    if not same_status or new_doc["lastTransitionTime"] != current.get("lastTransitionTime"):
-        # A real change: a new status, or the same status re-entered at a reported time (a restart).
-        new_doc["recentChanges"], new_doc["flapping"] = store.flapping.judge(
-            new_doc["recentChanges"], new_doc["lastTransitionTime"])
-        change = status_changed.build(update, current, new_doc, late=False)
-    new_doc["createdAt"] = current.get("createdAt", now) if current else now
-    new_doc["updates"] = (current.get("updates", 0) if current else 0) + 1
-    entry, resource_writes = keep(new_doc, None)
-    return Result(Outcome.APPLIED, current.get("status") if current else None, update.status, change), [
-        _Write(WriteOp.CREATE, ledger_ref, {**ledger_doc, **(_feed_entry(update) if change else {}),
-                                            "outcome": Outcome.APPLIED.value,
-                                            "change": change.to_record() if change else None,
-                                            "changeAnnounced": change is None, **entry}),
+        after["lastTransitionTime"] = current["lastTransitionTime"]
+    return _Decision(store, update, ledger, snap, stored, current,
+                     write_tokens(stored, now_dt) if stored is not None else HOT_BURST, now_dt, reported, after,
+                     listed, tuple(_resync_batch(store, update, timeutil.format(now_dt))))
+
+
+def _standing(d: _Decision) -> Standing:
+    if d.ledger.exists:
+        return Standing.DELIVERED_BEFORE
+    order = compare(d.update, d.current) if d.current is not None else 1
+    if order == 0:
+        return Standing.SAME_EVENT
+    if order < 0:
+        return Standing.OLDER
+    if d.current is not None and all(d.after.get(f) == d.current.get(f) for f in REPORTED_FIELDS):
+        return Standing.RE_REPORT
+    return Standing.NEWER
+
+
+def _duplicate(d: _Decision) -> tuple[Result, list[_Write]]:
+    """Processed before: nothing applied again; a distinct publication is counted, and a change its first
+    delivery may not have announced is announced (same id)."""
+    seen, update, writes = d.ledger.to_dict(), d.update, []
+    if seen.get("ingressMessageId") != update.ingress_message_id:
+        duplicate_id = f"{update.ingress_topic}~{update.ingress_message_id}"  # message ids are per topic
+        writes.append(_Write(WriteOp.SET, d.store.db.collection(DUPLICATES).document(duplicate_id), {
+            "dedupId": d.ledger.id, "key": str(update.key), "provider": update.key.provider,
+            "eventId": update.event_id, "at": d.now, "expireAt": d.expire_at}))
+    pending = seen.get("change") if not seen.get("changeAnnounced", True) else None
+    return Result(Outcome.DUPLICATE, None, seen.get("status"),
+                  ChangeEvent.from_record(pending) if pending else None, d.ledger.id), writes
+
+
+def _same_event(d: _Decision) -> tuple[Result, list[_Write]]:
+    """The stored state is this very event, its ledger entry expired: a duplicate, nothing to write."""
+    return Result(Outcome.DUPLICATE, None, d.current["status"], None), []
+
+
+def _stale(d: _Decision) -> tuple[Result, list[_Write]]:
+    """Older than what is held: kept in history, announced as late; the state stays."""
+    late = status_changed.build(d.update, None, d.reported, late=True)
+    # a snapshot that lists a resource with an older state still says the resource exists
+    entry, resource_writes = _keep(d, {**d.current, **d.listed}, d.listed)
+    return Result(Outcome.STALE, d.current["status"], d.update.status, late), [
+        _Write(WriteOp.CREATE, d.ledger.reference, d.ledger_entry(
+            Outcome.STALE, **_feed_entry(d.update), change=late.to_record(), changeAnnounced=False, **entry)),
+        _Write(WriteOp.SET, d.history_ref, d.history_entry(Outcome.STALE)),
         *resource_writes,
-        _Write(WriteOp.SET, history_ref, {**history, "outcome": Outcome.APPLIED.value}),
-        *batch_writes,
+        *d.batch_writes,
     ]
+
+
+def _unchanged(d: _Decision) -> tuple[Result, list[_Write]]:
+    """A re-report: nothing observed changed. The ledger entry, and the order and last-seen fields of the
+    resource; no history entry, no change event."""
+    frontier = {k: d.after[k] for k in (*ORDER_FIELDS, "staleAt")}
+    moved = {**frontier, **d.listed, "reReports": d.current.get("reReports", 0) + 1}
+    entry, resource_writes = _keep(d, {**d.current, **moved}, moved)
+    return Result(Outcome.UNCHANGED, d.current["status"], d.update.status, None), [
+        _Write(WriteOp.CREATE, d.ledger.reference,
+               d.ledger_entry(Outcome.UNCHANGED, change=None, changeAnnounced=True, **entry)),
+        *resource_writes,
+        *d.batch_writes,
+    ]
+
+
+def _applied(d: _Decision) -> tuple[Result, list[_Write]]:
+    """Newer and different: the resource shows it, in history; a real change (a new status, or the same
+    status re-entered at a reported time: a restart) is announced, and judged for flapping."""
+    current, update = d.current or {}, d.update
+    after = {**d.after, "recentChanges": current.get("recentChanges") or [], "flapping": current.get("flapping")}
+    change = None
+    if current.get("status") != update.status or after["lastTransitionTime"] != current.get("lastTransitionTime"):
+        after["recentChanges"], after["flapping"] = d.store.flapping.judge(after["recentChanges"],
+                                                                           after["lastTransitionTime"])
+        change = status_changed.build(update, d.current, after, late=False)
+    after["createdAt"] = current.get("createdAt", d.now)
+    after["updates"] = current.get("updates", 0) + 1
+    entry, resource_writes = _keep(d, after, None)
+    return Result(Outcome.APPLIED, current.get("status"), update.status, change), [
+        _Write(WriteOp.CREATE, d.ledger.reference, d.ledger_entry(
+            Outcome.APPLIED, **(_feed_entry(update) if change else {}),
+            change=change.to_record() if change else None, changeAnnounced=change is None, **entry)),
+        *resource_writes,
+        _Write(WriteOp.SET, d.history_ref, d.history_entry(Outcome.APPLIED)),
+        *d.batch_writes,
+    ]
+
+
+_OUTCOMES: dict[Standing, Callable[[_Decision], tuple[Result, list[_Write]]]] = {
+    Standing.DELIVERED_BEFORE: _duplicate,
+    Standing.SAME_EVENT: _same_event,
+    Standing.OLDER: _stale,
+    Standing.RE_REPORT: _unchanged,
+    Standing.NEWER: _applied,
+}
+
+
+def _keep(d: _Decision, after: Mapping[str, Any], changed: Mapping[str, Any] | None,
+          ) -> tuple[dict[str, Any], list[_Write]]:
+    """Where the state after this update goes: the ledger entry's fields for it, and the document's write
+    (``changed``: the fields that differ from the document; None: the whole state)."""
+    after = without_bookkeeping(after)
+    return _hot(d, after) if d.hot else ({}, _on_document(d, after, changed))
+
+
+def _hot(d: _Decision, after: dict[str, Any]) -> tuple[dict[str, Any], list[_Write]]:
+    """A hot resource: the state rides on the ledger entry; the document is only marked, once."""
+    mark = [] if d.stored.get("hot") else [
+        _Write(WriteOp.UPDATE, d.snap.reference, {"hot": True, DOCUMENT_WRITES: firestore.Increment(1)},
+               d.snap.update_time)]
+    return {"state": after}, mark
+
+
+def _on_document(d: _Decision, after: dict[str, Any], changed: Mapping[str, Any] | None) -> list[_Write]:
+    """The document's write, spending a write token: created, or updated with what changed."""
+    spent = {"writtenAt": d.now, "writeTokens": d.tokens - 1, DOCUMENT_WRITES: firestore.Increment(1)}
+    if d.stored is None:
+        return [_Write(WriteOp.CREATE, d.snap.reference, {**after, **spent})]
+    if changed is not None and not d.ahead and not changed:
+        return []
+    fields = after if changed is None or d.ahead else changed
+    return [_Write(WriteOp.UPDATE, d.snap.reference, {**fields, **spent}, d.snap.update_time)]
 
 
 def _stale_at(store: StateStore, update: StatusUpdate, now: datetime) -> str | None:

@@ -1,6 +1,7 @@
 # make install  - set up .venv (Python deps), the Pub/Sub + Firestore emulators and Chromium (dashboard test)
 # make demo     - install, start the local stack, run the fleet demo, stop the stack (KEEP=1 leaves it up)
 # make test     - install, run every test tier (unit, functional, e2e on the emulators, deploy checks)
+# make check    - the edit loop: lint, unit and functional tests, side by side (about a minute)
 # make bench    - install, run the benchmarks (prints figures)
 # make reliability - install, run every reliability scenario on the emulators (10,000 events), write docs/reliability.md
 # make lint     - terraform fmt -check and checkov on terraform/ (checkov in its own virtualenv)
@@ -12,7 +13,7 @@ PY     := $(VENV)/bin/python
 CLI    := $(VENV)/bin/dcm-status
 STAMP  := $(VENV)/.installed
 
-.PHONY: install emulators demo test unit bench reliability lint package down clean
+.PHONY: install emulators demo test check unit bench reliability lint package down clean
 
 install: $(STAMP) emulators
 	@bash infra/install-browser.sh
@@ -36,7 +37,10 @@ test: install
 	$(PY) -m infra.reliability --quick
 
 unit: $(STAMP)
-	$(PY) -m pytest -q tests/unit tests/functional
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional
+
+check: $(STAMP)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint unit
 
 reliability: install
 	$(PY) -m infra.reliability --events $(or $(EVENTS),10000) --write docs/reliability.md

@@ -32,8 +32,8 @@ import orjson  # noqa: E402
 import requests  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 
+from infra.local.stack import LocalStack  # noqa: E402
 from infra.providers.reporter import StatusReporter  # noqa: E402
-from infra.stack import LocalStack  # noqa: E402
 from shared.api.queries import ResourceFilter, resource_page  # noqa: E402
 from shared.contracts import status_update  # noqa: E402
 from shared.contracts.model import PubSubMessage  # noqa: E402

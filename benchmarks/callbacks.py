@@ -30,10 +30,10 @@ import requests  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
-from infra import emulators  # noqa: E402
+from infra.local import emulators  # noqa: E402
+from infra.local.receiver import Receiver  # noqa: E402
+from infra.local.stack import LocalStack  # noqa: E402
 from infra.providers.reporter import StatusReporter  # noqa: E402
-from infra.receiver import Receiver  # noqa: E402
-from infra.stack import LocalStack  # noqa: E402
 from shared.contracts import change_feed, timeutil  # noqa: E402
 from shared.contracts.delivery import Delivery  # noqa: E402
 from shared.contracts.model import PubSubMessage  # noqa: E402

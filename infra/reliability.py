@@ -40,9 +40,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
-from infra import emulators
-from infra.stack import REPO_ROOT, LocalStack, StackState
-from infra.supervise import children, listening
+from infra.local import emulators
+from infra.local.stack import REPO_ROOT, LocalStack, StackState
+from infra.local.supervise import children, listening
 from shared.api import queries
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey, event_identity

@@ -13,7 +13,7 @@ import click
 
 from infra.cli.common import connect, emit_json, to_text
 from infra.cli.output import JSON, WIDE, fields, table
-from infra.stack import LocalStack
+from infra.local.stack import LocalStack
 from shared.api.callbacks import Callbacks
 from shared.contracts import callback, timeutil
 from shared.contracts.callback import Scope

@@ -11,8 +11,8 @@ from typing import Any
 import click
 import orjson
 
-from infra import emulators
-from infra.stack import LocalStack
+from infra.local import emulators
+from infra.local.stack import LocalStack
 from infra.topology import Topology, load
 from shared.billing.intervals import day_start
 from shared.contracts import timeutil

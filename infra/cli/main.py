@@ -22,7 +22,7 @@ from infra.cli.dlq import dlq
 from infra.cli.errors import Group
 from infra.cli.live import logs, watch
 from infra.cli.output import JSON, WIDE, fields, table
-from infra.stack import Condition, LocalStack
+from infra.local.stack import Condition, LocalStack
 from shared.api import queries
 from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE
 from shared.contracts.model import ResourceKey

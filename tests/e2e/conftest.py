@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterator
 import pytest
 from google.cloud import firestore, pubsub_v1
 
+from infra.local.stack import REPO_ROOT, LocalStack, StackState
 from infra.providers.reporter import StatusReporter
-from infra.stack import REPO_ROOT, LocalStack, StackState
 from infra.topology import load as load_topology
 from shared.contracts.model import ResourceKey
 from shared.deadletter.store import DeadLetterStore

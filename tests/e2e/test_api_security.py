@@ -16,7 +16,7 @@ import pytest
 import requests
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from infra.receiver import Receiver
+from infra.local.receiver import Receiver
 from shared.contracts import callback
 from tests.e2e.conftest import E2EStack, wait_until
 

@@ -16,7 +16,7 @@ import orjson
 import pytest
 import requests
 
-from infra.receiver import Hook, Receiver
+from infra.local.receiver import Hook, Receiver
 from shared.contracts.callback import redact_hook
 from tests.e2e.conftest import E2EStack, wait_until
 

@@ -1,7 +1,7 @@
 """Killed under load, on the emulators (issue 26): upsert's server killed mid-burst comes back on its first
-restart (its orphaned gunicorn worker no longer holds the port: infra/supervise.py); a worker killed
+restart (its orphaned gunicorn worker no longer holds the port: infra/local/supervise.py); a worker killed
 mid-request loses nothing (the emulator sends a cut push again); a push nobody ever answers is delivered
-again after the push deadline, as production does (infra/emulators.py, docs/local-stack.md)."""
+again after the push deadline, as production does (infra/local/emulators.py, docs/local-stack.md)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from infra.stack import push_timeout
-from infra.supervise import children, listening
+from infra.local.stack import push_timeout
+from infra.local.supervise import children, listening
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ import pytest
 from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.stack import emulator_delivery_attempts
+from infra.local.stack import emulator_delivery_attempts
 from shared.contracts.model import ResourceKey, event_identity
 from shared.contracts.status_report import build_event, to_message
 from tests import samples
@@ -30,7 +30,7 @@ def test_the_stack_built_exactly_the_declared_topology(e2e):
     for spec in topo.subscriptions:
         actual = subs[spec.name]
         assert actual.topic == f"{project}/topics/{spec.topic}"
-        # the emulator's delivery bugs (infra/stack.py): no ordering, no back-off, attempts spanning the schedule
+        # the emulator's delivery bugs (infra/local/stack.py): no ordering, no back-off, attempts spanning the schedule
         assert not actual.enable_message_ordering
         assert "retry_policy" not in actual
         if spec.dead_letter:

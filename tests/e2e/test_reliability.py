@@ -1,6 +1,6 @@
 """Nothing stalls and nothing is stranded, on the emulators too: a Firestore outage longer than upsert's
 whole retry schedule ends with every update applied or dead-lettered (then replayed), and a function
-server killed mid-burst comes back on its port with nothing lost (infra/stack.py, infra/supervise.py)."""
+server killed mid-burst comes back on its port with nothing lost (infra/local/stack.py, infra/local/supervise.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from infra.stack import emulator_delivery_attempts
+from infra.local.stack import emulator_delivery_attempts
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

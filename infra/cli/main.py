@@ -17,11 +17,11 @@ from google.api_core import exceptions as gexc
 
 from infra.cli.billing import billing
 from infra.cli.callbacks import callbacks
-from infra.cli.common import connect, emit_json, to_text
+from infra.cli.common import connect
 from infra.cli.dlq import dlq
 from infra.cli.errors import Group
 from infra.cli.live import logs, watch
-from infra.cli.output import JSON, WIDE, fields, table
+from infra.console import JSON, WIDE, emit_json, fields, table, to_text
 from infra.local.stack import Condition, LocalStack
 from shared.api import queries
 from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE

@@ -19,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from infra.cli import output
+from infra import console as output
 from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
 from infra.local import emulators

@@ -287,7 +287,6 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
 
     Example: dcm-status publish --provider aws --type vm --id i-0abc --status running
     """
-    from infra.providers.reporter import StatusReporter
     from shared.contracts.errors import Rejected
     from shared.contracts.model import PubSubMessage
     from shared.contracts.schemas import status_token
@@ -302,12 +301,13 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     if conn.local and provider_name not in conn.topology.providers:
         raise click.ClickException(f"provider {provider_name} not added; run 'dcm-status provider add "
                                    f"{provider_name}'")
-    reporter = StatusReporter(conn.publisher(), conn.project, provider_name, conn.topology.ingress_template)
+    publisher = conn.publisher()
+    topic = conn.topology.ingress_template.replace("{provider}", provider_name)
+    topic_path = publisher.topic_path(conn.project, topic)
     event = build_event(provider_name, resource_type, resource_id, status, message, event_id=event_id,
                         time=event_time, last_transition_time=event_time)
+    data, attrs = to_message(event, mode)  # published as is: checked first unless --no-validate
     if not no_validate:
-        data, attrs = to_message(event, mode)
-        topic = reporter.topic_path.rsplit("/", 1)[1]
         logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
         try:
             update = normalize_message(PubSubMessage(data, attrs, "local-check", topic=topic),
@@ -319,9 +319,9 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
             raise click.ClickException(f"ingest would reject this event ({exc.reason.value}): {exc.message}; "
                                        "--no-validate sends it anyway") from exc
     try:
-        click.echo(reporter.publish_event(event, mode).result(timeout=30))
+        click.echo(publisher.publish(topic_path, data, **attrs).result(timeout=30))
     except gexc.NotFound as exc:
-        raise click.ClickException(f"provider {provider_name} not added (no topic {reporter.topic_path}); "
+        raise click.ClickException(f"provider {provider_name} not added (no topic {topic_path}); "
                                    f"run 'dcm-status provider add {provider_name}'") from exc
 
 

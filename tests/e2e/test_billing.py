@@ -267,7 +267,7 @@ def test_through_the_pipeline_provider_to_billing_and_audit(e2e, uid):
     aws = e2e.reporter("aws")
 
     def report(status: str, at: str, wait: bool = True) -> None:
-        aws.report("vm", rid, status, f"{status.lower()}", time=at, last_transition_time=at,
+        aws.publish_now("vm", rid, status, f"{status.lower()}", time=at, last_transition_time=at,
                    metadata={"tenant": tenant, "region": "eu-west"}).result(timeout=30)
         if wait:
             e2e.wait_for_status(key, status)

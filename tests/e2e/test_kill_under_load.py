@@ -60,7 +60,7 @@ def _burst(e2e, tag: str, n: int, during) -> dict[str, str]:
     wanted, futures, started = {}, [], time.monotonic()
     for i in range(n):
         provider, status = PROVIDERS[i % len(PROVIDERS)], "STOPPED" if i % 2 else "RUNNING"
-        futures.append(reporters[provider].report("vm", f"{tag}-{i}", status, "burst"))
+        futures.append(reporters[provider].publish_now("vm", f"{tag}-{i}", status, "burst"))
         wanted[f"{provider}/vm/{tag}-{i}"] = status
         during(i)
         time.sleep(max(0.0, (i + 1) / RATE - (time.monotonic() - started)))

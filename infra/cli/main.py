@@ -26,6 +26,7 @@ from infra.local.stack import Condition, LocalStack
 from shared.api import queries
 from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE
 from shared.contracts.model import ResourceKey
+from shared.contracts.status_report import BindingMode
 
 
 def _types_and_statuses() -> str:
@@ -275,8 +276,8 @@ class _ListsTypes(click.Command):
 @click.option("--message", default="", help="Human-readable detail.")
 @click.option("--time", "event_time", default=None, help="RFC 3339 event time (default: now).")
 @click.option("--event-id", default=None, help="CloudEvent id (default: a new UUID).")
-@click.option("--mode", type=click.Choice(["structured", "binary"]), default="structured", show_default=True,
-              help="CloudEvents binding: the JSON event as data, or ce-* attributes.")
+@click.option("--mode", type=click.Choice([m.value for m in BindingMode]), default=BindingMode.STRUCTURED.value,
+              show_default=True, help="CloudEvents binding: the JSON event as data, or ce-* attributes.")
 @click.option("--no-validate", is_flag=True, help="Publish even what ingest will reject (to test dead letters).")
 def publish(provider_name: str, resource_type: str, resource_id: str, status: str, message: str,
             event_time: str | None, event_id: str | None, mode: str, no_validate: bool) -> None:
@@ -306,7 +307,7 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     topic_path = publisher.topic_path(conn.project, topic)
     event = build_event(provider_name, resource_type, resource_id, status, message, event_id=event_id,
                         time=event_time, last_transition_time=event_time)
-    data, attrs = to_message(event, mode)  # published as is: checked first unless --no-validate
+    data, attrs = to_message(event, BindingMode(mode))  # published as is: checked first unless --no-validate
     if not no_validate:
         logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
         try:

@@ -40,6 +40,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
+from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
+
 from infra.local import emulators
 from infra.local.stack import REPO_ROOT, LocalStack, StackState
 from infra.local.supervise import children, listening
@@ -102,6 +104,7 @@ class Harness:
         self.publisher = pubsub_v1.PublisherClient(
             batch_settings=pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.01))
         self.topo = stack.topology(state)
+        self.reporters: dict[tuple[str, str], Reporter] = {}
 
     def topic(self, provider: str) -> str:
         return f"projects/{self.state.project}/topics/{self.topo.topic('ingress', provider)}"
@@ -116,13 +119,24 @@ class Harness:
         emulators.reset_firestore(self.state.firestore_host, self.state.project)
 
     # ---- publishing -------------------------------------------------------------------
+    def reporter(self, provider: str, source: str) -> Reporter:
+        """The provider kit for `provider` and `source`, in its synchronous mode (``publish_now``: checked,
+        published at once through the harness's batching client; the event times order the reports)."""
+        if (provider, source) not in self.reporters:
+            config = ReporterConfig(self.state.project, provider, topic=self.topo.topic("ingress", provider),
+                                    source=source, form=ReportForm.JANUARY)
+            self.reporters[provider, source] = Reporter(config, self.publisher)
+        return self.reporters[provider, source]
+
+    def close(self) -> None:
+        for reporter in self.reporters.values():
+            reporter.close()
+
     def report(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
                futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
         source = source or f"{provider}-reliability"
-        event = build_event(provider, rtype, rid, status, f"{status.lower()}", event_id=event_id,
-                            time=timeutil.format(at), source=source)
-        data, attrs = to_message(event)
-        futures.append(self.publisher.publish(self.topic(provider), data, **attrs))
+        futures.append(self.reporter(provider, source).publish_now(rtype, rid, status, f"{status.lower()}",
+                                                                   time=timeutil.format(at), event_id=event_id))
         key = f"{provider}/{rtype}/{rid}"
         ledger.events[event_identity(provider, source, event_id)] = (key, status)
         stamp = timeutil.format(at)
@@ -494,6 +508,7 @@ def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
     stack = LocalStack(state_dir, project=f"dcm-rel-{uuid.uuid4().hex[:6]}")
     state = stack.up(PROVIDERS, chaos=True)
     rows: list[Row] = []
+    h: Harness | None = None
     try:
         h = Harness(stack, state)
         small = max(100, events // 10)
@@ -517,6 +532,8 @@ def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
             rows.append(row)
             print(row.line(), flush=True)
     finally:
+        if h is not None:
+            h.close()
         stack.down()
     if selected("fuzz (hypothesis)", only):
         row = fuzz(events)

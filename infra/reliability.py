@@ -43,7 +43,7 @@ from typing import Callable
 from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
 
 from infra.local import emulators
-from infra.local.stack import REPO_ROOT, LocalStack, StackState
+from infra.local.stack import REPO_ROOT, LocalStack, StackState, answers_http
 from infra.local.supervise import children, listening
 from shared.api import queries
 from shared.contracts import timeutil
@@ -318,7 +318,7 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
         while time.monotonic() - at < BACK_WITHIN:
             server = h.stack.server_pid(name)
             if target == "server" and server not in (None, killed) and listening([server], port) \
-                    and _answers_http(port):
+                    and answers_http(f"127.0.0.1:{port}", timeout=1):
                 back.append(time.monotonic() - at)
                 return
             if target == "worker" and server and [w for w in children(server) if w != killed]:
@@ -349,16 +349,6 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
         row.errors += 1
         row.note = f"upsert not {again} within {BACK_WITHIN:.0f} s of the kill"
     return row
-
-
-def _answers_http(port: int) -> bool:
-    import requests
-
-    try:
-        requests.get(f"http://127.0.0.1:{port}/", timeout=1)
-        return True
-    except requests.RequestException:
-        return False
 
 
 def hot_resource(h: Harness, n: int) -> Row:

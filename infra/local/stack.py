@@ -155,9 +155,10 @@ class Health:
     restarts: int = 0
 
 
-def _answers(host: str) -> bool:
+def answers_http(host: str, timeout: float = 2.0) -> bool:
+    """Whether something answers HTTP at ``host`` (host:port), whatever the status."""
     try:
-        requests.get(f"http://{host}/", timeout=2)
+        requests.get(f"http://{host}/", timeout=timeout)
         return True
     except requests.RequestException:
         return False
@@ -165,7 +166,7 @@ def _answers(host: str) -> bool:
 
 def _probe(proc: Process) -> Condition:
     """UP when the process is alive and answers HTTP on its port."""
-    return Condition.UP if proc.alive() and _answers(proc.host) else Condition.DOWN
+    return Condition.UP if proc.alive() and answers_http(proc.host) else Condition.DOWN
 
 
 class LocalStack:
@@ -229,9 +230,9 @@ class LocalStack:
                 continue
             keeper = Process(**f)
             if keeper.alive():
-                status = Condition.UP if _answers(keeper.host) else Condition.RESTARTING
+                status = Condition.UP if answers_http(keeper.host) else Condition.RESTARTING
             else:
-                status = Condition.UNSUPERVISED if _answers(keeper.host) else Condition.DOWN
+                status = Condition.UNSUPERVISED if answers_http(keeper.host) else Condition.DOWN
             rows.append(Health(f"function {name}", f"http://{keeper.host}", status, self._restarts(name)))
         return rows
 

@@ -15,9 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-import requests
 
-from infra.local.stack import push_timeout
+from infra.local.stack import answers_http, push_timeout
 from infra.local.supervise import children, listening
 from tests.e2e.conftest import wait_until
 
@@ -32,14 +31,6 @@ def _sockets(port: int) -> list[tuple[str, int]]:
     listening socket, the second is its accept backlog."""
     rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
     return [(f[3], int(f[4].split(":")[1], 16)) for f in rows if int(f[1].split(":")[1], 16) == port]
-
-
-def _answers(port: int) -> bool:
-    try:
-        requests.get(f"http://127.0.0.1:{port}/", timeout=1)
-        return True
-    except requests.RequestException:
-        return False
 
 
 def _alive(pid: int) -> bool:
@@ -86,7 +77,7 @@ def test_upsert_server_killed_mid_burst_answers_again_on_its_first_restart_and_a
             os.kill(server, signal.SIGKILL)
     wanted = _burst(e2e, f"srvkill-{uid}", 150, kill)
     wait_until(lambda: (server := e2e.stack.server_pid("upsert")) not in (None, killed["server"])
-               and listening([server], port) and _answers(port), 60, interval=0.05,
+               and listening([server], port) and answers_http(f"127.0.0.1:{port}", timeout=1), 60, interval=0.05,
                what="upsert's new server answering on its port")
     back = time.monotonic() - killed["at"]
     assert killed["workers"] and not any(_alive(w) for w in killed["workers"])  # taken down with it

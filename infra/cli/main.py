@@ -293,6 +293,7 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     from shared.contracts.schemas import status_token
     from shared.contracts.status_report import build_event, to_message
     from shared.ingest.normalize import normalize_message
+    from shared.ingest.statuses import UNKNOWN
     from shared.runtime import settings as settings_module
 
     if not PROVIDER_NAME.match(provider_name):
@@ -313,7 +314,7 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
         try:
             update = normalize_message(PubSubMessage(data, attrs, "local-check", topic=topic),
                                        settings_module.from_env())
-            if update.status == "UNKNOWN" and status_token(status) != "UNKNOWN":
+            if update.status == UNKNOWN and status_token(status) != UNKNOWN:
                 click.echo(f"warning: {status!r} is not a {resource_type} status; it will be stored as UNKNOWN "
                            "(the reported value kept as rawStatus)", err=True)
         except Rejected as exc:

@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson  # noqa: E402
 import requests  # noqa: E402
+from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 
-from infra.providers.reporter import StatusReporter  # noqa: E402
-from infra.stack import LocalStack  # noqa: E402
+from infra.local.stack import LocalStack  # noqa: E402
 from shared.api.queries import ResourceFilter, resource_page  # noqa: E402
 from shared.contracts import status_update  # noqa: E402
 from shared.contracts.model import PubSubMessage  # noqa: E402
@@ -129,19 +129,19 @@ def live_latency(stack: LocalStack, state, db: firestore.Client) -> None:
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
     ready.wait(30)
-    publisher = pubsub_v1.PublisherClient()
-    reporter = StatusReporter(publisher, state.project, "aws")
+    reporter = Reporter(ReporterConfig(state.project, "aws"), pubsub_v1.PublisherClient())
     published: dict[str, float] = {}
     committed: dict[str, float] = {}
     for i in range(LIVE_SAMPLES):
         rid = f"live-{i}"
         published[rid] = time.perf_counter()
-        reporter.report("vm", rid, "RUNNING", "live").result(timeout=30)
+        reporter.publish_now("vm", rid, "RUNNING", "live").result(timeout=30)
         ref = db.collection("resources").document(f"aws~vm~{rid}")
         while not ref.get().exists:
             time.sleep(0.002)
         committed[rid] = time.perf_counter()
         time.sleep(0.2)
+    reporter.close()
     listener.join(timeout=30)
     seen = [rid for rid in published if rid in arrived]
     print(f"  publish -> on the live stream ({len(seen)}/{LIVE_SAMPLES}): "

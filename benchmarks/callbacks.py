@@ -27,13 +27,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import requests  # noqa: E402
+from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
-from infra import emulators  # noqa: E402
-from infra.providers.reporter import StatusReporter  # noqa: E402
-from infra.receiver import Receiver  # noqa: E402
-from infra.stack import LocalStack  # noqa: E402
+from infra.local import emulators  # noqa: E402
+from infra.local.receiver import Receiver  # noqa: E402
+from infra.local.stack import LocalStack  # noqa: E402
 from shared.contracts import change_feed, timeutil  # noqa: E402
 from shared.contracts.delivery import Delivery  # noqa: E402
 from shared.contracts.model import PubSubMessage  # noqa: E402
@@ -62,14 +62,14 @@ def register(api: str, hook: str, tenant: str) -> dict:
     return response.json()
 
 
-def latency(api: str, reporter: StatusReporter, db: firestore.Client, receiver: Receiver) -> None:
+def latency(api: str, reporter: Reporter, db: firestore.Client, receiver: Receiver) -> None:
     created = register(api, receiver.url("lat"), "bench-lat")
     hook = receiver.hook("lat", secret=created["secret"])
     published, committed = {}, {}
     for i in range(LATENCY_SAMPLES):
         rid = f"lat-{i}"
         published[rid] = time.time()
-        reporter.report("vm", rid, "RUNNING", "up", metadata={"tenant": "bench-lat"}).result(timeout=30)
+        reporter.publish_now("vm", rid, "RUNNING", "up", metadata={"tenant": "bench-lat"}).result(timeout=30)
         ref = db.collection("resources").document(f"aws~vm~{rid}")
         while not ref.get().exists:
             time.sleep(0.002)
@@ -85,7 +85,7 @@ def latency(api: str, reporter: StatusReporter, db: firestore.Client, receiver: 
           f"{figure([max(0.0, arrived[r] - committed[r]) * 1000 for r in seen])}")
 
 
-def throughput(api: str, reporter: StatusReporter, db: firestore.Client, receiver: Receiver,
+def throughput(api: str, reporter: Reporter, db: firestore.Client, receiver: Receiver,
                stack_settings: settings.Settings) -> None:
     down_port = emulators.free_port()  # nothing listens: connection refused, every time
     created = [register(api, receiver.url(f"tp{n}"), "bench-tp") for n in range(RECEIVERS - 1)]
@@ -93,7 +93,7 @@ def throughput(api: str, reporter: StatusReporter, db: firestore.Client, receive
     hooks = [receiver.hook(f"tp{n}", secret=c["secret"]) for n, c in enumerate(created)]
     expected = BURST * len(hooks)
     start = time.time()
-    futures = [reporter.report("vm", f"tp-{i}", "RUNNING", "up", metadata={"tenant": "bench-tp"})
+    futures = [reporter.publish_now("vm", f"tp-{i}", "RUNNING", "up", metadata={"tenant": "bench-tp"})
                for i in range(BURST)]
     for f in futures:
         f.result(timeout=60)
@@ -146,11 +146,12 @@ def main() -> None:
             os.environ.update(stack.client_env(state))
             db = firestore.Client(project=state.project)
             api = stack.function_url(state, "api")
-            reporter = StatusReporter(pubsub_v1.PublisherClient(), state.project, "aws")
+            reporter = Reporter(ReporterConfig(state.project, "aws"), pubsub_v1.PublisherClient())
             stack_settings = settings.from_env({**stack.function_env(state)})
             print(f"callback benchmark ({LATENCY_SAMPLES} changes one at a time; a burst of {BURST})")
             latency(api, reporter, db, receiver)
             throughput(api, reporter, db, receiver, stack_settings)
+            reporter.close()
         finally:
             receiver.close()
             stack.down()

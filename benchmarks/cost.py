@@ -31,7 +31,7 @@ os.environ.setdefault("DCM_PROJECT", "bench")
 
 import orjson  # noqa: E402
 
-from infra import emulators  # noqa: E402
+from infra.local import emulators  # noqa: E402
 from infra.topology import load  # noqa: E402
 from shared.audit.handler import Audit  # noqa: E402
 from shared.billing.handler import Billing  # noqa: E402

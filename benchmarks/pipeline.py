@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
-from infra.stack import LocalStack  # noqa: E402
+from infra.local.stack import LocalStack  # noqa: E402
 from shared.contracts import timeutil  # noqa: E402
 from shared.contracts.status_report import build_event, to_message  # noqa: E402
 
@@ -138,7 +138,7 @@ def latency(db, publisher, topic: str) -> tuple[float, float]:
 
 def detach_fan_out(stack: LocalStack, state) -> None:
     """Stop the consumers of the changed topic: what remains is the pipeline itself."""
-    from infra.emulators import Process
+    from infra.local.emulators import Process
 
     subscriber = pubsub_v1.SubscriberClient()
     topo = stack.topology(state)

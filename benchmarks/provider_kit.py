@@ -30,7 +30,7 @@ from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
 from dcm_status_sdk.contracts.status_report import ReportForm, build_event, to_message  # noqa: E402
 from google.cloud import pubsub_v1  # noqa: E402
 
-from infra import emulators  # noqa: E402
+from infra.local import emulators  # noqa: E402
 
 EVENTS = int(os.environ.get("BENCH_KIT_EVENTS", "5000"))
 PROJECT = "bench-kit"

@@ -40,11 +40,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
+from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
 from google.api_core.exceptions import DeadlineExceeded, ServiceUnavailable
 
-from infra import emulators
-from infra.stack import REPO_ROOT, LocalStack, StackState
-from infra.supervise import children, listening
+from infra.local import emulators
+from infra.local.stack import REPO_ROOT, LocalStack, StackState, answers_http
+from infra.local.supervise import children, listening
 from shared.api import queries
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey, event_identity
@@ -104,6 +105,7 @@ class Harness:
         self.publisher = pubsub_v1.PublisherClient(
             batch_settings=pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.01))
         self.topo = stack.topology(state)
+        self.reporters: dict[tuple[str, str], Reporter] = {}
 
     def topic(self, provider: str) -> str:
         return f"projects/{self.state.project}/topics/{self.topo.topic('ingress', provider)}"
@@ -118,13 +120,24 @@ class Harness:
         emulators.reset_firestore(self.state.firestore_host, self.state.project)
 
     # ---- publishing -------------------------------------------------------------------
+    def reporter(self, provider: str, source: str) -> Reporter:
+        """The provider kit for `provider` and `source`, in its synchronous mode (``publish_now``: checked,
+        published at once through the harness's batching client; the event times order the reports)."""
+        if (provider, source) not in self.reporters:
+            config = ReporterConfig(self.state.project, provider, topic=self.topo.topic("ingress", provider),
+                                    source=source, form=ReportForm.JANUARY)
+            self.reporters[provider, source] = Reporter(config, self.publisher)
+        return self.reporters[provider, source]
+
+    def close(self) -> None:
+        for reporter in self.reporters.values():
+            reporter.close()
+
     def report(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
                futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
         source = source or f"{provider}-reliability"
-        event = build_event(provider, rtype, rid, status, f"{status.lower()}", event_id=event_id,
-                            time=timeutil.format(at), source=source)
-        data, attrs = to_message(event)
-        futures.append(self.publisher.publish(self.topic(provider), data, **attrs))
+        futures.append(self.reporter(provider, source).publish_now(rtype, rid, status, f"{status.lower()}",
+                                                                   time=timeutil.format(at), event_id=event_id))
         key = f"{provider}/{rtype}/{rid}"
         ledger.events[event_identity(provider, source, event_id)] = (key, status)
         stamp = timeutil.format(at)
@@ -312,7 +325,7 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
         while time.monotonic() - at < BACK_WITHIN:
             server = h.stack.server_pid(name)
             if target == "server" and server not in (None, killed) and listening([server], port) \
-                    and _answers_http(port):
+                    and answers_http(f"127.0.0.1:{port}", timeout=1):
                 back.append(time.monotonic() - at)
                 return
             if target == "worker" and server and [w for w in children(server) if w != killed]:
@@ -343,16 +356,6 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
         row.errors += 1
         row.note = f"upsert not {again} within {BACK_WITHIN:.0f} s of the kill"
     return row
-
-
-def _answers_http(port: int) -> bool:
-    import requests
-
-    try:
-        requests.get(f"http://127.0.0.1:{port}/", timeout=1)
-        return True
-    except requests.RequestException:
-        return False
 
 
 def hot_resource(h: Harness, n: int) -> Row:
@@ -502,6 +505,7 @@ def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
     stack = LocalStack(state_dir, project=f"dcm-rel-{uuid.uuid4().hex[:6]}")
     state = stack.up(PROVIDERS, chaos=True)
     rows: list[Row] = []
+    h: Harness | None = None
     try:
         h = Harness(stack, state)
         small = max(100, events // 10)
@@ -525,6 +529,8 @@ def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
             rows.append(row)
             print(row.line(), flush=True)
     finally:
+        if h is not None:
+            h.close()
         stack.down()
     if selected("fuzz (hypothesis)", only):
         row = fuzz(events)

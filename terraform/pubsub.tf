@@ -1,5 +1,5 @@
 # Topics and subscriptions of infra/topology.yaml (expanded in topology.tf),
-# wired the way infra/stack.py wires the emulator: push subscriptions to each
+# wired the way infra/local/stack.py wires the emulator: push subscriptions to each
 # function with /projects/PROJECT/topics/TOPIC in the endpoint path (so the
 # function knows where a message came from), retry and dead-letter policies,
 # ordering where declared.

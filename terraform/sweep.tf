@@ -1,6 +1,6 @@
 # Scheduled functions (infra/topology.yaml: a function with a `schedule`, today the sweep): Cloud
 # Scheduler publishes a tick on the topic whose subscription pushes to the function, on that
-# schedule. The local stack ticks from the function's keeper instead (infra/supervise.py --tick).
+# schedule. The local stack ticks from the function's keeper instead (infra/local/supervise.py --tick).
 
 locals {
   # function => the topic key it is pushed from, for the functions with a schedule

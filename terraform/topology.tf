@@ -137,7 +137,7 @@ locals {
     }
   ]...)
 
-  # The settings every function reads (shared/runtime/settings.py), as infra/stack.py
+  # The settings every function reads (shared/runtime/settings.py), as infra/local/stack.py
   # sets them for the local stack (Topology.env()). Never DCM_LOCAL_MODE.
   topology_env = {
     DCM_NORMALIZED_TOPIC_TEMPLATE = local.topology.topics.normalized.name

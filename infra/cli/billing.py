@@ -2,54 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
-
 import click
-from rich.table import Table
 
-from infra.cli.common import connect, emit_json, parse_time
-from infra.cli.output import JSON, WIDE, console
+from infra.cli.common import connect, parse_time
+from infra.console import JSON, WIDE, billing_table, console, emit_json
 from shared.billing.intervals import usage
 from shared.billing.rates import RateCard, RateCardError
-from shared.billing.report import cell, columns, dimension, report, to_csv, totals
+from shared.billing.report import dimension, report, to_csv, totals
 from shared.billing.store import BillingStore, to_transition
 from shared.contracts import timeutil
 from shared.contracts.model import ResourceKey
-
-NUMERIC = ("resources", "seconds", "hours", "cost")
-TOTALLED = ("seconds", "hours", "cost")
-
-
-def billing_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = None, dims: Sequence[str] = (),
-                  expected: Mapping[tuple, int | float] | None = None) -> tuple[Table, bool]:
-    """The one billing table: report rows with a total footer.
-
-    With ``expected`` ({values of ``dims``: seconds}), an "expected h" column is added, groups
-    only expected get a row of their own, and each mismatch is marked; the flag says all matched.
-    """
-    rows = [dict(r) for r in rows]
-    if expected is not None:
-        have = {tuple(r[d] for d in dims) for r in rows}
-        rows += [{**dict(zip(dims, g)), "resources": 0, "seconds": 0, "hours": 0.0} for g in expected if g not in have]
-        rows.sort(key=lambda r: tuple(str(r[d]) for d in dims))
-    cols = [c for c in columns(rows) if c != "currency"]
-    currency = rows[0].get("currency") if rows else None
-    total = totals(rows)
-    table = Table(title=title, box=None, show_footer=True)
-    for i, c in enumerate(cols):
-        table.add_column(f"cost ({currency})" if c == "cost" else c, justify="right" if c in NUMERIC else "left",
-                         footer="total" if i == 0 else cell(c, total.get(c)) if c in TOTALLED else "")
-    ok = True
-    if expected is not None:
-        table.add_column("expected h", justify="right", footer=cell("hours", sum(expected.values()) / 3600))
-    for r in rows:
-        cells = [cell(c, r.get(c)) for c in cols]
-        if expected is not None:
-            want = expected.get(tuple(r[d] for d in dims), 0)
-            ok &= want == r["seconds"]
-            cells.append(cell("hours", want / 3600) + ("" if want == r["seconds"] else " [red]≠[/]"))
-        table.add_row(*cells)
-    return table, ok
 
 
 def split_by(values: tuple[str, ...]) -> list[str]:

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from infra.cli.common import connect, emit_json, to_text
-from infra.cli.output import JSON, WIDE, fields, table
-from infra.stack import LocalStack
+from infra.cli.common import connect
+from infra.console import JSON, WIDE, emit_json, fields, table, to_text
+from infra.local.stack import LocalStack
 from shared.api.callbacks import Callbacks
 from shared.contracts import callback, timeutil
 from shared.contracts.callback import Scope

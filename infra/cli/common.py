@@ -1,4 +1,4 @@
-"""What every ``dcm-status`` command shares: the connection, JSON output, time arguments."""
+"""What every ``dcm-status`` command shares: the connection and time arguments (output: infra/console.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,11 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
 
 import click
-import orjson
 
-from infra import emulators
-from infra.stack import LocalStack
+from infra.local import emulators
+from infra.local.stack import LocalStack
 from infra.topology import Topology, load
 from shared.billing.intervals import day_start
 from shared.contracts import timeutil
@@ -21,21 +19,6 @@ _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 TIME_FORMS = "use YYYY-MM-DD, an RFC 3339 time, 'now', or a duration ago (30m, 2h, 7d)"
-
-
-def emit_json(value: Any) -> None:
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=str).decode())
-
-
-def to_text(value: Any) -> str:
-    """A value as an operator reads it: text as is, nothing as '-', structures as compact JSON."""
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (dict, list, tuple)):
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
-    return str(value)
 
 
 @dataclass

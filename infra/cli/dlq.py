@@ -9,8 +9,8 @@ from typing import Any
 import click
 from rich.progress import Progress
 
-from infra.cli.common import connect, emit_json, parse_time
-from infra.cli.output import JSON, WIDE, fields, table
+from infra.cli.common import connect, parse_time
+from infra.console import JSON, WIDE, emit_json, fields, table
 from infra.reports import pipeline_outcome
 from shared.api.queries import groups
 from shared.contracts import timeutil

@@ -10,8 +10,9 @@ from typing import Iterator
 import click
 import orjson
 
-from infra.cli.common import connect, to_text
-from infra.stack import LocalStack
+from infra.cli.common import connect
+from infra.console import to_text
+from infra.local.stack import LocalStack
 from shared.contracts import status_changed
 from shared.contracts.errors import Rejected
 from shared.contracts.model import PubSubMessage

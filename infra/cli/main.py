@@ -17,15 +17,16 @@ from google.api_core import exceptions as gexc
 
 from infra.cli.billing import billing
 from infra.cli.callbacks import callbacks
-from infra.cli.common import connect, emit_json, to_text
+from infra.cli.common import connect
 from infra.cli.dlq import dlq
 from infra.cli.errors import Group
 from infra.cli.live import logs, watch
-from infra.cli.output import JSON, WIDE, fields, table
-from infra.stack import Condition, LocalStack
+from infra.console import JSON, WIDE, emit_json, fields, table, to_text
+from infra.local.stack import Condition, LocalStack
 from shared.api import queries
 from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE
 from shared.contracts.model import ResourceKey
+from shared.contracts.status_report import BindingMode
 
 
 def _types_and_statuses() -> str:
@@ -275,8 +276,8 @@ class _ListsTypes(click.Command):
 @click.option("--message", default="", help="Human-readable detail.")
 @click.option("--time", "event_time", default=None, help="RFC 3339 event time (default: now).")
 @click.option("--event-id", default=None, help="CloudEvent id (default: a new UUID).")
-@click.option("--mode", type=click.Choice(["structured", "binary"]), default="structured", show_default=True,
-              help="CloudEvents binding: the JSON event as data, or ce-* attributes.")
+@click.option("--mode", type=click.Choice([m.value for m in BindingMode]), default=BindingMode.STRUCTURED.value,
+              show_default=True, help="CloudEvents binding: the JSON event as data, or ce-* attributes.")
 @click.option("--no-validate", is_flag=True, help="Publish even what ingest will reject (to test dead letters).")
 def publish(provider_name: str, resource_type: str, resource_id: str, status: str, message: str,
             event_time: str | None, event_id: str | None, mode: str, no_validate: bool) -> None:
@@ -287,12 +288,12 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
 
     Example: dcm-status publish --provider aws --type vm --id i-0abc --status running
     """
-    from infra.providers.reporter import StatusReporter
     from shared.contracts.errors import Rejected
     from shared.contracts.model import PubSubMessage
     from shared.contracts.schemas import status_token
     from shared.contracts.status_report import build_event, to_message
     from shared.ingest.normalize import normalize_message
+    from shared.ingest.statuses import UNKNOWN
     from shared.runtime import settings as settings_module
 
     if not PROVIDER_NAME.match(provider_name):
@@ -302,26 +303,27 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     if conn.local and provider_name not in conn.topology.providers:
         raise click.ClickException(f"provider {provider_name} not added; run 'dcm-status provider add "
                                    f"{provider_name}'")
-    reporter = StatusReporter(conn.publisher(), conn.project, provider_name, conn.topology.ingress_template)
+    publisher = conn.publisher()
+    topic = conn.topology.ingress_template.replace("{provider}", provider_name)
+    topic_path = publisher.topic_path(conn.project, topic)
     event = build_event(provider_name, resource_type, resource_id, status, message, event_id=event_id,
                         time=event_time, last_transition_time=event_time)
+    data, attrs = to_message(event, BindingMode(mode))  # published as is: checked first unless --no-validate
     if not no_validate:
-        data, attrs = to_message(event, mode)
-        topic = reporter.topic_path.rsplit("/", 1)[1]
         logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
         try:
             update = normalize_message(PubSubMessage(data, attrs, "local-check", topic=topic),
                                        settings_module.from_env())
-            if update.status == "UNKNOWN" and status_token(status) != "UNKNOWN":
+            if update.status == UNKNOWN and status_token(status) != UNKNOWN:
                 click.echo(f"warning: {status!r} is not a {resource_type} status; it will be stored as UNKNOWN "
                            "(the reported value kept as rawStatus)", err=True)
         except Rejected as exc:
             raise click.ClickException(f"ingest would reject this event ({exc.reason.value}): {exc.message}; "
                                        "--no-validate sends it anyway") from exc
     try:
-        click.echo(reporter.publish_event(event, mode).result(timeout=30))
+        click.echo(publisher.publish(topic_path, data, **attrs).result(timeout=30))
     except gexc.NotFound as exc:
-        raise click.ClickException(f"provider {provider_name} not added (no topic {reporter.topic_path}); "
+        raise click.ClickException(f"provider {provider_name} not added (no topic {topic_path}); "
                                    f"run 'dcm-status provider add {provider_name}'") from exc
 
 

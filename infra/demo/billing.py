@@ -7,7 +7,7 @@ import time
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from infra.cli.billing import billing_table
+from infra.console import billing_table
 from shared.api import queries
 from shared.billing.intervals import Transition, as_datetime, day_start, usage
 from shared.billing.rates import RateCard

@@ -16,7 +16,7 @@ import orjson
 from cloudevents.http import CloudEvent
 
 from shared.contracts import timeutil
-from shared.contracts.status_report import build_event, to_message
+from shared.contracts.status_report import BindingMode, build_event, to_message
 
 PROVIDERS = ("aws", "azure", "vmware", "kubernetes")
 LIFECYCLES: dict[str, list[list[str]]] = {
@@ -115,7 +115,7 @@ def build_fleet(resources: int = 300, seed: int = 7, start: datetime | None = No
             event: CloudEvent = build_event(provider, rtype, rid, status, f"{rtype} is {status.lower()}",
                                             event_id=f"{rid}-{step}", time=stamp, last_transition_time=stamp,
                                             metadata=labels, source=f"{provider}-prod")
-            mode = "binary" if rng.random() < 0.3 else "structured"
+            mode = BindingMode.BINARY if rng.random() < 0.3 else BindingMode.STRUCTURED
             data, attrs = to_message(event, mode)
             msgs.append(Message(provider, data, attrs, key, "status"))
             if rng.random() < duplicate_rate:

@@ -19,12 +19,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from infra import emulators
-from infra.cli import output
+from infra import console as output
 from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
-from infra.receiver import Receiver
-from infra.stack import REPO_ROOT, LocalStack
+from infra.local import emulators
+from infra.local.receiver import Receiver
+from infra.local.stack import REPO_ROOT, LocalStack
 from shared.api import queries
 from shared.api.callbacks import Callbacks
 from shared.api.queries import groups

@@ -229,8 +229,23 @@ class Reporter:
         self._offer([Offer(f"cne:{event['id']}", _Outgoing(event, self._clock()), immediate=True)])
         return event["id"]
 
+    def publish_now(self, resource_type: str, resource_id: str, status: str | MappedStatus, message: str = "", *,
+                    reason: str | None = None, metadata: Mapping[str, Any] | None = None,
+                    resource_specific: Mapping[str, Any] | None = None, last_transition_time: str | None = None,
+                    time: str | None = None, event_id: str | None = None) -> Any:
+        """The thin, synchronous mode: one report built and checked as ``report`` does it, published at
+        once, past the debounce window, the rate limit, the queue and the retries, with no ``sequence``
+        (its event time orders it) and no ordering key. Returns the publisher's future (its result is
+        Pub/Sub's message id). For tests and tools that need every report on the topic as made, whatever
+        its time (the platform's own tests); a provider uses ``report``."""
+        state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
+                              last_transition_time)
+        _, event, _ = self._build(state, time=time, event_id=event_id, sequenced=False)
+        data, attrs = to_message(event, self.config.binding)
+        return self._publisher.publish(self._topic, data, **attrs)
+
     def _build(self, state: ResourceState, *, time: str | None = None, event_id: str | None = None,
-               extensions: Mapping[str, Any] | None = None) -> tuple[str, CloudEvent, bool]:
+               extensions: Mapping[str, Any] | None = None, sequenced: bool = True) -> tuple[str, CloudEvent, bool]:
         status, reason = state.status, state.reason
         if isinstance(status, MappedStatus):
             status, reason = status.status, reason if reason is not None else status.raw
@@ -238,7 +253,8 @@ class Reporter:
             self.config.provider, state.resource_type, state.resource_id, status, state.message,
             event_id=event_id, time=time, reason=reason, last_transition_time=state.last_transition_time,
             metadata=state.metadata, resource_specific=state.resource_specific, source=self.config.source,
-            form=self.config.form, extensions={"sequence": self._sequence.next(), **(extensions or {})})
+            form=self.config.form,
+            extensions={**({"sequence": self._sequence.next()} if sequenced else {}), **(extensions or {})})
         data, attrs = to_message(event, self.config.binding)
         checked = check(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.provider,
                         self.config.max_event_bytes)  # ingest's checks: Rejected with its reason

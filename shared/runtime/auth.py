@@ -7,7 +7,7 @@ set by ``terraform/functions.tf`` on every pushed function), never guessed: a
 pushed function missing either refuses to start (``PushAuth.of``, called by
 ``shared/runtime/entrypoint.py`` when the function is created), and a request
 that somehow reaches one is refused. The local emulator stack cannot sign
-tokens, so ``DCM_LOCAL_MODE=1`` (exactly; set only by ``infra/stack.py`` and the
+tokens, so ``DCM_LOCAL_MODE=1`` (exactly; set only by ``infra/local/stack.py`` and the
 tests, refused on Cloud Run without the emulators: ``settings.py``) turns
 verification off.
 

@@ -1,7 +1,7 @@
 """Runtime settings of the functions, read once from the environment.
 
 The deployers set these from ``infra/topology.yaml``: the local stack
-(``infra/stack.py``) and Terraform (``terraform/functions.tf``). A test checks
+(``infra/local/stack.py``) and Terraform (``terraform/functions.tf``). A test checks
 that the defaults below agree with the topology declaration.
 """
 

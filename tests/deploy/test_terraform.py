@@ -296,7 +296,7 @@ def test_every_pushed_function_gets_its_push_settings_and_only_notify_and_the_ap
 def test_local_mode_is_set_nowhere():
     for path in sorted(tf.TF_DIR.rglob("*.tf")) + [tf.TF_DIR / "terraform.tfvars.example"]:
         assert "DCM_LOCAL_MODE" not in json.dumps(tf.parse(path)), f"{path} sets DCM_LOCAL_MODE"
-    # CI deploys with the same files; the emulator stack sets local mode itself (infra/stack.py).
+    # CI deploys with the same files; the emulator stack sets local mode itself (infra/local/stack.py).
     assert "DCM_LOCAL_MODE" not in (REPO_ROOT / "cloudbuild.yaml").read_text()
 
 

@@ -15,15 +15,15 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from dcm_status_sdk import BindingMode, Reporter, ReporterConfig, ReportForm
 from google.cloud import firestore, pubsub_v1
 
-from infra.providers.reporter import StatusReporter
-from infra.stack import REPO_ROOT, LocalStack, StackState
+from infra.local.stack import REPO_ROOT, LocalStack, StackState
 from infra.topology import load as load_topology
 from shared.contracts.model import ResourceKey
 from shared.deadletter.store import DeadLetterStore
@@ -53,6 +53,7 @@ class E2EStack:
     schemas_dir: Path
     publisher: pubsub_v1.PublisherClient
     db: firestore.Client
+    reporters: dict[tuple[str, BindingMode], Reporter] = field(default_factory=dict)
 
     @property
     def project(self) -> str:
@@ -64,8 +65,14 @@ class E2EStack:
     def ingress(self, provider: str) -> str:
         return self.topic_path(self.stack.topology(self.state).topic("ingress", provider))
 
-    def reporter(self, provider: str) -> StatusReporter:
-        return StatusReporter(self.publisher, self.project, provider)
+    def reporter(self, provider: str, binding: BindingMode = BindingMode.STRUCTURED) -> Reporter:
+        """The provider kit for `provider`; tests publish with its synchronous mode (``publish_now``: checked,
+        published at once, ordered by event time), in the January form."""
+        key = (provider, binding)
+        if key not in self.reporters:
+            config = ReporterConfig(self.project, provider, form=ReportForm.JANUARY, binding=binding)
+            self.reporters[key] = Reporter(config, self.publisher)
+        return self.reporters[key]
 
     def publish_raw(self, provider: str, data: bytes, **attributes: str) -> str:
         return self.publisher.publish(self.ingress(provider), data, **attributes).result(timeout=30)
@@ -133,7 +140,10 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
         os.environ.update({**stack.client_env(state), "DCM_PROVIDER_PROFILES": os.environ["DCM_PROVIDER_PROFILES"]})
         publisher = pubsub_v1.PublisherClient(
             publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
-        yield E2EStack(stack, state, schemas, publisher, firestore.Client(project=state.project))
+        e2e = E2EStack(stack, state, schemas, publisher, firestore.Client(project=state.project))
+        yield e2e
+        for reporter in e2e.reporters.values():
+            reporter.close()
     finally:
         stack.down()
         os.environ.clear()

@@ -30,7 +30,7 @@ CONTRACT_HOOK = "http://127.0.0.1:9/contract"
 
 @pytest.fixture(scope="module")
 def api_schema(e2e: E2EStack):
-    e2e.reporter("aws").report("vm", "contract-1", "RUNNING", "seed").result(timeout=30)
+    e2e.reporter("aws").publish_now("vm", "contract-1", "RUNNING", "seed").result(timeout=30)
     e2e.wait_for_status("aws/vm/contract-1", "RUNNING")
     yield schemathesis.openapi.from_url(e2e.api_url + "v1/openapi.json")
     for c in requests.get(e2e.api_url + "v1/callbacks", timeout=30).json()["callbacks"]:

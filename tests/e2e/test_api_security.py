@@ -16,7 +16,7 @@ import pytest
 import requests
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from infra.receiver import Receiver
+from infra.local.receiver import Receiver
 from shared.contracts import callback
 from tests.e2e.conftest import E2EStack, wait_until
 
@@ -72,7 +72,7 @@ def test_a_changed_hook_gets_a_new_secret_the_old_one_does_not_verify(e2e, uid, 
         assert moved.status_code == 200 and moved.json()["secret"] != first["secret"]
         assert moved.json()["callback"]["owner"] == "local"
         new = receiver.hook("new", secret=moved.json()["secret"])
-        e2e.reporter("aws").report("vm", f"moved-{uid}", "RUNNING", "up").result(timeout=30)
+        e2e.reporter("aws").publish_now("vm", f"moved-{uid}", "RUNNING", "up").result(timeout=30)
         got = wait_until(lambda: new.got, 60, what="the delivery to the new hook")[0]
         assert got.verified
         raw = orjson.dumps(got.body)  # the bytes sent (notify writes orjson): the new secret verifies them ...
@@ -121,7 +121,7 @@ def test_the_dead_letters_of_an_exhausted_callback_show_no_hook_path_or_query(e2
     created = call(e2e, "PUT", f"v1/resources/{key}/callback", WRITE, params={"hook": hook, "retrySeconds": "2"})
     assert created.status_code == 201, created.text
     try:
-        e2e.reporter("aws").report("vm", f"dlhook-{uid}", "RUNNING", "up").result(timeout=30)
+        e2e.reporter("aws").publish_now("vm", f"dlhook-{uid}", "RUNNING", "up").result(timeout=30)
         wait_until(lambda: [e for e in e2e.deadletters(reason="callback_exhausted") if e.get("key") == key], 120,
                    what="the callback_exhausted dead letter")
         dead = call(e2e, "GET", "v1/deadletters", params={"reason": "callback_exhausted"})

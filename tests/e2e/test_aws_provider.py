@@ -7,7 +7,7 @@ import pytest
 from google.cloud.firestore_v1.base_query import FieldFilter
 from moto.server import ThreadedMotoServer
 
-from infra.emulators import free_port
+from infra.local.emulators import free_port
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -149,7 +149,7 @@ def billing_cli(e2e, *args: str) -> Any:
 
     from infra.cli import cli
     from infra.cli.common import Connection
-    from infra.stack import REPO_ROOT
+    from infra.local.stack import REPO_ROOT
 
     conn = Connection(e2e.project, e2e.stack.topology(e2e.state), True)
     args = tuple(str(REPO_ROOT / a) if a.endswith(".yaml") else a for a in args)
@@ -267,7 +267,7 @@ def test_through_the_pipeline_provider_to_billing_and_audit(e2e, uid):
     aws = e2e.reporter("aws")
 
     def report(status: str, at: str, wait: bool = True) -> None:
-        aws.report("vm", rid, status, f"{status.lower()}", time=at, last_transition_time=at,
+        aws.publish_now("vm", rid, status, f"{status.lower()}", time=at, last_transition_time=at,
                    metadata={"tenant": tenant, "region": "eu-west"}).result(timeout=30)
         if wait:
             e2e.wait_for_status(key, status)

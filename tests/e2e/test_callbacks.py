@@ -16,7 +16,7 @@ import orjson
 import pytest
 import requests
 
-from infra.receiver import Hook, Receiver
+from infra.local.receiver import Hook, Receiver
 from shared.contracts.callback import redact_hook
 from tests.e2e.conftest import E2EStack, wait_until
 
@@ -67,9 +67,9 @@ def test_a_status_change_is_one_signed_callback_with_the_right_diff(e2e, uid, re
     assert "whsec_" not in orjson.dumps(stored).decode()  # sealed at rest (AES-GCM); every delivery still verifies
     hook = receiver.hook("ok", secret=registered["secret"])
     aws = e2e.reporter("aws")
-    aws.report("vm", f"cb-{uid}", "RUNNING", "up").result(timeout=30)
+    aws.publish_now("vm", f"cb-{uid}", "RUNNING", "up").result(timeout=30)
     e2e.wait_for_status(key, "RUNNING")
-    aws.report("vm", f"cb-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
+    aws.publish_now("vm", f"cb-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
     changes = {(None, "RUNNING"), ("RUNNING", "STOPPED")}
     wait_until(lambda: {status_change(b) for b in hook.bodies()} == changes, 30, what="both callbacks")
     time.sleep(1)  # room for a duplicate to show
@@ -90,7 +90,7 @@ def test_a_receiver_answering_500_three_times_then_204_gets_the_change_once_it_r
     key = f"aws/vm/flaky-{uid}"
     registered = on_resource(e2e, key, receiver.url("flaky"))
     hook = receiver.hook("flaky", secret=registered["secret"], statuses=[500, 500, 500, 204])
-    e2e.reporter("aws").report("vm", f"flaky-{uid}", "RUNNING", "up").result(timeout=30)
+    e2e.reporter("aws").publish_now("vm", f"flaky-{uid}", "RUNNING", "up").result(timeout=30)
     wait_until(lambda: any(r.status == 204 for r in hook.got), 60, what="the delivery that succeeds")
     assert [r.status for r in hook.got] == [500, 500, 500, 204]
     assert len({r.headers["webhook-id"] for r in hook.got}) == 1 and all(r.verified for r in hook.got)
@@ -105,9 +105,9 @@ def test_410_gone_disables_the_callback(e2e, uid, receiver):
     gone_hook = receiver.hook("gone", secret=gone["secret"], statuses=[410])
     fine_hook = receiver.hook("fine", secret=fine["secret"])
     aws = e2e.reporter("aws")
-    aws.report("vm", f"g1-{uid}", "RUNNING", "up", metadata={"tenant": uid}).result(timeout=30)
+    aws.publish_now("vm", f"g1-{uid}", "RUNNING", "up", metadata={"tenant": uid}).result(timeout=30)
     wait_until(lambda: stats(e2e, gone["callback"]["id"])["disabled"], 30, what="the callback disabled")
-    aws.report("vm", f"g2-{uid}", "RUNNING", "up", metadata={"tenant": uid}).result(timeout=30)
+    aws.publish_now("vm", f"g2-{uid}", "RUNNING", "up", metadata={"tenant": uid}).result(timeout=30)
     wait_until(lambda: len(fine_hook.got) == 2, 30, what="the other callback's second delivery")
     time.sleep(1)
     assert len(gone_hook.got) == 1 and "410" in stats(e2e, gone["callback"]["id"])["disabled"]
@@ -120,7 +120,7 @@ def test_a_receiver_that_hangs_does_not_delay_another(e2e, uid, receiver):
     fast_hook = receiver.hook("fast", secret=fast["secret"])
     aws = e2e.reporter("aws")
     for n in range(4):
-        aws.report("vm", f"h{n}-{uid}", "RUNNING", "up", metadata={"tenant": uid}).result(timeout=30)
+        aws.publish_now("vm", f"h{n}-{uid}", "RUNNING", "up", metadata={"tenant": uid}).result(timeout=30)
     wait_until(lambda: len(fast_hook.got) == 4, 30, what="the fast receiver's four deliveries")
     wait_until(lambda: hang_hook.got, 10, what="the hanging receiver's first call")
     first_hang = hang_hook.got[0].at
@@ -150,7 +150,7 @@ def test_retries_can_reorder_deliveries_and_each_carries_what_orders_it(e2e, uid
     hook = receiver.hook("ord", secret=registered["secret"], statuses=[503, 204])
     aws = e2e.reporter("aws")
     for n, status in enumerate(["RUNNING", "STOPPED", "RUNNING"]):
-        aws.report("vm", f"ord-{uid}", status, status.lower(), time=f"2030-01-01T00:00:0{n}Z").result(timeout=30)
+        aws.publish_now("vm", f"ord-{uid}", status, status.lower(), time=f"2030-01-01T00:00:0{n}Z").result(timeout=30)
         e2e.wait_for_status(key, status)
     wait_until(lambda: len([r for r in hook.got if r.status == 204]) == 3, 60, what="three deliveries")
     delivered = [r.body for r in hook.got if r.status == 204]
@@ -166,13 +166,13 @@ def test_a_receiver_down_for_its_whole_retry_period_loses_nothing(e2e, uid, rece
     registered = on_resource(e2e, key, receiver.url("up"), retrySeconds=4)
     up = receiver.hook("up", secret=registered["secret"])
     aws = e2e.reporter("aws")
-    aws.report("vm", f"down-{uid}", "RUNNING", "up").result(timeout=30)
+    aws.publish_now("vm", f"down-{uid}", "RUNNING", "up").result(timeout=30)
     wait_until(lambda: up.got, 30, what="the first delivery")
     last_seen = up.bodies()[-1]["cursor"]
     moved = on_resource(e2e, key, receiver.url("down"), retrySeconds=4)  # same callback; a new hook, a new secret
     down: Hook = receiver.hook("down", secret=moved["secret"], statuses=[503])
     for n, status in enumerate(["STOPPED", "RUNNING"]):
-        aws.report("vm", f"down-{uid}", status, status.lower(), time=f"2031-01-01T00:00:0{n}Z").result(timeout=30)
+        aws.publish_now("vm", f"down-{uid}", status, status.lower(), time=f"2031-01-01T00:00:0{n}Z").result(timeout=30)
         e2e.wait_for_status(key, status)
     dead = wait_until(lambda: (d := [e for e in e2e.deadletters(reason="callback_exhausted") if e.get("key") == key])
                       and len(d) == 2 and d, 60, what="two callback_exhausted dead letters")
@@ -212,7 +212,7 @@ def test_an_operator_manages_a_callback_with_the_cli(e2e, uid, receiver):
     tested = e2e.cli("callbacks", "test", cid)
     assert tested.stdout.strip() == "delivered"
     assert hook.got[0].verified and hook.got[0].body["test"] is True and hook.got[0].body["token"] == "T"
-    e2e.reporter("aws").report("vm", f"cli-{uid}", "RUNNING", "up").result(timeout=30)
+    e2e.reporter("aws").publish_now("vm", f"cli-{uid}", "RUNNING", "up").result(timeout=30)
     wait_until(lambda: len(hook.got) == 2, 30, what="the change delivered")
     wait_until(lambda: "stats.delivered     1" in e2e.cli("callbacks", "show", cid).stdout, 10, what="the stats")
     # a key rotation: a new primary key, every secret sealed again with it; deliveries still verify
@@ -225,7 +225,7 @@ def test_an_operator_manages_a_callback_with_the_cli(e2e, uid, receiver):
     proposed = orjson.loads(e2e.cli("callbacks", "keyring", "--add-primary").stdout)  # for gcloud; nothing written
     assert proposed["primary"] not in shown and rekeyed["primary"] in proposed["keys"]
     assert e2e.cli("callbacks", "keyring").stdout == shown
-    e2e.reporter("aws").report("vm", f"cli-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
+    e2e.reporter("aws").publish_now("vm", f"cli-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
     wait_until(lambda: len(hook.got) == 3, 30, what="a change delivered after the rekey")
     assert all(r.verified for r in hook.got)
     # the api's test answers delivered or not and a category: never a status, error text, address or timing

@@ -50,7 +50,7 @@ def test_a_cursor_follower_sees_every_change_once_in_commit_order_while_writers_
         def write(w: int) -> None:
             reporters = {p: e2e.reporter(p) for p in ("aws", "azure")}
             for step, status in enumerate(STATUSES):
-                futures = [reporters["aws" if r % 2 else "azure"].report(
+                futures = [reporters["aws" if r % 2 else "azure"].publish_now(
                     "vm", f"feed-{uid}-{r}", status, f"step {step}", time=f"2026-05-01T10:0{step}:00Z")
                     for r in range(w, resources, writers)]
                 for f in futures:
@@ -99,13 +99,13 @@ def test_the_live_stream_sends_a_change_at_once_and_resumes_from_its_last_event_
     first = threading.Thread(target=listen, args=({}, bool))
     first.start()
     assert opened.wait(30)
-    aws.report("vm", f"live-{uid}", "RUNNING", "up").result(timeout=30)
+    aws.publish_now("vm", f"live-{uid}", "RUNNING", "up").result(timeout=30)
     first.join(timeout=30)
     [(_, resume, _)] = [e for e in events if e[0] == "change" and uid in e[2]]
     # Disconnected: two more changes happen; the stream resumed from the last event id sends both.
-    aws.report("vm", f"live-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
+    aws.publish_now("vm", f"live-{uid}", "STOPPED", "down", time="2099-01-01T00:00:00Z").result(timeout=30)
     e2e.wait_for_status(f"aws/vm/live-{uid}", "STOPPED")
-    aws.report("vm", f"live-{uid}-2", "RUNNING", "up").result(timeout=30)
+    aws.publish_now("vm", f"live-{uid}-2", "RUNNING", "up").result(timeout=30)
     e2e.wait_for_status(f"aws/vm/live-{uid}-2", "RUNNING")
     events.clear()
     def both(got: list[str]) -> bool:

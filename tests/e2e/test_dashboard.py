@@ -183,8 +183,8 @@ def test_a_change_reaches_the_open_dashboard_live_within_2_s_then_filters_and_th
     rid, key = f"dash-{uid}", f"aws/vm/dash-{uid}"
     tenant = f"t{uid}"
     # Neighbours the filters must leave out: same id prefix at another provider, another id at aws.
-    azure.report("vm", f"dash-{uid}-b", "RUNNING", "neighbour").result(timeout=30)
-    aws.report("vm", f"other-{uid}", "RUNNING", "neighbour", metadata={"tenant": tenant}).result(timeout=30)
+    azure.publish_now("vm", f"dash-{uid}-b", "RUNNING", "neighbour").result(timeout=30)
+    aws.publish_now("vm", f"other-{uid}", "RUNNING", "neighbour", metadata={"tenant": tenant}).result(timeout=30)
     e2e.wait_for_status(f"azure/vm/dash-{uid}-b", "RUNNING")
     e2e.wait_for_status(f"aws/vm/other-{uid}", "RUNNING")
 
@@ -205,7 +205,7 @@ def test_a_change_reaches_the_open_dashboard_live_within_2_s_then_filters_and_th
     paused = dashboard.count("vm:PAUSED")
 
     # 1. A new resource.
-    aws.report("vm", rid, "PROVISIONING", "being created", metadata={"tenant": tenant}).result(timeout=30)
+    aws.publish_now("vm", rid, "PROVISIONING", "being created", metadata={"tenant": tenant}).result(timeout=30)
     lag_new = latency(
         lambda: (d := e2e.resource(key)) is not None and d["status"] == "PROVISIONING",
         lambda: (any(f["new"] == "PROVISIONING" and f["old"] == "" for f in dashboard.feed(key))
@@ -215,7 +215,7 @@ def test_a_change_reaches_the_open_dashboard_live_within_2_s_then_filters_and_th
 
     # 2. Its status changes.
     time.sleep(1.2)  # a second apart from the first record, for the "as of" below (second precision)
-    aws.report("vm", rid, "PAUSED", "paused by its owner", metadata={"tenant": tenant}).result(timeout=30)
+    aws.publish_now("vm", rid, "PAUSED", "paused by its owner", metadata={"tenant": tenant}).result(timeout=30)
     lag_change = latency(
         lambda: e2e.resource(key)["status"] == "PAUSED",
         lambda: (any(f["new"] == "PAUSED" and f["old"] == "PROVISIONING" for f in dashboard.feed(key))
@@ -273,7 +273,7 @@ def test_changes_made_while_the_live_connection_is_down_arrive_once_after_it_rec
     rid, key = f"recon-{uid}", f"aws/vm/recon-{uid}"
     dashboard.open("#/")
     page = dashboard.page
-    aws.report("vm", rid, "RUNNING", "up").result(timeout=30)
+    aws.publish_now("vm", rid, "RUNNING", "up").result(timeout=30)
     e2e.wait_for_status(key, "RUNNING")
     eventually(lambda: len(dashboard.feed(key)) == 1, 10, lambda: f"the first change in the feed ({dashboard.diagnose(key)})")
 
@@ -282,7 +282,7 @@ def test_changes_made_while_the_live_connection_is_down_arrive_once_after_it_rec
     # page shows each once.
     page.evaluate("window.dcmDashboard.dropConnection(-1)")
     assert dashboard.live() == "reconnecting"
-    aws.report("vm", rid, "STOPPED", "down").result(timeout=30)
+    aws.publish_now("vm", rid, "STOPPED", "down").result(timeout=30)
     e2e.wait_for_status(key, "STOPPED")
     time.sleep(2.5)  # past the feed's settle time: the change is in the settled feed the resumed stream reads
     assert [f["new"] for f in dashboard.feed(key)] == ["RUNNING"]  # nothing arrives while disconnected
@@ -297,7 +297,7 @@ def test_changes_made_while_the_live_connection_is_down_arrive_once_after_it_rec
     e2e.restart_function("api")
     eventually(lambda: "reconnecting" in dashboard.live_states() and dashboard.live() == "live", 20,
                lambda: f"the page to reconnect to the restarted api ({dashboard.diagnose(key)})")
-    aws.report("vm", rid, "RUNNING", "up again").result(timeout=30)
+    aws.publish_now("vm", rid, "RUNNING", "up again").result(timeout=30)
     eventually(lambda: [f["new"] for f in dashboard.feed(key)] == ["RUNNING", "STOPPED", "RUNNING"], 10,
                lambda: f"the change after the restart, in the feed ({dashboard.diagnose(key)})")
     time.sleep(2.5)  # past the settle time: a duplicate from the settled feed would have arrived by now
@@ -382,7 +382,7 @@ def test_a_refused_live_stream_falls_back_to_polling_and_goes_live_again(e2e, ui
         dashboard.page.evaluate("window.dcmDashboard.reconnect()")
         eventually(lambda: dashboard.live() == "polling", 20, lambda: f"the page to poll ({dashboard.diagnose(key)})")
         assert "refused" in dashboard.page.get_attribute('[data-testid="live"]', "title")
-        aws.report("vm", rid, "RUNNING", "up").result(timeout=30)
+        aws.publish_now("vm", rid, "RUNNING", "up").result(timeout=30)
         e2e.wait_for_status(key, "RUNNING")
         eventually(lambda: [f["new"] for f in dashboard.feed(key)] == ["RUNNING"], 60,
                    lambda: f"the change, polled while the stream is refused ({dashboard.diagnose(key)})")
@@ -390,7 +390,7 @@ def test_a_refused_live_stream_falls_back_to_polling_and_goes_live_again(e2e, ui
         for response in held:
             response.close()
     eventually(lambda: dashboard.live() == "live", 90, lambda: f"the stream open again ({dashboard.diagnose(key)})")
-    aws.report("vm", rid, "STOPPED", "down").result(timeout=30)
+    aws.publish_now("vm", rid, "STOPPED", "down").result(timeout=30)
     eventually(lambda: [f["new"] for f in dashboard.feed(key)] == ["STOPPED", "RUNNING"], 30,
                lambda: f"the next change, live, once ({dashboard.diagnose(key)})")
     assert not dashboard.errors, dashboard.errors

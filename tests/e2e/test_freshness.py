@@ -15,7 +15,7 @@ from tests.e2e.conftest import QUIET, E2EStack, wait_until
 def test_silence_is_unknown_not_reported_and_the_next_report_restores_it(e2e: E2EStack, uid: str):
     key = f"{QUIET}/vm/q-{uid}"
     reporter = e2e.reporter(QUIET)
-    reporter.report("vm", f"q-{uid}", "RUNNING", "up").result(timeout=30)
+    reporter.publish_now("vm", f"q-{uid}", "RUNNING", "up").result(timeout=30)
     e2e.wait_for_status(key, "RUNNING")
     silent = e2e.wait_for_status(key, "UNKNOWN", timeout=60)  # deadline 10 s, a tick every 5 s
     assert (silent["reason"], silent["extra"]["lastKnownStatus"]) == ("NotReported", "RUNNING")
@@ -25,7 +25,7 @@ def test_silence_is_unknown_not_reported_and_the_next_report_restores_it(e2e: E2
     state = next(p for p in requests.get(e2e.api_url + "v1/providers", timeout=10).json()["providers"]
                  if p["provider"] == QUIET)
     assert (state["state"], state["deadlineSeconds"]) == ("SILENT", 10)
-    reporter.report("vm", f"q-{uid}", "RUNNING", "still up").result(timeout=30)
+    reporter.publish_now("vm", f"q-{uid}", "RUNNING", "still up").result(timeout=30)
     back = e2e.wait_for_status(key, "RUNNING")
     assert back["reason"] is None and back["message"] == "still up"
     assert wait_until(lambda: audited() == ["REPORTING", "SILENT"] or None, 30, what="reporting again, audited")

@@ -1,7 +1,7 @@
 """Killed under load, on the emulators (issue 26): upsert's server killed mid-burst comes back on its first
-restart (its orphaned gunicorn worker no longer holds the port: infra/supervise.py); a worker killed
+restart (its orphaned gunicorn worker no longer holds the port: infra/local/supervise.py); a worker killed
 mid-request loses nothing (the emulator sends a cut push again); a push nobody ever answers is delivered
-again after the push deadline, as production does (infra/emulators.py, docs/local-stack.md)."""
+again after the push deadline, as production does (infra/local/emulators.py, docs/local-stack.md)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-import requests
 
-from infra.stack import push_timeout
-from infra.supervise import children, listening
+from infra.local.stack import answers_http, push_timeout
+from infra.local.supervise import children, listening
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -32,14 +31,6 @@ def _sockets(port: int) -> list[tuple[str, int]]:
     listening socket, the second is its accept backlog."""
     rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
     return [(f[3], int(f[4].split(":")[1], 16)) for f in rows if int(f[1].split(":")[1], 16) == port]
-
-
-def _answers(port: int) -> bool:
-    try:
-        requests.get(f"http://127.0.0.1:{port}/", timeout=1)
-        return True
-    except requests.RequestException:
-        return False
 
 
 def _alive(pid: int) -> bool:
@@ -60,7 +51,7 @@ def _burst(e2e, tag: str, n: int, during) -> dict[str, str]:
     wanted, futures, started = {}, [], time.monotonic()
     for i in range(n):
         provider, status = PROVIDERS[i % len(PROVIDERS)], "STOPPED" if i % 2 else "RUNNING"
-        futures.append(reporters[provider].report("vm", f"{tag}-{i}", status, "burst"))
+        futures.append(reporters[provider].publish_now("vm", f"{tag}-{i}", status, "burst"))
         wanted[f"{provider}/vm/{tag}-{i}"] = status
         during(i)
         time.sleep(max(0.0, (i + 1) / RATE - (time.monotonic() - started)))
@@ -86,7 +77,7 @@ def test_upsert_server_killed_mid_burst_answers_again_on_its_first_restart_and_a
             os.kill(server, signal.SIGKILL)
     wanted = _burst(e2e, f"srvkill-{uid}", 150, kill)
     wait_until(lambda: (server := e2e.stack.server_pid("upsert")) not in (None, killed["server"])
-               and listening([server], port) and _answers(port), 60, interval=0.05,
+               and listening([server], port) and answers_http(f"127.0.0.1:{port}", timeout=1), 60, interval=0.05,
                what="upsert's new server answering on its port")
     back = time.monotonic() - killed["at"]
     assert killed["workers"] and not any(_alive(w) for w in killed["workers"])  # taken down with it

@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from dcm_status_sdk import BindingMode
 from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.stack import emulator_delivery_attempts
+from infra.local.stack import emulator_delivery_attempts
 from shared.contracts.model import ResourceKey, event_identity
 from shared.contracts.status_report import build_event, to_message
 from tests import samples
@@ -30,7 +31,7 @@ def test_the_stack_built_exactly_the_declared_topology(e2e):
     for spec in topo.subscriptions:
         actual = subs[spec.name]
         assert actual.topic == f"{project}/topics/{spec.topic}"
-        # the emulator's delivery bugs (infra/stack.py): no ordering, no back-off, attempts spanning the schedule
+        # the emulator's delivery bugs (infra/local/stack.py): no ordering, no back-off, attempts spanning the schedule
         assert not actual.enable_message_ordering
         assert "retry_policy" not in actual
         if spec.dead_letter:
@@ -51,8 +52,9 @@ def test_the_stack_built_exactly_the_declared_topology(e2e):
 
 def test_structured_and_binary_reports_land_in_firestore(e2e, uid):
     aws = e2e.reporter("aws")
-    aws.report("vm", f"vm-{uid}", "RUNNING", "VM is running.").result(timeout=30)
-    aws.report("container", f"ctr-{uid}", "Running", "binary mode", mode="binary").result(timeout=30)
+    aws.publish_now("vm", f"vm-{uid}", "RUNNING", "VM is running.").result(timeout=30)
+    binary = e2e.reporter("aws", BindingMode.BINARY)
+    binary.publish_now("container", f"ctr-{uid}", "Running", "binary mode").result(timeout=30)
     vm = e2e.wait_for_status(f"aws/vm/vm-{uid}", "RUNNING")
     ctr = e2e.wait_for_status(f"aws/container/ctr-{uid}", "RUNNING")
     assert vm["message"] == "VM is running." and vm["statusRecognized"]
@@ -63,7 +65,7 @@ def test_lifecycle_final_state_and_history(e2e, uid):
     aws = e2e.reporter("aws")
     steps = ["PROVISIONING", "RUNNING", "STOPPING", "STOPPED"]
     for i, status in enumerate(steps):
-        aws.report("vm", f"life-{uid}", status, status.lower(), time=f"2026-02-01T10:0{i}:00Z").result(timeout=30)
+        aws.publish_now("vm", f"life-{uid}", status, status.lower(), time=f"2026-02-01T10:0{i}:00Z").result(timeout=30)
     doc = e2e.wait_for_status(f"aws/vm/life-{uid}", "STOPPED")
     assert doc["lastTransitionTime"] == "2026-02-01T10:03:00.000000Z"
     ref = e2e.db.collection("resources").document(ResourceKey.parse(f"aws/vm/life-{uid}").doc_id)
@@ -84,7 +86,7 @@ def test_duplicate_is_never_applied_twice(e2e, uid):
 
 def test_stale_event_never_overwrites(e2e, uid):
     aws = e2e.reporter("aws")
-    aws.report("vm", f"stale-{uid}", "STOPPED", "newer", time="2026-02-01T12:00:00Z").result(timeout=30)
+    aws.publish_now("vm", f"stale-{uid}", "STOPPED", "newer", time="2026-02-01T12:00:00Z").result(timeout=30)
     e2e.wait_for_status(f"aws/vm/stale-{uid}", "STOPPED")
     old = build_event("aws", "vm", f"stale-{uid}", "RUNNING", "older", time="2026-02-01T11:00:00Z")
     data, attrs = to_message(old)
@@ -111,7 +113,7 @@ def test_firestore_outage_during_processing_applies_every_event_once(e2e, uid):
     reporter = e2e.reporter("vmware")
     keys = [f"vmware/vm/outage-{uid}-{i}" for i in range(20)]
     with e2e.firestore_outage():
-        futures = [reporter.report("vm", k.rsplit("/", 1)[1], "RUNNING", "during outage",
+        futures = [reporter.publish_now("vm", k.rsplit("/", 1)[1], "RUNNING", "during outage",
                                    time="2026-02-01T10:00:00Z") for k in keys]
         [f.result(timeout=30) for f in futures]
         time.sleep(3)  # deliveries fail meanwhile: upsert raises, Pub/Sub redelivers

@@ -15,7 +15,7 @@ import pytest
 from dcm_status_sdk import Reporter, ReporterConfig
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.stack import REPO_ROOT
+from infra.local.stack import REPO_ROOT
 from shared.state.model import LEDGER
 from tests.e2e.conftest import E2EStack, wait_until
 
@@ -122,7 +122,7 @@ def test_the_reference_providers_without_their_topic_end_with_one_line_saying_wh
     import boto3
     from moto.server import ThreadedMotoServer
 
-    from infra.emulators import free_port
+    from infra.local.emulators import free_port
     from tests.unit.test_kubernetes_provider import FakeApiServer
 
     provider = f"new-{uid}"

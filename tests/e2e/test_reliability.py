@@ -1,6 +1,6 @@
 """Nothing stalls and nothing is stranded, on the emulators too: a Firestore outage longer than upsert's
 whole retry schedule ends with every update applied or dead-lettered (then replayed), and a function
-server killed mid-burst comes back on its port with nothing lost (infra/stack.py, infra/supervise.py)."""
+server killed mid-burst comes back on its port with nothing lost (infra/local/stack.py, infra/local/supervise.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from infra.stack import emulator_delivery_attempts
+from infra.local.stack import emulator_delivery_attempts
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ def test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_sa
     started = time.monotonic()
     with e2e.firestore_outage():
         for rid in during:
-            aws.report("vm", rid, "RUNNING", "during the outage").result(timeout=30)
+            aws.publish_now("vm", rid, "RUNNING", "during the outage").result(timeout=30)
         health = e2e.cli("status", check=False)
         assert health.returncode == 1 and "firestore-proxy" in health.stderr and "outage" in health.stderr
         # hold the outage until Pub/Sub has given up on every one of them (read off the archive,
@@ -39,7 +39,7 @@ def test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_sa
     outage = time.monotonic() - started
     after = [f"after-{uid}-{i}" for i in range(5)]
     for rid in after:
-        aws.report("vm", rid, "RUNNING", "after the outage").result(timeout=30)
+        aws.publish_now("vm", rid, "RUNNING", "after the outage").result(timeout=30)
     for rid in after:
         e2e.wait_for_status(f"aws/vm/{rid}", "RUNNING", timeout=60)  # the subscription still delivers
     keys = {f"aws/vm/{rid}" for rid in during}
@@ -71,7 +71,7 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
     rids = [f"killed-{uid}-{i}" for i in range(40 * len(functions))]
     futures, killed = [], {}
     for i, rid in enumerate(rids):
-        futures.append(aws.report("vm", rid, "STOPPED" if i % 2 else "RUNNING", "burst"))
+        futures.append(aws.publish_now("vm", rid, "STOPPED" if i % 2 else "RUNNING", "burst"))
         if i % 40 == 20:
             name = functions[i // 40]
             killed[name] = e2e.stack.server_pid(name)
@@ -122,7 +122,7 @@ def _exhausted(e2e, uid: str, seen: set[bytes]) -> int:
 def test_up_restarts_only_what_is_down_and_keeps_the_data(e2e, uid):
     """A keeper killed too (so nothing restarts its function): `status` says so, read commands still work,
     and `up` restarts that function alone, on its port; the emulators and their data stay."""
-    e2e.reporter("aws").report("vm", f"kept-{uid}", "RUNNING", "before").result(timeout=30)
+    e2e.reporter("aws").publish_now("vm", f"kept-{uid}", "RUNNING", "before").result(timeout=30)
     e2e.wait_for_status(f"aws/vm/kept-{uid}", "RUNNING")
     before = e2e.stack.load_state()
     keeper = before.functions["audit"]["pid"]
@@ -148,10 +148,10 @@ def test_a_purge_drops_every_backlog_and_the_pipeline_flows_again(e2e, uid):
     """What the reliability harness does between scenarios: a message upsert cannot store yet (Firestore
     down) is dropped with its subscription's backlog; the subscriptions, declared again, push as before."""
     with e2e.firestore_outage():
-        e2e.reporter("aws").report("vm", f"purged-{uid}", "RUNNING", "never stored").result(timeout=30)
+        e2e.reporter("aws").publish_now("vm", f"purged-{uid}", "RUNNING", "never stored").result(timeout=30)
         time.sleep(2)  # ingest forwarded it; upsert keeps failing on it
         assert e2e.stack.purge(e2e.state) == len(e2e.stack.topology(e2e.state).subscriptions)
-    e2e.reporter("aws").report("vm", f"after-{uid}", "RUNNING", "after the purge").result(timeout=30)
+    e2e.reporter("aws").publish_now("vm", f"after-{uid}", "RUNNING", "after the purge").result(timeout=30)
     e2e.wait_for_status(f"aws/vm/after-{uid}", "RUNNING")
     time.sleep(2)  # the purged one had its redelivery due within about a second
     assert e2e.resource(f"aws/vm/purged-{uid}") is None

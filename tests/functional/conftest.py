@@ -23,7 +23,7 @@ from openapi_core.contrib.werkzeug import (
 )
 from werkzeug.test import EnvironBuilder
 
-from infra import emulators
+from infra.local import emulators
 from tests.fakes import FakePublisher, runtime_of
 
 REPO = Path(__file__).resolve().parent.parent.parent

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from google.cloud import firestore as gfirestore
 
-from infra import emulators
+from infra.local import emulators
 from shared.api import app as api_app
 from shared.api.feed import ChangeFeed, FeedFilter
 from shared.contracts import status_update, timeutil

@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 import pytest
 
-from infra.cli.billing import billing_table, split_by
+from infra.cli.billing import split_by
 from infra.cli.common import parse_time
+from infra.console import billing_table
 from shared.billing.intervals import Transition, usage
 from shared.billing.rates import RateCard, RateCardError
 from shared.billing.report import ResourceUsage, aggregate, dimension, to_csv, totals

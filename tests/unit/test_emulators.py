@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from infra import emulators
+from infra.local import emulators
 
 
 def test_a_process_dying_at_start_up_is_reported_with_its_log(tmp_path):
@@ -33,7 +33,7 @@ def test_down_never_kills_a_process_it_did_not_start(tmp_path):
     """A stale state file (after a reboot, say) may name pids now used by something else."""
     import json
 
-    from infra.stack import LocalStack
+    from infra.local.stack import LocalStack
 
     stranger = emulators.spawn([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "s.log")
     try:

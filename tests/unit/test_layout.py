@@ -1,5 +1,6 @@
 """The layout rule, checked on the code: runtime/, contracts/ and state/ beneath, one package per
-function, and use-case packages that never import each other."""
+function, and use-case packages that never import each other; in infra/, arrows that go one way
+(the CLI may run the demo, both use the local stack, which uses neither) and no loop."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ def imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
-            if node.module == "shared":
-                found.update(f"shared.{a.name}" for a in node.names)
+            if node.module in ("shared", "infra"):
+                found.update(f"{node.module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
     return found
@@ -75,3 +76,59 @@ def test_entry_points_are_thin(name):
     source = (REPO / "functions" / name / "main.py").read_text()
     assert {package_of(m) for m in imports(REPO / "functions" / name / "main.py")} - {None} == {name, "runtime"}
     assert len([line for line in source.splitlines() if line.strip() and not line.startswith("#")]) <= 10
+
+
+INFRA = REPO / "infra"
+
+
+def infra_room(module: str) -> str | None:
+    """The folder (or top-level module) of infra/ that `module` is in: cli, demo, local, console, ..."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "infra" else None
+
+
+def infra_arrows() -> dict[str, set[str]]:
+    """Each infra/ room and the other rooms it imports."""
+    arrows: dict[str, set[str]] = {}
+    for path in INFRA.rglob("*.py"):
+        rel = path.relative_to(INFRA)
+        if rel.parts == ("__init__.py",):
+            continue
+        room = rel.parts[0].removesuffix(".py")
+        targets = {infra_room(m) for m in imports(path)} - {None, room}
+        arrows.setdefault(room, set()).update(targets)
+    return arrows
+
+
+def test_infra_rooms_import_each_other_in_no_loop():
+    arrows = infra_arrows()
+    done: set[str] = set()
+
+    def visit(room: str, path: tuple[str, ...]) -> None:
+        assert room not in path, "import loop in infra/: " + " -> ".join((*path, room))
+        if room not in done:
+            for target in sorted(arrows.get(room, ())):
+                visit(target, (*path, room))
+            done.add(room)
+
+    for room in sorted(arrows):
+        visit(room, ())
+
+
+def test_the_cli_may_run_the_demo_never_the_reverse():
+    arrows = infra_arrows()
+    assert "demo" in arrows["cli"]  # dcm-status demo
+    assert "cli" not in arrows["demo"], "infra/demo imports infra/cli (shared output lives in infra/console.py)"
+
+
+def test_the_local_stack_imports_neither_the_cli_nor_the_demo():
+    arrows = infra_arrows()
+    assert "local" in arrows["cli"] and "local" in arrows["demo"]
+    assert arrows["local"] <= {"topology"}, f"infra/local imports {sorted(arrows['local'])}"
+
+
+def test_reference_providers_are_on_the_kit_alone():
+    for path in (INFRA / "providers").rglob("*.py"):
+        for module in imports(path):
+            assert infra_room(module) is None and package_of(module) is None and module != "shared", \
+                f"{path.relative_to(REPO)} imports {module}"

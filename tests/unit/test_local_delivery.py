@@ -1,5 +1,5 @@
-"""How the local stack declares delivery on the Pub/Sub emulator (infra/stack.py) and keeps its function
-servers running (infra/supervise.py)."""
+"""How the local stack declares delivery on the Pub/Sub emulator (infra/local/stack.py) and keeps its function
+servers running (infra/local/supervise.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from infra.stack import REPO_ROOT, backoff_window, emulator_delivery_attempts
+from infra.local.stack import REPO_ROOT, backoff_window, emulator_delivery_attempts
 from infra.topology import load
 
 
@@ -36,7 +36,7 @@ def test_emulator_redeliveries_span_the_declared_back_off_schedule(minimum, maxi
 
 def _keeper(tmp_path, script: str):
     pidfile = tmp_path / "f.pid"
-    proc = subprocess.Popen([sys.executable, "-m", "infra.supervise", "--name", "f", "--pidfile", str(pidfile),
+    proc = subprocess.Popen([sys.executable, "-m", "infra.local.supervise", "--name", "f", "--pidfile", str(pidfile),
                              "--", sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                             text=True, start_new_session=True)
     return proc, pidfile
@@ -136,13 +136,13 @@ def test_a_killed_server_takes_its_workers_with_it_and_the_restart_binds_its_por
     """kill -9 of a server whose worker holds the listening socket (gunicorn under load): the keeper ends
     the orphaned worker and the restarted server answers on the same port. Before, the restart failed with
     EADDRINUSE for as long as the worker lived, and the keeper backed off."""
-    from infra.emulators import free_port
+    from infra.local.emulators import free_port
 
     port, workers = free_port(), tmp_path / "workers"
     script = tmp_path / "master.py"
     script.write_text(_MASTER)
     pidfile = tmp_path / "f.pid"
-    proc = subprocess.Popen([sys.executable, "-m", "infra.supervise", "--name", "f", "--pidfile", str(pidfile),
+    proc = subprocess.Popen([sys.executable, "-m", "infra.local.supervise", "--name", "f", "--pidfile", str(pidfile),
                              "--", sys.executable, str(script), str(port), str(workers)], cwd=REPO_ROOT,
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -176,8 +176,8 @@ def _wait_for(predicate, what: str, timeout: float = 20.0) -> None:
 def test_the_emulator_waits_for_a_push_as_long_as_production_does():
     """The Pub/Sub emulator's push has no request timeout of its own (a push never answered stranded its
     message): its JVM gets the longest push subscription's ack deadline, production's push request timeout."""
-    from infra.emulators import java_options
-    from infra.stack import push_timeout
+    from infra.local.emulators import java_options
+    from infra.local.stack import push_timeout
 
     topology = load()
     longest = max(s.ack_deadline_seconds for s in topology.subscriptions if s.push)

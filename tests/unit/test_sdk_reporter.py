@@ -72,6 +72,22 @@ def test_the_january_form_on_request():
     assert pub.events()[0]["type"] == "dcm.providers.aws.vm.instances.i-0abc.status"
 
 
+def test_publish_now_is_checked_published_at_once_in_the_order_made_and_unsequenced():
+    pub = FakePublisher()
+    with reporter(pub, debounce_seconds=60.0, form=ReportForm.JANUARY) as r:
+        first = r.publish_now("vm", "i-0abc", "STOPPED", "later", time="2030-01-01T00:00:01Z")
+        second = r.publish_now("vm", "i-0abc", "RUNNING", "earlier", time="2030-01-01T00:00:00Z")
+        assert (first.result(), second.result()) == ("1", "2")  # no debounce window, no coalescing
+        with pytest.raises(Rejected) as refused:
+            r.publish_now("toaster", "t-1", "RUNNING")
+        assert refused.value.reason.value == "unknown_resource_type"
+    assert [m.ordering_key for m in pub.messages] == ["", ""]
+    events = pub.events()
+    assert [e["data"]["status"] for e in events] == ["STOPPED", "RUNNING"]
+    assert all("sequence" not in e for e in events)  # the event time orders them, as sent
+    assert r.stats().reported == 0
+
+
 DEEP: dict[str, Any] = {}
 for _ in range(40):
     DEEP = {"a": DEEP}

@@ -1,4 +1,4 @@
-"""How ``dcm-status`` prints for people and for pipes.
+"""How ``dcm-status`` and the demo print for people and for pipes (one place for both).
 
 Tables fit the terminal (80 columns when the output is not a terminal, or ``COLUMNS``): cells that do not
 fit end in an ellipsis, never wrap over lines; ``--wide`` prints every value whole; ``--json`` is for
@@ -8,12 +8,14 @@ programs. Progress redraws in place only on a terminal.
 from __future__ import annotations
 
 import shutil
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import click
+import orjson
 from rich.console import Console
+from rich.table import Table
 
-from infra.cli.common import to_text
+from shared.billing.report import cell, columns, totals
 
 WIDE = click.option("--wide", is_flag=True, help="Print every value whole (tables may exceed the terminal).")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON, for programs (the whole record).")
@@ -67,3 +69,54 @@ def fields(pairs: Iterable[tuple[str, Any]]) -> None:
     """A record as ``name  value`` lines: values as text (JSON for structures), never Python reprs."""
     for name, value in pairs:
         click.echo(f"{name:<20}{to_text(value)}")
+
+
+def emit_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS, default=str).decode())
+
+
+def to_text(value: Any) -> str:
+    """A value as an operator reads it: text as is, nothing as '-', structures as compact JSON."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list, tuple)):
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    return str(value)
+
+
+NUMERIC = ("resources", "seconds", "hours", "cost")
+TOTALLED = ("seconds", "hours", "cost")
+
+
+def billing_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = None, dims: Sequence[str] = (),
+                  expected: Mapping[tuple, int | float] | None = None) -> tuple[Table, bool]:
+    """The one billing table: report rows with a total footer.
+
+    With ``expected`` ({values of ``dims``: seconds}), an "expected h" column is added, groups
+    only expected get a row of their own, and each mismatch is marked; the flag says all matched.
+    """
+    rows = [dict(r) for r in rows]
+    if expected is not None:
+        have = {tuple(r[d] for d in dims) for r in rows}
+        rows += [{**dict(zip(dims, g)), "resources": 0, "seconds": 0, "hours": 0.0} for g in expected if g not in have]
+        rows.sort(key=lambda r: tuple(str(r[d]) for d in dims))
+    cols = [c for c in columns(rows) if c != "currency"]
+    currency = rows[0].get("currency") if rows else None
+    total = totals(rows)
+    table = Table(title=title, box=None, show_footer=True)
+    for i, c in enumerate(cols):
+        table.add_column(f"cost ({currency})" if c == "cost" else c, justify="right" if c in NUMERIC else "left",
+                         footer="total" if i == 0 else cell(c, total.get(c)) if c in TOTALLED else "")
+    ok = True
+    if expected is not None:
+        table.add_column("expected h", justify="right", footer=cell("hours", sum(expected.values()) / 3600))
+    for r in rows:
+        cells = [cell(c, r.get(c)) for c in cols]
+        if expected is not None:
+            want = expected.get(tuple(r[d] for d in dims), 0)
+            ok &= want == r["seconds"]
+            cells.append(cell("hours", want / 3600) + ("" if want == r["seconds"] else " [red]≠[/]"))
+        table.add_row(*cells)
+    return table, ok

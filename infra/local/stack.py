@@ -28,17 +28,17 @@ from google.api_core import exceptions as gexc
 from google.cloud import pubsub_v1
 from google.protobuf import duration_pb2
 
-from infra import emulators
-from infra.emulators import Process
+from infra.local import emulators
+from infra.local.emulators import Process
 from infra.topology import SubscriptionSpec, Topology, load, read
 from shared.runtime import secretbox
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROJECT = "dcm-local"
 
 
-_OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framework", b"infra.faultproxy",
-                 b"infra.supervise")
+_OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framework", b"infra.local.faultproxy",
+                 b"infra.local.supervise")
 
 
 @contextlib.contextmanager
@@ -134,7 +134,7 @@ def emulator_delivery_attempts(spec: SubscriptionSpec) -> int:
 def push_timeout(topology: Topology) -> int:
     """Seconds the emulator waits for a push's answer before it fails it and delivers the message again:
     production's push request timeout, the subscription's ack deadline. The emulator has one for all (a
-    JVM setting, infra/emulators.py): the longest push subscription's, so no push production would wait
+    JVM setting, infra/local/emulators.py): the longest push subscription's, so no push production would wait
     for is cut sooner."""
     return max((s.ack_deadline_seconds for s in topology.subscriptions if s.push), default=60)
 
@@ -155,9 +155,10 @@ class Health:
     restarts: int = 0
 
 
-def _answers(host: str) -> bool:
+def answers_http(host: str, timeout: float = 2.0) -> bool:
+    """Whether something answers HTTP at ``host`` (host:port), whatever the status."""
     try:
-        requests.get(f"http://{host}/", timeout=2)
+        requests.get(f"http://{host}/", timeout=timeout)
         return True
     except requests.RequestException:
         return False
@@ -165,7 +166,7 @@ def _answers(host: str) -> bool:
 
 def _probe(proc: Process) -> Condition:
     """UP when the process is alive and answers HTTP on its port."""
-    return Condition.UP if proc.alive() and _answers(proc.host) else Condition.DOWN
+    return Condition.UP if proc.alive() and answers_http(proc.host) else Condition.DOWN
 
 
 class LocalStack:
@@ -229,9 +230,9 @@ class LocalStack:
                 continue
             keeper = Process(**f)
             if keeper.alive():
-                status = Condition.UP if _answers(keeper.host) else Condition.RESTARTING
+                status = Condition.UP if answers_http(keeper.host) else Condition.RESTARTING
             else:
-                status = Condition.UNSUPERVISED if _answers(keeper.host) else Condition.DOWN
+                status = Condition.UNSUPERVISED if answers_http(keeper.host) else Condition.DOWN
             rows.append(Health(f"function {name}", f"http://{keeper.host}", status, self._restarts(name)))
         return rows
 
@@ -318,7 +319,7 @@ class LocalStack:
     def _start_proxy(self, firestore: Process, port: int | None = None) -> Process:
         port = port or emulators.free_port()
         log_path = self.log_dir / "firestore-proxy.log"
-        pid = emulators.spawn([sys.executable, "-m", "infra.faultproxy", "--listen", str(port),
+        pid = emulators.spawn([sys.executable, "-m", "infra.local.faultproxy", "--listen", str(port),
                                "--target", firestore.host, "--flag", str(self.outage_flag)],
                               log_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=str(REPO_ROOT))
         proc = Process(pid, port)
@@ -350,7 +351,7 @@ class LocalStack:
         return env
 
     def _start_function(self, name: str, state: StackState, port: int | None = None) -> Process:
-        """Start function `name`'s server under its keeper (infra/supervise.py), which restarts it on its port."""
+        """Start function `name`'s server under its keeper (infra/local/supervise.py), which restarts it on its port."""
         port = port or emulators.free_port()
         ff = Path(sys.executable).parent / "functions-framework"
         signature = "http" if name in self.topology(state).http_functions else "cloudevent"
@@ -360,7 +361,7 @@ class LocalStack:
         pidfile = self.pidfile(name)
         pidfile.parent.mkdir(parents=True, exist_ok=True)
         pidfile.with_suffix(".restarts").unlink(missing_ok=True)
-        keeper = [sys.executable, "-m", "infra.supervise", "--name", name, "--pidfile", str(pidfile)]
+        keeper = [sys.executable, "-m", "infra.local.supervise", "--name", name, "--pidfile", str(pidfile)]
         doc = read()
         spec = doc["functions"].get(name) or {}
         if spec.get("schedule"):  # Cloud Scheduler's job in production; the keeper's timer here

@@ -1,7 +1,7 @@
 """Keep one local function server running: restart it on its port when it dies.
 
 The local stack starts every functions-framework server under this keeper
-(``python -m infra.supervise --name upsert --pidfile F -- functions-framework ...``).
+(``python -m infra.local.supervise --name upsert --pidfile F -- functions-framework ...``).
 gunicorn respawns a dead worker, but nothing respawned a dead server: a
 ``kill -9`` left the function gone until the next ``up``, and Pub/Sub pushes
 failing meanwhile. The keeper is the process group leader: stopping the group
@@ -51,7 +51,7 @@ PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 
 def _log(severity: str, message: str, **fields: object) -> None:
-    record = {"severity": severity, "message": message, "logger": "infra.supervise",
+    record = {"severity": severity, "message": message, "logger": "infra.local.supervise",
               "time": datetime.now(timezone.utc).isoformat(), **fields}
     print(json.dumps(record), flush=True)
 

@@ -5,7 +5,7 @@ The local stack can put it between the functions and the Firestore emulator
 is cut and new ones are closed at once: to the client library it looks like
 Firestore is down (UNAVAILABLE), while the emulator keeps its data.
 
-    python -m infra.faultproxy --listen 4000 --target 127.0.0.1:8080 --flag /path/outage
+    python -m infra.local.faultproxy --listen 4000 --target 127.0.0.1:8080 --flag /path/outage
 """
 
 from __future__ import annotations

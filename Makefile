@@ -13,7 +13,7 @@ PY     := $(VENV)/bin/python
 CLI    := $(VENV)/bin/dcm-status
 STAMP  := $(VENV)/.installed
 
-.PHONY: install emulators demo test check unit bench reliability lint package down clean
+.PHONY: install emulators demo test test-fast test-e2e test-reliability check unit bench reliability lint package down clean
 
 install: $(STAMP) emulators
 	@bash infra/install-browser.sh
@@ -32,8 +32,19 @@ demo: install
 	$(CLI) demo || { [ -n "$(KEEP)" ] || $(CLI) down; exit 1; }
 	@if [ -n "$(KEEP)" ]; then echo "stack left running: $(CLI) --help, then 'make down'"; else $(CLI) down; fi
 
+# The tiers side by side (each waits on emulators far more than it computes): unit, functional and deploy;
+# e2e on two local stacks at once (pytest-xdist, one stack per worker, whole files per worker); the quick
+# reliability run on a stack of its own.
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/e2e tests/deploy
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-fast test-e2e test-reliability
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/deploy
+
+test-e2e: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/e2e
+
+test-reliability: $(STAMP)
 	$(PY) -m infra.reliability --quick
 
 unit: $(STAMP)

@@ -21,6 +21,11 @@ from shared.contracts.schemas import status_token
 LOG_FIELDS_SHOWN = ("key", "status", "eventId", "error", "outcome", "reason", "pid", "restarts")
 
 
+# seconds one pull of `watch` waits for changes: a blocking gRPC call holds Ctrl-C back until it returns,
+# so this is how long Ctrl-C may take
+PULL_WAIT = 2.0
+
+
 @click.command()
 @click.option("--provider", default=None, help="Only this provider.")
 @click.option("--type", "resource_type", default=None, help="Only this resource type.")
@@ -48,7 +53,7 @@ def watch(provider: str | None, resource_type: str | None, status: str | None, a
     try:
         while True:
             try:
-                response = subscriber.pull(subscription=name, max_messages=100, timeout=30)
+                response = subscriber.pull(subscription=name, max_messages=100, timeout=PULL_WAIT)
             except gexc.DeadlineExceeded:
                 continue
             for received in response.received_messages:

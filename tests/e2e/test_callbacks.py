@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 import pytest
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util import Retry
 
 from infra.local.receiver import Hook, Receiver
 from shared.contracts.callback import redact_hook
@@ -34,10 +36,22 @@ def receiver(e2e):
             api(e2e, "DELETE", f"v1/callbacks/{c['id']}")
 
 
+def _client() -> requests.Session:
+    """As a legitimate client calls the api: a 503 (Firestore slow to answer) is retried after its Retry-After."""
+    session = requests.Session()
+    retry = Retry(total=3, status_forcelist=[503], allowed_methods=None, respect_retry_after_header=True,
+                  raise_on_status=False)
+    session.mount("http://", HTTPAdapter(max_retries=retry))
+    return session
+
+
+CLIENT = _client()
+
+
 def api(e2e: E2EStack, method: str, path: str, **kwargs: Any) -> requests.Response:
     """A call of the api as a legitimate client makes it: with DCM-Request on what changes something."""
     headers = {"DCM-Request": "1", **kwargs.pop("headers", {})}
-    return requests.request(method, e2e.api_url + path.lstrip("/"), timeout=30, headers=headers, **kwargs)
+    return CLIENT.request(method, e2e.api_url + path.lstrip("/"), timeout=30, headers=headers, **kwargs)
 
 
 def on_resource(e2e: E2EStack, key: str, hook: str, **params: Any) -> dict[str, Any]:

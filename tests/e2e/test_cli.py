@@ -148,7 +148,7 @@ def test_status_logs_and_watch(e2e, uid):
         assert json.loads(line)["data"]["newStatus"] == "RUNNING"
     finally:
         watcher.send_signal(signal.SIGINT)
-        watcher.wait(timeout=30)
+        watcher.wait(timeout=15)  # Ctrl-C is answered within one pull (PULL_WAIT)
     subscriber = pubsub_v1.SubscriberClient()
     assert not [s for s in subscriber.list_subscriptions(project=f"projects/{e2e.project}")
                 if "dcm-watch-" in s.name]  # its own subscription is gone with it

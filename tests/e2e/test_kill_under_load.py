@@ -13,10 +13,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from infra.local.stack import answers_http, push_timeout
+from infra.local import emulators
+from infra.local.stack import answers_http
 from infra.local.supervise import children, listening
 from tests.e2e.conftest import wait_until
 
@@ -164,33 +166,47 @@ class _HoldFirst:
             conn.close()
 
 
-@pytest.mark.timeout(300)
-def test_pushes_never_answered_are_delivered_again_after_the_push_deadline(e2e):
+PUSH_TIMEOUT = 8  # seconds: this test's own emulator, so that it waits seconds, not the stack's 60
+
+
+@pytest.fixture
+def short_push_emulator(tmp_path) -> Iterator[str]:
+    """A Pub/Sub emulator of its own, started as the stack starts its (emulators.start) but with a push
+    deadline of PUSH_TIMEOUT seconds; yields its host."""
+    proc = emulators.start("pubsub", tmp_path, push_timeout=PUSH_TIMEOUT)
+    try:
+        yield proc.host
+    finally:
+        proc.stop()
+
+
+@pytest.mark.timeout(120)
+def test_pushes_never_answered_are_delivered_again_after_the_push_deadline(short_push_emulator, monkeypatch):
     """Two pushes that never return take both of a subscription's in-flight slots on the emulator: it used
     to wait for them forever (its ack deadline is only a connect timeout), so neither message, nor any later
-    one, was delivered again. Now each push fails at the push deadline (the longest ack deadline, as
-    production times a push out at the ack deadline) and both messages are delivered again."""
+    one, was delivered again. Now each push fails at the push deadline (the stack gives it the longest ack
+    deadline, as production times a push out at the ack deadline: tests/unit/test_local_delivery.py) and
+    both messages are delivered again."""
     from google.cloud import pubsub_v1
 
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", short_push_emulator)
     endpoint = _HoldFirst(held=2)
     publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
-    name = f"hold-{uuid.uuid4().hex[:8]}"
-    topic = publisher.topic_path(e2e.project, name)
-    subscription = subscriber.subscription_path(e2e.project, name)
+    name, project = f"hold-{uuid.uuid4().hex[:8]}", "dcm-push-deadline"
+    topic = publisher.topic_path(project, name)
+    subscription = subscriber.subscription_path(project, name)
     publisher.create_topic(name=topic)
     subscriber.create_subscription(request={
         "name": subscription, "topic": topic, "ack_deadline_seconds": 10,
-        "push_config": {"push_endpoint": f"http://127.0.0.1:{endpoint.port}/projects/{e2e.project}/topics/{name}"}})
+        "push_config": {"push_endpoint": f"http://127.0.0.1:{endpoint.port}/projects/{project}/topics/{name}"}})
     try:
         ids = [publisher.publish(topic, f"held-{i}".encode()).result(timeout=30) for i in range(2)]
-        deadline = push_timeout(e2e.stack.topology(e2e.state))
-        wait_until(lambda: all(len(endpoint.delivered(i)) >= 2 for i in ids), deadline + 60, interval=0.5,
+        wait_until(lambda: all(len(endpoint.delivered(i)) >= 2 for i in ids), PUSH_TIMEOUT + 30, interval=0.5,
                    what="both unanswered pushes to be delivered again")
         again = [endpoint.delivered(i)[1] - endpoint.delivered(i)[0] for i in ids]
         print(f"\nunanswered pushes delivered again after {min(again):.1f}-{max(again):.1f} s "
-              f"(push deadline {deadline} s)")
+              f"(push deadline {PUSH_TIMEOUT} s)")
     finally:
-        subscriber.delete_subscription(subscription=subscription)
-        publisher.delete_topic(topic=topic)
         subscriber.close()
+        publisher.stop()
         endpoint.close()

@@ -185,7 +185,7 @@
   const S = {
     summary: null, dead: null, stats: null, callbacks: null,
     seen: new Set(), seenOrder: [],
-    cursor: null, es: null, retryDelay: 1000, retryTimer: null,
+    cursor: null, es: null, retryDelay: 1000, retryMax: RETRY_MAX_MS, retryTimer: null,
     changesSeen: 0, refreshTimer: null, lastRefresh: 0,
     view: null,
   };
@@ -524,7 +524,7 @@
         setLive('polling');
         S.es = null;
         S.retryTimer = setTimeout(recoverStream, S.retryDelay);
-        S.retryDelay = Math.min(S.retryDelay * 2, RETRY_MAX_MS);
+        S.retryDelay = Math.min(S.retryDelay * 2, S.retryMax);
       }
     };
   }
@@ -543,7 +543,7 @@
         return;
       }
       S.retryTimer = setTimeout(recoverStream, S.retryDelay);
-      S.retryDelay = Math.min(S.retryDelay * 2, RETRY_MAX_MS);
+      S.retryDelay = Math.min(S.retryDelay * 2, S.retryMax);
       return;
     }
     loaded('Live changes');
@@ -559,7 +559,7 @@
       showError(e, 'Latest changes');
       setLive('reconnecting');
       S.retryTimer = setTimeout(recoverStream, S.retryDelay);
-      S.retryDelay = Math.min(S.retryDelay * 2, RETRY_MAX_MS);
+      S.retryDelay = Math.min(S.retryDelay * 2, S.retryMax);
       return;
     }
     loaded('Latest changes');

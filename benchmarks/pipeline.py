@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dcm_status_contracts import timeutil  # noqa: E402
+from dcm_status_contracts.status_report import build_event, to_message  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
 from infra.local.stack import LocalStack  # noqa: E402
-from shared.contracts import timeutil  # noqa: E402
-from shared.contracts.status_report import build_event, to_message  # noqa: E402
 
 THROUGHPUT_EVENTS = int(os.environ.get("BENCH_EVENTS", "1500"))
 LATENCY_EVENTS, LATENCY_RATE = 200, 20.0

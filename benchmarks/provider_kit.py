@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sdk"))
 
+from dcm_status_contracts.status_report import ReportForm, build_event, to_message  # noqa: E402
 from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
-from dcm_status_sdk.contracts.status_report import ReportForm, build_event, to_message  # noqa: E402
 from google.cloud import pubsub_v1  # noqa: E402
 
 from infra.local import emulators  # noqa: E402

@@ -25,11 +25,11 @@ import fastjsonschema  # noqa: E402
 import jsonschema  # noqa: E402
 import orjson  # noqa: E402
 from cloudevents.http import from_http  # noqa: E402
+from dcm_status_contracts.errors import Rejected  # noqa: E402
+from dcm_status_contracts.model import PubSubMessage  # noqa: E402
+from dcm_status_contracts.schemas import ENVELOPE_URI, registry  # noqa: E402
+from dcm_status_contracts.status_report import build_event, to_message  # noqa: E402
 
-from shared.contracts.errors import Rejected  # noqa: E402
-from shared.contracts.model import PubSubMessage  # noqa: E402
-from shared.contracts.schemas import ENVELOPE_URI, registry  # noqa: E402
-from shared.contracts.status_report import build_event, to_message  # noqa: E402
 from shared.ingest.normalize import normalize_message  # noqa: E402
 from shared.runtime import settings  # noqa: E402
 

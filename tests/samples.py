@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from shared.contracts.model import PubSubMessage
+from dcm_status_contracts.model import PubSubMessage
 
 SAMPLES = Path(__file__).resolve().parent.parent / "schemas" / "samples"
 

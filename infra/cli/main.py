@@ -13,6 +13,9 @@ from dataclasses import asdict
 from typing import Iterator
 
 import click
+from dcm_status_contracts.identity import PROVIDER_NAME, PROVIDER_RULE
+from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.status_report import BindingMode
 from google.api_core import exceptions as gexc
 
 from infra.cli.billing import billing
@@ -24,13 +27,10 @@ from infra.cli.live import logs, watch
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
 from infra.local.stack import Condition, LocalStack
 from shared.api import queries
-from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE
-from shared.contracts.model import ResourceKey
-from shared.contracts.status_report import BindingMode
 
 
 def _types_and_statuses() -> str:
-    from shared.contracts.schemas import registry
+    from dcm_status_contracts.schemas import registry
 
     reg = registry()
     return "\n".join(f"  {t}: {', '.join(reg.current[t].statuses)}" for t in reg.resource_types)
@@ -288,10 +288,11 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
 
     Example: dcm-status publish --provider aws --type vm --id i-0abc --status running
     """
-    from shared.contracts.errors import Rejected
-    from shared.contracts.model import PubSubMessage
-    from shared.contracts.schemas import status_token
-    from shared.contracts.status_report import build_event, to_message
+    from dcm_status_contracts.errors import Rejected
+    from dcm_status_contracts.model import PubSubMessage
+    from dcm_status_contracts.schemas import status_token
+    from dcm_status_contracts.status_report import build_event, to_message
+
     from shared.ingest.normalize import normalize_message
     from shared.ingest.statuses import UNKNOWN
     from shared.runtime import settings as settings_module
@@ -370,7 +371,7 @@ def list_cmd(provider_name: str | None, resource_type: str | None, status: str |
 
     Example: dcm-status list --provider aws --status running
     """
-    from shared.contracts.schemas import status_token
+    from dcm_status_contracts.schemas import status_token
 
     docs = list(queries.list_resources(connect().firestore(), provider_name.lower() if provider_name else None,
                                        resource_type.lower() if resource_type else None,

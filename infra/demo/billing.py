@@ -7,14 +7,15 @@ import time
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey
+
 from infra.console import billing_table
 from shared.api import queries
 from shared.billing.intervals import Transition, as_datetime, day_start, usage
 from shared.billing.rates import RateCard
 from shared.billing.report import ResourceUsage, cell, dimension, report, totals, window
 from shared.billing.store import RESOURCES, BillingStore
-from shared.contracts import timeutil
-from shared.contracts.model import ResourceKey
 
 
 def backlog(db) -> int:

@@ -14,9 +14,8 @@ from datetime import datetime, timedelta
 
 import orjson
 from cloudevents.http import CloudEvent
-
-from shared.contracts import timeutil
-from shared.contracts.status_report import BindingMode, build_event, to_message
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.status_report import BindingMode, build_event, to_message
 
 PROVIDERS = ("aws", "azure", "vmware", "kubernetes")
 LIFECYCLES: dict[str, list[list[str]]] = {

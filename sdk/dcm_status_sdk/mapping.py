@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import orjson
-
-from .contracts.schemas import registry
+from dcm_status_contracts.schemas import registry
 
 UNKNOWN = "UNKNOWN"  # every type's conservative default (ingest stores it as such)
 _OPERATORS = frozenset({"not", "ne", "present"})

@@ -38,15 +38,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cloudevents.http import CloudEvent
-
-from .coalesce import Coalescer, Offer, TokenBucket
-from .contracts import cloud_native_event as cne
-from .contracts import resync, timeutil
-from .contracts.errors import DcmError
-from .contracts.model import PubSubMessage
-from .contracts.resync import ResyncMark
-from .contracts.schemas import status_token
-from .contracts.status_report import (
+from dcm_status_contracts import cloud_native_event as cne
+from dcm_status_contracts import resync, timeutil
+from dcm_status_contracts.errors import DcmError
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.schemas import status_token
+from dcm_status_contracts.status_report import (
     BindingMode,
     ReportForm,
     build_event,
@@ -54,6 +52,8 @@ from .contracts.status_report import (
     decode,
     to_message,
 )
+
+from .coalesce import Coalescer, Offer, TokenBucket
 from .mapping import MappedStatus
 from .refusal import PublishRefused, Refusal, refusal_of
 from .sequence import SequenceCounter

@@ -11,14 +11,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
+from dcm_status_contracts import timeutil, tokens
+from dcm_status_contracts.errors import InvalidRequest, Reason
+from dcm_status_contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
+from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.schemas import registry
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import timeutil, tokens
-from shared.contracts.errors import InvalidRequest, Reason
-from shared.contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
-from shared.contracts.model import ResourceKey
-from shared.contracts.schemas import registry
 from shared.runtime import firestore as fs
 from shared.state import resources
 from shared.state.model import (

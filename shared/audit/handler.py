@@ -25,12 +25,12 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from dcm_status_contracts import provider_event, timeutil
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.provider_event import ProviderEvent
+from dcm_status_contracts.status_changed import Change, decode
 from google.api_core import exceptions as gexc
 
-from shared.contracts import provider_event, timeutil
-from shared.contracts.model import PubSubMessage
-from shared.contracts.provider_event import ProviderEvent
-from shared.contracts.status_changed import Change, decode
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger

@@ -21,9 +21,10 @@ acks (``shared.runtime.entrypoint``).
 
 from __future__ import annotations
 
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_changed import Change, decode
+
 from shared.billing.store import BillingStore
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_changed import Change, decode
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.state.model import PlatformReason

@@ -23,12 +23,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.status_changed import Change
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.billing.intervals import Transition, microseconds
-from shared.contracts import timeutil
-from shared.contracts.status_changed import Change
 from shared.runtime import firestore as fs
 
 RESOURCES = "billing_resources"

@@ -273,7 +273,7 @@ def check(message: PubSubMessage, topic_provider: str | None, max_bytes: int = l
 
 # ---- the provider's side ----------------------------------------------------------------
 class ReportForm(enum.StrEnum):
-    """The two identity forms a provider may send (``shared.contracts.identity`` reads both)."""
+    """The two identity forms a provider may send (``dcm_status_contracts.identity`` reads both)."""
 
     CURRENT = "current"  # dcm-project upstream: type dcm.status.{type}, source dcm/providers/{p}, data.id
     JANUARY = "january"  # the proposal: type dcm.providers.{p}.{type}[.instances].{id}.status

@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import orjson
-
-from shared.contracts import dead_letter as dl
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.identity import resolve
-from shared.contracts.model import PubSubMessage
-from shared.contracts.schemas import registry
-from shared.contracts.status_report import decode
+from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.identity import resolve
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.schemas import registry
+from dcm_status_contracts.status_report import decode
 
 _KNOWN = {r.value for r in Reason}
 ENTRY_ID = re.compile(r"[0-9a-f]{32}")  # what shared/deadletter/store.py names an entry

@@ -1,6 +1,6 @@
 """Validate a provider's message and normalise it into a StatusUpdate.
 
-The checks are the status report contract's (``shared.contracts.status_report.check``,
+The checks are the status report contract's (``dcm_status_contracts.status_report.check``,
 which the provider SDK runs too): the first failure raises Rejected with its reason.
 Then the status is mapped onto its type's enum and the times are settled.
 """
@@ -10,18 +10,19 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Mapping
 
-from shared.contracts import cloud_native_event, timeutil
-from shared.contracts import dead_letter as dl
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage, ResourceKey
-from shared.contracts.resync import ResyncMark
-from shared.contracts.schemas import StatusSchema, registry
-from shared.contracts.status_report import (
+from dcm_status_contracts import cloud_native_event, timeutil
+from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage, ResourceKey
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.schemas import StatusSchema, registry
+from dcm_status_contracts.status_report import (
     ProviderEvent,
     check,
     decode,
 )
-from shared.contracts.status_update import StatusUpdate
+from dcm_status_contracts.status_update import StatusUpdate
+
 from shared.ingest.statuses import normalize as normalize_status
 from shared.runtime.logs import get_logger
 from shared.runtime.settings import Settings

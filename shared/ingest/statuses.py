@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.contracts.schemas import StatusSchema, Vocabulary, status_token
+from dcm_status_contracts.schemas import StatusSchema, Vocabulary, status_token
 
 UNKNOWN = "UNKNOWN"
 

@@ -36,12 +36,13 @@ import threading
 from datetime import datetime
 from typing import Any, Callable
 
-from shared.contracts import callback, status_changed, timeutil
-from shared.contracts import delivery as delivery_contract
-from shared.contracts.callback import Callback, Outcome, redact_hook
-from shared.contracts.delivery import Delivery
-from shared.contracts.errors import Reason, Rejected, Transient
-from shared.contracts.model import PubSubMessage
+from dcm_status_contracts import callback, status_changed, timeutil
+from dcm_status_contracts import delivery as delivery_contract
+from dcm_status_contracts.callback import Callback, Outcome, redact_hook
+from dcm_status_contracts.delivery import Delivery
+from dcm_status_contracts.errors import Reason, Rejected, Transient
+from dcm_status_contracts.model import PubSubMessage
+
 from shared.notify.store import CallbackStore
 from shared.runtime import egress, secretbox
 from shared.runtime.clients import Runtime

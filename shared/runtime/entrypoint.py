@@ -28,11 +28,11 @@ from typing import Any, Callable, Mapping
 
 import flask
 import orjson
+from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.errors import ConfigError, Rejected, Transient
+from dcm_status_contracts.model import PubSubMessage
 
-from shared.contracts import dead_letter as dl
-from shared.contracts import timeutil
-from shared.contracts.errors import ConfigError, Rejected, Transient
-from shared.contracts.model import PubSubMessage
 from shared.runtime import auth, push
 from shared.runtime import settings as settings_module
 from shared.runtime.clients import Runtime

@@ -44,18 +44,18 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Iterable
 
+from dcm_status_contracts import provider_event, status_update, timeutil
+from dcm_status_contracts.errors import Transient
+from dcm_status_contracts.identity import PLATFORM_SOURCE
+from dcm_status_contracts.model import PubSubMessage, ResourceKey
+from dcm_status_contracts.provider_event import ProviderEvent, ProviderState
+from dcm_status_contracts.resync import ResyncMark, not_in_snapshot
+from dcm_status_contracts.schemas import registry
+from dcm_status_contracts.status_update import StatusUpdate
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import provider_event, status_update, timeutil
-from shared.contracts.errors import Transient
-from shared.contracts.identity import PLATFORM_SOURCE
-from shared.contracts.model import PubSubMessage, ResourceKey
-from shared.contracts.provider_event import ProviderEvent, ProviderState
-from shared.contracts.resync import ResyncMark, not_in_snapshot
-from shared.contracts.schemas import registry
-from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger

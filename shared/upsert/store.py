@@ -27,15 +27,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Sequence
 
+from dcm_status_contracts import status_changed, timeutil
+from dcm_status_contracts.errors import Transient
+from dcm_status_contracts.identity import PLATFORM_SOURCE
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.status_changed import ChangeEvent
+from dcm_status_contracts.status_update import StatusUpdate
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.contracts import status_changed, timeutil
-from shared.contracts.errors import Transient
-from shared.contracts.identity import PLATFORM_SOURCE
-from shared.contracts.resync import ResyncMark
-from shared.contracts.status_changed import ChangeEvent
-from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
 from shared.state import resources
 from shared.state.model import (

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import orjson
 import pytest
+from dcm_status_contracts import status_update, timeutil
+from dcm_status_contracts.change_feed import Cursor
+from dcm_status_contracts.errors import Gone
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_report import build_event, to_message
 from google.cloud import firestore as gfirestore
 
 from infra.local import emulators
 from shared.api import app as api_app
 from shared.api.feed import ChangeFeed, FeedFilter
-from shared.contracts import status_update, timeutil
-from shared.contracts.change_feed import Cursor
-from shared.contracts.errors import Gone
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_report import build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.upsert.store import StateStore

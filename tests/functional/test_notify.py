@@ -15,13 +15,13 @@ from typing import Any
 
 import orjson
 import pytest
+from dcm_status_contracts import callback, delivery, timeutil
+from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts.errors import Reason, Rejected, Transient
+from dcm_status_contracts.model import PubSubMessage
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
-from shared.contracts import callback, delivery, timeutil
-from shared.contracts import dead_letter as dl
-from shared.contracts.errors import Reason, Rejected, Transient
-from shared.contracts.model import PubSubMessage
 from shared.notify.handler import Lane, Notify, Result
 from shared.notify.store import CallbackStore
 from shared.runtime import egress, secretbox

@@ -13,11 +13,11 @@ import hashlib
 
 import orjson
 import pytest
+from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import status_update
+from dcm_status_contracts.model import PubSubMessage, event_identity, legacy_event_identity
+from dcm_status_contracts.status_report import build_event, to_message
 
-from shared.contracts import dead_letter as dl
-from shared.contracts import status_update
-from shared.contracts.model import PubSubMessage, event_identity, legacy_event_identity
-from shared.contracts.status_report import build_event, to_message
 from shared.deadletter.replay import Replayer
 from shared.deadletter.store import DeadLetterStore
 from shared.runtime import settings

@@ -5,12 +5,12 @@ event; the batch is recorded from its first event."""
 from __future__ import annotations
 
 import pytest
+from dcm_status_contracts import status_update
+from dcm_status_contracts.errors import Rejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.status_report import ReportForm, build_event, to_message
 
-from shared.contracts import status_update
-from shared.contracts.errors import Rejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.resync import ResyncMark
-from shared.contracts.status_report import ReportForm, build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from tests.functional.conftest import SHAPES

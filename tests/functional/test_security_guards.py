@@ -9,10 +9,10 @@ from urllib.parse import quote
 
 import orjson
 import pytest
+from dcm_status_contracts.model import PubSubMessage
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
-from shared.contracts.model import PubSubMessage
 from shared.notify.handler import Lane, Notify, Result
 from shared.notify.store import CallbackStore
 from shared.runtime.egress import HookResponse

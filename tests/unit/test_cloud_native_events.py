@@ -8,13 +8,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from dcm_status_contracts import cloud_native_event as cne
+from dcm_status_contracts.errors import Rejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_report import to_message
+from dcm_status_contracts.status_update import decode as decode_update
+from dcm_status_contracts.status_update import encode as encode_update
 
-from shared.contracts import cloud_native_event as cne
-from shared.contracts.errors import Rejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_report import to_message
-from shared.contracts.status_update import decode as decode_update
-from shared.contracts.status_update import encode as encode_update
 from shared.ingest.normalize import normalize
 from shared.runtime import settings
 

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from shared.contracts import provider_event
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.provider_event import ProviderEvent, ProviderState
-from shared.contracts.schemas import registry
+from dcm_status_contracts import provider_event
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.provider_event import ProviderEvent, ProviderState
+from dcm_status_contracts.schemas import registry
 
 SAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "events" / "samples" / "provider-v1"
 EVENTS = {

@@ -17,6 +17,9 @@ from typing import Any
 
 import orjson
 import pytest
+from dcm_status_contracts.errors import Rejected as IngestRejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_report import ReportForm, build_event, to_message
 from dcm_status_sdk import (
     Backlogged,
     DataType,
@@ -29,14 +32,10 @@ from dcm_status_sdk import (
     ResourceState,
     Value,
 )
-from dcm_status_sdk.contracts.status_report import ReportForm
 from dcm_status_sdk.sequence import DIGITS, SequenceCounter
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 
-from shared.contracts.errors import Rejected as IngestRejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_report import build_event, to_message
 from shared.ingest.normalize import normalize, normalize_message
 from shared.runtime import settings
 from tests.fakes import FakePublisher

@@ -1,8 +1,8 @@
 """Status enums per resource type, aliases and the UNKNOWN default."""
 
 import pytest
+from dcm_status_contracts.schemas import registry
 
-from shared.contracts.schemas import registry
 from shared.ingest.statuses import normalize
 
 # The current vocabularies (dcm-project/enhancements@ce144d4, service-provider-status-reporting.md).

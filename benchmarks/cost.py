@@ -31,7 +31,7 @@ os.environ.setdefault("DCM_PROJECT", "bench")
 
 import orjson  # noqa: E402
 from dcm_status_contracts.model import PubSubMessage  # noqa: E402
-from dcm_status_contracts.status_report import build_event, to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
 
 from infra.local import emulators  # noqa: E402
 from infra.topology import load  # noqa: E402
@@ -179,7 +179,7 @@ def main() -> None:
         topic = s.ingress_topic("aws")
 
         def event(rid: str, status: str, at: str, eid: str, message: str = "up") -> tuple[bytes, dict]:
-            return to_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
+            return to_pubsub_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
 
         def measure(name: str, n: int, send) -> dict:
             tally.clear()

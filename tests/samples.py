@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 from dcm_status_contracts.model import PubSubMessage
 
-SAMPLES = Path(__file__).resolve().parent.parent / "schemas" / "samples"
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"  # the repository's JSON Schemas and golden samples
+SAMPLES = SCHEMAS / "samples"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 from dcm_status_contracts import provider_event, timeutil
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.provider_event import ProviderEvent
+from dcm_status_contracts.provider_event import ProviderTransition
 from dcm_status_contracts.status_changed import Change, decode
 from google.api_core import exceptions as gexc
 
@@ -92,7 +92,7 @@ class Audit:
         return self._create(self.db.collection(COLLECTION).document(change.event_id),
                             record_of(change, timeutil.now_str()))
 
-    def record_provider(self, event: ProviderEvent) -> Audited:
+    def record_provider(self, event: ProviderTransition) -> Audited:
         doc_id = "~".join((event.provider, event.state.value, event.since))
         outcome = self._create(self.db.collection(PROVIDER_COLLECTION).document(doc_id),
                                {**event.to_dict(), "eventId": event.event_id, "recordedAt": timeutil.now_str()})

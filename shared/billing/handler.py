@@ -21,7 +21,7 @@ acks (``shared.runtime.entrypoint``).
 
 from __future__ import annotations
 
-from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.model import CommonStatus, PubSubMessage
 from dcm_status_contracts.status_changed import Change, decode
 
 from shared.billing.store import BillingStore
@@ -29,7 +29,6 @@ from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.state.model import PlatformReason
 
-UNKNOWN = "UNKNOWN"
 log = get_logger("billing")
 
 
@@ -45,7 +44,7 @@ class Billing:
         return self.apply(decode(message))
 
     def apply(self, change: Change) -> Change:
-        if change.new_status == UNKNOWN and change.reason == PlatformReason.NOT_REPORTED:
+        if change.new_status == CommonStatus.UNKNOWN and change.reason == PlatformReason.NOT_REPORTED:
             # The platform's "not reported lately" is no observed state: usage goes on as last known
             # until the provider reports again (then its report, at its own time, is the next transition).
             log.info("not reported lately: usage continues as last known", extra={

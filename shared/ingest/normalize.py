@@ -23,7 +23,7 @@ from dcm_status_contracts.status_report import (
 )
 from dcm_status_contracts.status_update import StatusUpdate
 
-from shared.ingest.statuses import normalize as normalize_status
+from shared.ingest.statuses import normalize_status
 from shared.runtime.logs import get_logger
 from shared.runtime.settings import Settings
 

@@ -136,7 +136,7 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_lett
         message_id = str(event.get_attributes().get("id", ""))
         try:
             try:
-                message = push.to_message(event)
+                message = push.from_push_request(event)
                 message_id = message.message_id
             except Rejected as exc:
                 reject(runtime, _raw_delivery(event), exc)

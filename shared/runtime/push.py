@@ -56,7 +56,7 @@ def message_from_event(attributes: Mapping[str, Any], data: Any) -> PubSubMessag
     )
 
 
-def to_message(event: Any) -> PubSubMessage:
+def from_push_request(event: Any) -> PubSubMessage:
     """The Pub/Sub message a delivered CloudEvent carries.
 
     A CloudEvent delivered straight over HTTP (not through Pub/Sub) is turned into

@@ -13,7 +13,7 @@ from dcm_status_contracts import status_update, timeutil
 from dcm_status_contracts.errors import Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.resync import ResyncMark
-from dcm_status_contracts.status_report import ReportForm, build_event, to_message
+from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
@@ -30,7 +30,7 @@ def report(upsert, rid: str, status: str, time: str, event_id: str, mark: Resync
            provider: str = "aws") -> None:
     event = build_event(provider, "vm", rid, status, event_id=event_id, time=time, form=ReportForm.CURRENT,
                         metadata={"tenant": "acme"}, extensions=mark.attributes() if mark else None)
-    data, attrs = to_message(event)
+    data, attrs = to_pubsub_message(event)
     update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}"),
                                settings.from_env())
     response = SHAPES["push"](upsert, f"dcm-status-normalized-{provider}", status_update.encode(update), {}, event_id)
@@ -111,7 +111,7 @@ def test_a_resource_past_its_deadline_is_unknown_not_reported_until_its_next_rep
 def test_a_provider_may_not_pose_as_the_platform(upsert):
     event = build_event("aws", "vm", "i-x", "DELETED", event_id="spoof", time="2026-11-22T10:00:00Z",
                         form=ReportForm.CURRENT, source="dcm/platform/reconcile")
-    data, attrs = to_message(event)
+    data, attrs = to_pubsub_message(event)
     with pytest.raises(Rejected, match="the platform's own") as refused:
         normalize_message(PubSubMessage(data, attrs, "in-spoof", None, "dcm-status-ingress-aws"), settings.from_env())
     assert refused.value.reason.value == "provider_mismatch"

@@ -15,7 +15,6 @@ Regenerate the samples after an intended change:
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,8 +25,9 @@ from dcm_status_contracts.schemas import registry, schemas_dir
 from dcm_status_contracts.status_update import StatusUpdate
 
 from shared.upsert.store import resource_document
+from tests.samples import SCHEMAS
 
-SAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "events" / "samples" / "status-changed-v1"
+SAMPLES = SCHEMAS / "events" / "samples" / "status-changed-v1"
 KINDS = ("created", "changed", "late", "recreated", "flapping")
 NOW = "2026-03-01T09:00:02.000000Z"
 

@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cloudevents.http import CloudEvent
 from dcm_status_contracts import cloud_native_event as cne
-from dcm_status_contracts import resync, timeutil
+from dcm_status_contracts import resync, status_report, timeutil
 from dcm_status_contracts.errors import DcmError
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.resync import ResyncMark
@@ -49,7 +49,6 @@ from dcm_status_contracts.status_report import (
     ReportForm,
     build_event,
     check,
-    decode,
     to_pubsub_message,
 )
 
@@ -222,7 +221,8 @@ class Reporter:
         event = cne.build_event(values, source=source, event_type=event_type, time=time, event_id=event_id,
                                 extensions={"sequence": self._sequence.next()})
         data, attrs = to_pubsub_message(event, self.config.binding)
-        decoded = decode(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.max_event_bytes)
+        decoded = status_report.decode(PubSubMessage(data, attrs, "local", topic=self.config.topic_name),
+                                       self.config.max_event_bytes)
         if not cne.is_cloud_native(decoded):
             raise ValueError(f"event type {event_type!r} is DCM's own: report() sends DCM status events")
         cne.check(decoded, self.config.topic_name, self.config.provider)

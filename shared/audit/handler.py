@@ -25,10 +25,10 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from dcm_status_contracts import provider_event, timeutil
+from dcm_status_contracts import provider_event, status_changed, timeutil
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.provider_event import ProviderTransition
-from dcm_status_contracts.status_changed import Change, decode
+from dcm_status_contracts.status_changed import Change
 from google.api_core import exceptions as gexc
 
 from shared.runtime import firestore as fs
@@ -76,7 +76,7 @@ class Audit:
         """Rejected (dead-lettered by the entry point) if the message is not the event its topic carries."""
         if message.topic == self.providers_topic:
             return self.record_provider(provider_event.decode(message))
-        change = decode(message)
+        change = status_changed.decode(message)
         if change.new_status != STATUS:  # the emulator ignores the subscription filter
             log.info("change ignored: not %s", STATUS, extra={
                 "labels": {"outcome": Audited.IGNORED.value}, "eventId": change.event_id, "key": change.key,

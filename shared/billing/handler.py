@@ -21,8 +21,9 @@ acks (``shared.runtime.entrypoint``).
 
 from __future__ import annotations
 
+from dcm_status_contracts import status_changed
 from dcm_status_contracts.model import CommonStatus, PubSubMessage
-from dcm_status_contracts.status_changed import Change, decode
+from dcm_status_contracts.status_changed import Change
 
 from shared.billing.store import BillingStore
 from shared.runtime.clients import Runtime
@@ -41,7 +42,7 @@ class Billing:
         return cls(BillingStore(runtime.firestore))
 
     def __call__(self, message: PubSubMessage) -> Change:
-        return self.apply(decode(message))
+        return self.apply(status_changed.decode(message))
 
     def apply(self, change: Change) -> Change:
         if change.new_status == CommonStatus.UNKNOWN and change.reason == PlatformReason.NOT_REPORTED:

@@ -10,7 +10,7 @@ period). Nothing here retries forever.
 
 from __future__ import annotations
 
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.model import PubSubMessage
 
 from shared.deadletter.store import DeadLetterStore, Recorded

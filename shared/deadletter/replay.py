@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import orjson
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import event_identity
 from google.cloud import firestore

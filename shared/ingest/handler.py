@@ -6,7 +6,7 @@ original message with the reason and acks it (``shared.runtime.entrypoint``).
 
 from __future__ import annotations
 
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage
 

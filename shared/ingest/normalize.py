@@ -10,17 +10,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Mapping
 
-from dcm_status_contracts import cloud_native_event, timeutil
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import cloud_native_event, status_report, timeutil
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage, ResourceKey
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.schemas import StatusSchema, registry
-from dcm_status_contracts.status_report import (
-    ProviderEvent,
-    check,
-    decode,
-)
+from dcm_status_contracts.status_report import ProviderEvent, check
 from dcm_status_contracts.status_update import StatusUpdate
 
 from shared.ingest.statuses import normalize_status
@@ -57,7 +53,7 @@ def _not_ahead(value: str, latest: str, received_at: str) -> str:
 def normalize(message: PubSubMessage, settings: Settings) -> list[StatusUpdate]:
     """Every StatusUpdate this message reports (one for a DCM status event, one per resource for a Cloud
     Native Events event), or Rejected saying why not."""
-    event = decode(message, settings.max_event_bytes)
+    event = status_report.decode(message, settings.max_event_bytes)
     if not cloud_native_event.is_cloud_native(event):
         return [normalize_message(message, settings, event)]
     topic_provider = settings.provider_of_topic(message.topic) if message.topic else None

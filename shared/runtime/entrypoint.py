@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 import flask
 import orjson
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import ConfigError, Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
@@ -112,18 +112,18 @@ class _Instance:
         return self._handler
 
 
-def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_letter_rejections: bool = True,
+def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, deadletter_rejections: bool = True,
                     make_runtime: Callable[[], Runtime] = Runtime.from_env,
                     needs: tuple[Callable[[Any], Any], ...] = ()) -> Callable[[Any], None]:
     """A CloudEvent function named ``name`` that runs the handler ``build(runtime)`` returns.
 
-    ``dead_letter_rejections=False`` is for the dead-letter function itself (see the module doc).
+    ``deadletter_rejections=False`` is for the dead-letter function itself (see the module doc).
     """
     check_startup(name, pushed=True, needs=needs)
     instance = _Instance(build, make_runtime)
 
     def reject(runtime: Runtime, message: PubSubMessage, exc: Rejected) -> None:
-        if dead_letter_rejections:
+        if deadletter_rejections:
             publish_rejection(runtime, message, exc, rejected_by=name)
             return
         log.error("cannot handle message, acked (the dead-letter archive keeps it): %s", exc.message, extra={

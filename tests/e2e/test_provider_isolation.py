@@ -7,7 +7,7 @@ import hashlib
 import json
 
 import pytest
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.model import event_identity
 from dcm_status_contracts.status_report import build_event
 from dcm_status_contracts.status_report import to_pubsub_message as to_message

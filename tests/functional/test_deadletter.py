@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 
 from shared.api.queries import groups
 from shared.deadletter.store import DeadLetterStore

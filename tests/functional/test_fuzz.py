@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 import pytest
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import status_update
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 from dcm_status_contracts import callback, delivery, timeutil
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Reason, Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
 from standardwebhooks.webhooks import Webhook

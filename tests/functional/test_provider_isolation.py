@@ -13,7 +13,7 @@ import hashlib
 
 import orjson
 import pytest
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage, event_identity, legacy_event_identity
 from dcm_status_contracts.status_report import build_event, to_pubsub_message

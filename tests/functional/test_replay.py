@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.model import PubSubMessage
 
 from shared.deadletter.replay import MAX_REPLAYS, REPLAY_ATTEMPT, Replayer

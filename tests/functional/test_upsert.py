@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import orjson
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import status_changed as change_events
 from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage

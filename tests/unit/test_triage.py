@@ -1,7 +1,7 @@
 """Dead-letter classification and fingerprints."""
 
 import orjson
-from dcm_status_contracts import dead_letter as dl
+from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage, event_identity
 

@@ -18,10 +18,10 @@ STAMP  := $(VENV)/.installed
 install: $(STAMP) emulators
 	@bash infra/install-browser.sh
 
-$(STAMP): pyproject.toml sdk/pyproject.toml
+$(STAMP): pyproject.toml shared/contracts/pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ./sdk -e '.[test,aws]'  # the provider kit is its own distribution
+	$(PY) -m pip install -q -e ./shared/contracts -e ./sdk -e '.[test,aws]'  # the wire contracts first: the kit and the platform depend on them
 	touch $(STAMP)
 
 emulators:

@@ -30,14 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson  # noqa: E402
 import requests  # noqa: E402
+from dcm_status_contracts import status_update  # noqa: E402
+from dcm_status_contracts.model import PubSubMessage  # noqa: E402
+from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
 from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 
 from infra.local.stack import LocalStack  # noqa: E402
 from shared.api.queries import ResourceFilter, resource_page  # noqa: E402
-from shared.contracts import status_update  # noqa: E402
-from shared.contracts.model import PubSubMessage  # noqa: E402
-from shared.contracts.status_report import build_event, to_message  # noqa: E402
 from shared.ingest.normalize import normalize_message  # noqa: E402
 from shared.runtime import settings  # noqa: E402
 from shared.state.model import COMMITTED_AT, LEDGER  # noqa: E402
@@ -68,7 +68,7 @@ def seed(db: firestore.Client, n: int) -> float:
         provider = PROVIDERS[i % len(PROVIDERS)]
         event = build_event(provider, "vm", f"vm-{i:05d}", STATUSES[i % len(STATUSES)], "seeded",
                             event_id=f"seed-{i}", metadata={"tenant": TENANTS[i % len(TENANTS)]})
-        data, attrs = to_message(event)
+        data, attrs = to_pubsub_message(event)
         message = PubSubMessage(data, attrs, f"m-{i}", None, f"dcm-status-ingress-{provider}")
         store.apply(status_update.decode(status_update.encode(normalize_message(message, env))))
 

@@ -27,6 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import requests  # noqa: E402
+from dcm_status_contracts import change_feed, timeutil  # noqa: E402
+from dcm_status_contracts.delivery import Delivery  # noqa: E402
+from dcm_status_contracts.model import PubSubMessage  # noqa: E402
 from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
@@ -34,9 +37,6 @@ from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 from infra.local import emulators  # noqa: E402
 from infra.local.receiver import Receiver  # noqa: E402
 from infra.local.stack import LocalStack  # noqa: E402
-from shared.contracts import change_feed, timeutil  # noqa: E402
-from shared.contracts.delivery import Delivery  # noqa: E402
-from shared.contracts.model import PubSubMessage  # noqa: E402
 from shared.notify.handler import Lane, Notify  # noqa: E402
 from shared.notify.store import CallbackStore  # noqa: E402
 from shared.runtime import settings  # noqa: E402

@@ -30,13 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DCM_PROJECT", "bench")
 
 import orjson  # noqa: E402
+from dcm_status_contracts.model import PubSubMessage  # noqa: E402
+from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
 
 from infra.local import emulators  # noqa: E402
 from infra.topology import load  # noqa: E402
 from shared.audit.handler import Audit  # noqa: E402
 from shared.billing.handler import Billing  # noqa: E402
-from shared.contracts.model import PubSubMessage  # noqa: E402
-from shared.contracts.status_report import build_event, to_message  # noqa: E402
 from shared.deadletter.handler import DeadLetter  # noqa: E402
 from shared.ingest.handler import Ingest  # noqa: E402
 from shared.notify.handler import Notify  # noqa: E402
@@ -127,7 +127,8 @@ class Bus:
 
     def drain(self) -> None:
         """Deliver until quiet, as the push subscriptions and the entry point would (Rejected: dead-lettered)."""
-        from shared.contracts.errors import Rejected
+        from dcm_status_contracts.errors import Rejected
+
         from shared.runtime.entrypoint import publish_rejection
 
         while self.log:
@@ -178,7 +179,7 @@ def main() -> None:
         topic = s.ingress_topic("aws")
 
         def event(rid: str, status: str, at: str, eid: str, message: str = "up") -> tuple[bytes, dict]:
-            return to_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
+            return to_pubsub_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
 
         def measure(name: str, n: int, send) -> dict:
             tally.clear()

@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dcm_status_contracts import timeutil  # noqa: E402
+from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
 from infra.local.stack import LocalStack  # noqa: E402
-from shared.contracts import timeutil  # noqa: E402
-from shared.contracts.status_report import build_event, to_message  # noqa: E402
 
 THROUGHPUT_EVENTS = int(os.environ.get("BENCH_EVENTS", "1500"))
 LATENCY_EVENTS, LATENCY_RATE = 200, 20.0
@@ -103,7 +103,7 @@ def applied(db: firestore.Client) -> int:
 
 
 def throughput(db, publisher, topic: str, tag: str) -> float:
-    msgs = [to_message(build_event("aws", "vm", f"{tag}-{i}", "RUNNING", "benchmark"))
+    msgs = [to_pubsub_message(build_event("aws", "vm", f"{tag}-{i}", "RUNNING", "benchmark"))
             for i in range(THROUGHPUT_EVENTS)]
     base = applied(db)
     start = time.perf_counter()
@@ -120,7 +120,7 @@ def latency(db, publisher, topic: str) -> tuple[float, float]:
     sent: dict[str, float] = {}
     for i in range(LATENCY_EVENTS):
         rid = f"lat-{i}"
-        data, attrs = to_message(build_event("aws", "vm", rid, "RUNNING", "latency"))
+        data, attrs = to_pubsub_message(build_event("aws", "vm", rid, "RUNNING", "latency"))
         sent[rid] = time.time()
         publisher.publish(topic, data, **attrs).result(timeout=30)
         time.sleep(max(0.0, 1 / LATENCY_RATE - (time.time() - sent[rid])))

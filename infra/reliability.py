@@ -40,6 +40,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey, event_identity
+from dcm_status_contracts.status_report import build_event, to_pubsub_message
 from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
 from google.api_core.exceptions import DeadlineExceeded, ServiceUnavailable
 
@@ -47,9 +50,6 @@ from infra.local import emulators
 from infra.local.stack import REPO_ROOT, LocalStack, StackState, answers_http
 from infra.local.supervise import children, listening
 from shared.api import queries
-from shared.contracts import timeutil
-from shared.contracts.model import ResourceKey, event_identity
-from shared.contracts.status_report import build_event, to_message
 from shared.state import resources
 
 PROVIDERS = ["aws", "azure", "vmware"]
@@ -414,7 +414,7 @@ def spoofing(h: Harness, n: int) -> Row:
     pending = []
     for i in range(n):  # azure's events, published on aws's topic
         event = build_event("azure", "vm", f"spoof-{i}", "RUNNING", "not mine", event_id=f"spoof-{uuid.uuid4().hex}")
-        data, attrs = to_message(event)
+        data, attrs = to_pubsub_message(event)
         pending.append((h.topo.topic("ingress", "aws"), h.publisher.publish(h.topic("aws"), data, **attrs)))
         ledger.published += 1
     ledger.invalid += [(t, f.result(timeout=60)) for t, f in pending]

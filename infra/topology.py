@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
-
-from shared.contracts import timeutil
+from dcm_status_contracts import timeutil
 
 TOPOLOGY_FILE = Path(__file__).resolve().parent / "topology.yaml"
 

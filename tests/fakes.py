@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from dcm_status_contracts import limits
 from google.api_core import exceptions as gexc
 
 from infra.topology import load
-from shared.contracts import limits
 from shared.runtime import settings
 from shared.runtime.clients import Runtime
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from dcm_status_contracts.model import PubSubMessage
 
-from shared.contracts.model import PubSubMessage
-
-SAMPLES = Path(__file__).resolve().parent.parent / "schemas" / "samples"
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"  # the repository's JSON Schemas and golden samples
+SAMPLES = SCHEMAS / "samples"
 
 
 @dataclass(frozen=True)

@@ -7,4 +7,4 @@ from shared.runtime.entrypoint import pubsub_function
 
 # Never publishes into its own topic: a rejection is logged and acked (the archive subscription keeps it).
 deadletter = functions_framework.cloud_event(
-    pubsub_function("deadletter", DeadLetter.build, dead_letter_rejections=False))
+    pubsub_function("deadletter", DeadLetter.build, deadletter_rejections=False))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import click
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey
 
 from infra.cli.common import connect, parse_time
 from infra.console import JSON, WIDE, billing_table, console, emit_json
@@ -10,8 +12,6 @@ from shared.billing.intervals import usage
 from shared.billing.rates import RateCard, RateCardError
 from shared.billing.report import dimension, report, to_csv, totals
 from shared.billing.store import BillingStore, to_transition
-from shared.contracts import timeutil
-from shared.contracts.model import ResourceKey
 
 
 def split_by(values: tuple[str, ...]) -> list[str]:

@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from dcm_status_contracts import callback, timeutil
+from dcm_status_contracts.callback import Scope
+from dcm_status_contracts.errors import ConfigError
+from dcm_status_contracts.model import ResourceKey
 
 from infra.cli.common import connect
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
 from infra.local.stack import LocalStack
 from shared.api.callbacks import Callbacks
-from shared.contracts import callback, timeutil
-from shared.contracts.callback import Scope
-from shared.contracts.errors import ConfigError
-from shared.contracts.model import ResourceKey
 from shared.notify.store import CallbackStore
 from shared.runtime import secretbox
 

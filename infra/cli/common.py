@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 import click
+from dcm_status_contracts import timeutil
 
 from infra.local import emulators
 from infra.local.stack import LocalStack
 from infra.topology import Topology, load
 from shared.billing.intervals import day_start
-from shared.contracts import timeutil
 
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}

@@ -7,14 +7,14 @@ from datetime import datetime
 from typing import Any
 
 import click
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.deadletter import Origins
 from rich.progress import Progress
 
 from infra.cli.common import connect, parse_time
 from infra.console import JSON, WIDE, emit_json, fields, table
 from infra.reports import pipeline_outcome
 from shared.api.queries import groups
-from shared.contracts import timeutil
-from shared.contracts.dead_letter import Origins
 from shared.deadletter.replay import Replayer, ReplayOutcome
 from shared.deadletter.store import DeadLetterStore
 

@@ -16,10 +16,9 @@ import click
 def _explanations() -> list[tuple[type[BaseException], Callable[[BaseException], str]]]:
     """(exception class, its one line), most specific first."""
     import requests
+    from dcm_status_contracts.errors import InvalidRequest, Transient
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
-
-    from shared.contracts.errors import InvalidRequest, Transient
 
     table: list[tuple[type[BaseException], Callable[[BaseException], str]]] = [
         (InvalidRequest, lambda e: e.detail),  # type: ignore[attr-defined]

@@ -9,14 +9,14 @@ from typing import Iterator
 
 import click
 import orjson
+from dcm_status_contracts import status_changed
+from dcm_status_contracts.errors import Rejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.schemas import status_token
 
 from infra.cli.common import connect
 from infra.console import to_text
 from infra.local.stack import LocalStack
-from shared.contracts import status_changed
-from shared.contracts.errors import Rejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.schemas import status_token
 
 LOG_FIELDS_SHOWN = ("key", "status", "eventId", "error", "outcome", "reason", "pid", "restarts")
 

@@ -13,6 +13,9 @@ from dataclasses import asdict
 from typing import Iterator
 
 import click
+from dcm_status_contracts.identity import PROVIDER_NAME, PROVIDER_RULE
+from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.status_report import BindingMode
 from google.api_core import exceptions as gexc
 
 from infra.cli.billing import billing
@@ -24,13 +27,10 @@ from infra.cli.live import logs, watch
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
 from infra.local.stack import Condition, LocalStack
 from shared.api import queries
-from shared.contracts.identity import PROVIDER_NAME, PROVIDER_RULE
-from shared.contracts.model import ResourceKey
-from shared.contracts.status_report import BindingMode
 
 
 def _types_and_statuses() -> str:
-    from shared.contracts.schemas import registry
+    from dcm_status_contracts.schemas import registry
 
     reg = registry()
     return "\n".join(f"  {t}: {', '.join(reg.current[t].statuses)}" for t in reg.resource_types)
@@ -288,12 +288,12 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
 
     Example: dcm-status publish --provider aws --type vm --id i-0abc --status running
     """
-    from shared.contracts.errors import Rejected
-    from shared.contracts.model import PubSubMessage
-    from shared.contracts.schemas import status_token
-    from shared.contracts.status_report import build_event, to_message
+    from dcm_status_contracts.errors import Rejected
+    from dcm_status_contracts.model import CommonStatus, PubSubMessage
+    from dcm_status_contracts.schemas import status_token
+    from dcm_status_contracts.status_report import build_event, to_pubsub_message
+
     from shared.ingest.normalize import normalize_message
-    from shared.ingest.statuses import UNKNOWN
     from shared.runtime import settings as settings_module
 
     if not PROVIDER_NAME.match(provider_name):
@@ -308,13 +308,13 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     topic_path = publisher.topic_path(conn.project, topic)
     event = build_event(provider_name, resource_type, resource_id, status, message, event_id=event_id,
                         time=event_time, last_transition_time=event_time)
-    data, attrs = to_message(event, BindingMode(mode))  # published as is: checked first unless --no-validate
+    data, attrs = to_pubsub_message(event, BindingMode(mode))  # published as is: checked first unless --no-validate
     if not no_validate:
         logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
         try:
             update = normalize_message(PubSubMessage(data, attrs, "local-check", topic=topic),
                                        settings_module.from_env())
-            if update.status == UNKNOWN and status_token(status) != UNKNOWN:
+            if update.status == CommonStatus.UNKNOWN and status_token(status) != CommonStatus.UNKNOWN:
                 click.echo(f"warning: {status!r} is not a {resource_type} status; it will be stored as UNKNOWN "
                            "(the reported value kept as rawStatus)", err=True)
         except Rejected as exc:
@@ -370,7 +370,7 @@ def list_cmd(provider_name: str | None, resource_type: str | None, status: str |
 
     Example: dcm-status list --provider aws --status running
     """
-    from shared.contracts.schemas import status_token
+    from dcm_status_contracts.schemas import status_token
 
     docs = list(queries.list_resources(connect().firestore(), provider_name.lower() if provider_name else None,
                                        resource_type.lower() if resource_type else None,

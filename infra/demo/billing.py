@@ -7,14 +7,15 @@ import time
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey
+
 from infra.console import billing_table
 from shared.api import queries
 from shared.billing.intervals import Transition, as_datetime, day_start, usage
 from shared.billing.rates import RateCard
 from shared.billing.report import ResourceUsage, cell, dimension, report, totals, window
-from shared.billing.store import RESOURCES, BillingStore
-from shared.contracts import timeutil
-from shared.contracts.model import ResourceKey
+from shared.billing.store import BILLING_RESOURCES, BillingStore
 
 
 def backlog(db) -> int:
@@ -62,7 +63,7 @@ def console_summary(console: Any, db, *, start: datetime | str | None = None, en
     left = wait_for_billing(db, wait)
     now = timeutil.now()
     if start is None:
-        firsts = [d.to_dict().get("firstAtUs") for d in db.collection(RESOURCES).select(["firstAtUs"]).stream()]
+        firsts = [d.to_dict().get("firstAtUs") for d in db.collection(BILLING_RESOURCES).select(["firstAtUs"]).stream()]
         firsts = [f for f in firsts if f is not None]
         if not firsts:
             console.print("[bold]billing:[/] no change events stored")

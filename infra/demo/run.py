@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 import click
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey
 from google.cloud.firestore_v1.base_query import FieldFilter
 from rich.console import Console
 from rich.progress import (
@@ -30,8 +32,6 @@ from shared.api.callbacks import Callbacks
 from shared.api.queries import groups
 from shared.billing.rates import RateCard
 from shared.billing.report import aggregate
-from shared.contracts import timeutil
-from shared.contracts.model import ResourceKey
 from shared.deadletter.store import DeadLetterStore
 from shared.state.model import CHANGE, LEDGER
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+from dcm_status_contracts import timeutil
 from dcm_status_sdk import MappedStatus, MappingTable, Reporter, ResourceState
-from dcm_status_sdk.contracts import timeutil
 
 LABEL_TAGS = ("tenant", "environment")
 _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:UTC|GMT)\)")

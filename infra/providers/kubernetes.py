@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import orjson
 import requests
+from dcm_status_contracts import timeutil
 from dcm_status_sdk import MappedStatus, MappingTable, Reporter, ResourceState
-from dcm_status_sdk.contracts import timeutil
 from dcm_status_sdk.kubernetes import kubevirt_inputs, pod_inputs
 
 INSTANCE_LABEL = "dcm.project/dcm-instance-id"

@@ -15,9 +15,10 @@
   credentials, an invalid request), never retried; one line naming the provider and the fix.
 """
 
-from .contracts.cloud_native_event import DataType, Value
-from .contracts.errors import Reason, Rejected
-from .contracts.status_report import BindingMode, ReportForm
+from dcm_status_contracts.cloud_native_event import DataType, Value
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.status_report import BindingMode, ReportForm
+
 from .mapping import MappedStatus, MappingTable
 from .refusal import PublishRefused, Refusal
 from .reporter import (

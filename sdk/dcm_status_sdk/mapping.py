@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import orjson
+from dcm_status_contracts.model import CommonStatus
+from dcm_status_contracts.schemas import registry
 
-from .contracts.schemas import registry
-
-UNKNOWN = "UNKNOWN"  # every type's conservative default (ingest stores it as such)
+UNKNOWN = CommonStatus.UNKNOWN.value  # every type's conservative default (ingest stores it as such)
 _OPERATORS = frozenset({"not", "ne", "present"})
 
 

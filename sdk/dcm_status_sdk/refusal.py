@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-from .contracts.errors import DcmError
+from dcm_status_contracts.errors import DcmError
 
 TERRAFORM_PROVIDERS = "cloud_providers"  # terraform/variables.tf: one ingress topic per name
 TERRAFORM_PUBLISHERS = "provider_publishers"  # terraform/variables.tf: who may publish to a provider's topic

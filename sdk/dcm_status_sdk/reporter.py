@@ -38,22 +38,21 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cloudevents.http import CloudEvent
-
-from .coalesce import Coalescer, Offer, TokenBucket
-from .contracts import cloud_native_event as cne
-from .contracts import resync, timeutil
-from .contracts.errors import DcmError
-from .contracts.model import PubSubMessage
-from .contracts.resync import ResyncMark
-from .contracts.schemas import status_token
-from .contracts.status_report import (
+from dcm_status_contracts import cloud_native_event as cne
+from dcm_status_contracts import resync, status_report, timeutil
+from dcm_status_contracts.errors import DcmError
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.schemas import status_token
+from dcm_status_contracts.status_report import (
     BindingMode,
     ReportForm,
     build_event,
     check,
-    decode,
-    to_message,
+    to_pubsub_message,
 )
+
+from .coalesce import Coalescer, Offer, TokenBucket
 from .mapping import MappedStatus
 from .refusal import PublishRefused, Refusal, refusal_of
 from .sequence import SequenceCounter
@@ -221,8 +220,9 @@ class Reporter:
         retried like any report."""
         event = cne.build_event(values, source=source, event_type=event_type, time=time, event_id=event_id,
                                 extensions={"sequence": self._sequence.next()})
-        data, attrs = to_message(event, self.config.binding)
-        decoded = decode(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.max_event_bytes)
+        data, attrs = to_pubsub_message(event, self.config.binding)
+        decoded = status_report.decode(PubSubMessage(data, attrs, "local", topic=self.config.topic_name),
+                                       self.config.max_event_bytes)
         if not cne.is_cloud_native(decoded):
             raise ValueError(f"event type {event_type!r} is DCM's own: report() sends DCM status events")
         cne.check(decoded, self.config.topic_name, self.config.provider)
@@ -241,7 +241,7 @@ class Reporter:
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
                               last_transition_time)
         _, event, _ = self._build(state, time=time, event_id=event_id, sequenced=False)
-        data, attrs = to_message(event, self.config.binding)
+        data, attrs = to_pubsub_message(event, self.config.binding)
         return self._publisher.publish(self._topic, data, **attrs)
 
     def _build(self, state: ResourceState, *, time: str | None = None, event_id: str | None = None,
@@ -255,7 +255,7 @@ class Reporter:
             metadata=state.metadata, resource_specific=state.resource_specific, source=self.config.source,
             form=self.config.form,
             extensions={**({"sequence": self._sequence.next()} if sequenced else {}), **(extensions or {})})
-        data, attrs = to_message(event, self.config.binding)
+        data, attrs = to_pubsub_message(event, self.config.binding)
         checked = check(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.provider,
                         self.config.max_event_bytes)  # ingest's checks: Rejected with its reason
         token = status_token(status)
@@ -311,7 +311,7 @@ class Reporter:
             self._executor.submit(self._send, out)
 
     def _send(self, offers: list[Offer[_Outgoing]]) -> None:
-        messages = [(*to_message(o.item.event, self.config.binding), o.key) for o in offers]
+        messages = [(*to_pubsub_message(o.item.event, self.config.binding), o.key) for o in offers]
         try:
             failures = self._sender.send(self._topic, messages)
         except Exception as exc:  # what may pass is retried: the report must reach the topic

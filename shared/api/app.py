@@ -15,6 +15,13 @@ from typing import Any, Callable
 
 import flask
 import orjson
+from dcm_status_contracts import callback, change_feed, limits
+from dcm_status_contracts.callback import Scope
+from dcm_status_contracts.change_feed import Cursor
+from dcm_status_contracts.errors import InvalidRequest, NotFound, TooManyRequests, Transient
+from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.schemas import OPENAPI, schemas_dir
+from dcm_status_contracts.status_changed import parse_label
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
 from werkzeug.exceptions import MethodNotAllowed
@@ -26,13 +33,6 @@ from shared.api.callbacks import Callbacks
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
 from shared.api.identity import Caller, caller_of, check_mutation
 from shared.api.queries import ResourceFilter, Sort
-from shared.contracts import callback, change_feed, limits
-from shared.contracts.callback import Scope
-from shared.contracts.change_feed import Cursor
-from shared.contracts.errors import InvalidRequest, NotFound, TooManyRequests, Transient
-from shared.contracts.model import ResourceKey
-from shared.contracts.schemas import OPENAPI, schemas_dir
-from shared.contracts.status_changed import parse_label
 from shared.runtime import firestore as fs
 from shared.runtime import secretbox
 from shared.runtime.clients import Runtime

@@ -13,14 +13,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
+from dcm_status_contracts import callback, timeutil
+from dcm_status_contracts.callback import Callback, Filter, Scope, SigningSecret
+from dcm_status_contracts.errors import Forbidden, LimitReached, NotFound
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.api import queries
 from shared.api.identity import LOCAL, Caller, require_identity
-from shared.contracts import callback, timeutil
-from shared.contracts.callback import Callback, Filter, Scope, SigningSecret
-from shared.contracts.errors import Forbidden, LimitReached, NotFound
 from shared.runtime import egress, secretbox
 from shared.runtime import firestore as fs
 from shared.state.model import CALLBACKS

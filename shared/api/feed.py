@@ -21,12 +21,12 @@ from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
 
 import orjson
+from dcm_status_contracts import change_feed, timeutil
+from dcm_status_contracts.change_feed import Cursor
+from dcm_status_contracts.errors import TooManyRequests
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import change_feed, timeutil
-from shared.contracts.change_feed import Cursor
-from shared.contracts.errors import TooManyRequests
 from shared.runtime import firestore as fs
 from shared.runtime.logs import get_logger
 from shared.state.model import CHANGE, COMMITTED_AT, LEDGER

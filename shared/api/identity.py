@@ -21,8 +21,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 import orjson
-
-from shared.contracts.errors import Forbidden, Unauthenticated
+from dcm_status_contracts.errors import Forbidden, Unauthenticated
 
 LOCAL = "local"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -11,14 +11,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
+from dcm_status_contracts import timeutil, tokens
+from dcm_status_contracts.errors import InvalidRequest, Reason
+from dcm_status_contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
+from dcm_status_contracts.model import CommonStatus, ResourceKey
+from dcm_status_contracts.schemas import registry
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import timeutil, tokens
-from shared.contracts.errors import InvalidRequest, Reason
-from shared.contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
-from shared.contracts.model import ResourceKey
-from shared.contracts.schemas import registry
 from shared.runtime import firestore as fs
 from shared.state import resources
 from shared.state.model import (
@@ -32,7 +32,6 @@ from shared.state.model import (
     Outcome,
 )
 
-UNKNOWN = "UNKNOWN"
 SEARCH_END = "\uf8ff"  # the last code point Firestore orders: [q, q + SEARCH_END) is "starts with q"
 MAX_PAGE_SIZE = 500
 DEADLETTER_GROUPS_OF = 500  # the latest entries the dead-letter groups are computed from
@@ -211,7 +210,7 @@ def statuses(resource_type: str | None = None) -> tuple[str, ...]:
     for t in types:
         schema = reg.current.get(t)
         found += [s for s in (schema.statuses if schema else ()) if s not in found]
-    return tuple(found + ([UNKNOWN] if UNKNOWN not in found else []))
+    return tuple(found + ([CommonStatus.UNKNOWN.value] if CommonStatus.UNKNOWN not in found else []))
 
 
 def status_counts_of(db: firestore.Client, where: ResourceFilter,
@@ -292,11 +291,10 @@ def stats(db: firestore.Client, options: Mapping[str, Any] | None = None) -> dic
     applied + unchanged (re-reports) + duplicate + stale + deadlettered.
     """
     outcomes = outcome_counts(db, options)
-    result = {k: outcomes[k] for k in ("applied", "unchanged", "stale", "duplicate")}
-    result["deadlettered"] = count(db.collection(DEADLETTERS), options)
-    result["resources"] = outcomes["resources"]
-    result["received"] = sum(result[k] for k in ("applied", "unchanged", "stale", "duplicate", "deadlettered"))
-    return result
+    counted = (Outcome.APPLIED, Outcome.UNCHANGED, Outcome.STALE, Outcome.DUPLICATE)
+    final = {o.value: outcomes[o.value] for o in counted}
+    final["deadlettered"] = count(db.collection(DEADLETTERS), options)
+    return {**final, "resources": outcomes["resources"], "received": sum(final.values())}
 
 
 def announced_changes(db: firestore.Client) -> int:

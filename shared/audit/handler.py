@@ -25,12 +25,12 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from dcm_status_contracts import provider_event, status_changed, timeutil
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.provider_event import ProviderTransition
+from dcm_status_contracts.status_changed import Change
 from google.api_core import exceptions as gexc
 
-from shared.contracts import provider_event, timeutil
-from shared.contracts.model import PubSubMessage
-from shared.contracts.provider_event import ProviderEvent
-from shared.contracts.status_changed import Change, decode
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
@@ -76,7 +76,7 @@ class Audit:
         """Rejected (dead-lettered by the entry point) if the message is not the event its topic carries."""
         if message.topic == self.providers_topic:
             return self.record_provider(provider_event.decode(message))
-        change = decode(message)
+        change = status_changed.decode(message)
         if change.new_status != STATUS:  # the emulator ignores the subscription filter
             log.info("change ignored: not %s", STATUS, extra={
                 "labels": {"outcome": Audited.IGNORED.value}, "eventId": change.event_id, "key": change.key,
@@ -92,7 +92,7 @@ class Audit:
         return self._create(self.db.collection(COLLECTION).document(change.event_id),
                             record_of(change, timeutil.now_str()))
 
-    def record_provider(self, event: ProviderEvent) -> Audited:
+    def record_provider(self, event: ProviderTransition) -> Audited:
         doc_id = "~".join((event.provider, event.state.value, event.since))
         outcome = self._create(self.db.collection(PROVIDER_COLLECTION).document(doc_id),
                                {**event.to_dict(), "eventId": event.event_id, "recordedAt": timeutil.now_str()})

@@ -21,14 +21,15 @@ acks (``shared.runtime.entrypoint``).
 
 from __future__ import annotations
 
+from dcm_status_contracts import status_changed
+from dcm_status_contracts.model import CommonStatus, PubSubMessage
+from dcm_status_contracts.status_changed import Change
+
 from shared.billing.store import BillingStore
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_changed import Change, decode
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.state.model import PlatformReason
 
-UNKNOWN = "UNKNOWN"
 log = get_logger("billing")
 
 
@@ -41,10 +42,10 @@ class Billing:
         return cls(BillingStore(runtime.firestore))
 
     def __call__(self, message: PubSubMessage) -> Change:
-        return self.apply(decode(message))
+        return self.apply(status_changed.decode(message))
 
     def apply(self, change: Change) -> Change:
-        if change.new_status == UNKNOWN and change.reason == PlatformReason.NOT_REPORTED:
+        if change.new_status == CommonStatus.UNKNOWN and change.reason == PlatformReason.NOT_REPORTED:
             # The platform's "not reported lately" is no observed state: usage goes on as last known
             # until the provider reports again (then its report, at its own time, is the next transition).
             log.info("not reported lately: usage continues as last known", extra={

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Iterable, Mapping, Sequence
 
-from shared.contracts import timeutil
+from dcm_status_contracts import timeutil
 
 # The states in which a resource is billed, per resource type. Each type is stored in its current
 # vocabulary; the names of earlier schema versions stay listed for transitions recorded before.

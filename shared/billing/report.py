@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
+from dcm_status_contracts import timeutil
+
 from shared.billing.intervals import Interval, as_datetime, usage
 from shared.billing.rates import RateCard
 from shared.billing.store import BillingStore, epoch_us
-from shared.contracts import timeutil
 
 DIMENSIONS = ("provider", "resourceType", "tenant", "region", "environment", "resource", "status")
 ALIASES = {"type": "resourceType", "resource_type": "resourceType", "key": "resource", "resources": "resource"}

@@ -23,15 +23,15 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.status_changed import Change
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.billing.intervals import Transition, microseconds
-from shared.contracts import timeutil
-from shared.contracts.status_changed import Change
 from shared.runtime import firestore as fs
 
-RESOURCES = "billing_resources"
+BILLING_RESOURCES = "billing_resources"
 TRANSITIONS = "transitions"
 IMPLIED_SUFFIX = "~old"  # id suffix of the transition implied by a change's old side
 OLD_SIDE = "oldSide"  # the field of a transition document that holds it
@@ -116,7 +116,7 @@ class BillingStore:
         self.db = db
 
     def resource_ref(self, doc_id: str):
-        return self.db.collection(RESOURCES).document(doc_id)
+        return self.db.collection(BILLING_RESOURCES).document(doc_id)
 
     def record(self, change: Change) -> None:
         """Store one change (idempotent); Transient when Firestore fails."""
@@ -136,7 +136,7 @@ class BillingStore:
     def resources(self, provider: str | None = None, resource_type: str | None = None,
                   tenant: str | None = None) -> Iterator[dict[str, Any]]:
         """Billing resources (with their document ``id``), optionally filtered."""
-        query: Any = self.db.collection(RESOURCES)
+        query: Any = self.db.collection(BILLING_RESOURCES)
         if provider:
             query = query.where(filter=FieldFilter("provider", "==", provider))
         if resource_type:

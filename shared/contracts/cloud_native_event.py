@@ -35,7 +35,7 @@ from cloudevents.http import CloudEvent
 from . import timeutil
 from .errors import Reason, Rejected
 from .limits import document_id_fits
-from .model import ResourceKey
+from .model import CommonStatus, ResourceKey
 from .schemas import StatusSchema, registry
 from .status_report import ProviderEvent, check_provider, validate_data
 
@@ -96,7 +96,8 @@ class CneResource:
             specific["metrics"] = dict(self.metrics)
         if self.redfish is not None:
             specific["redfish"] = self.redfish
-        return {"status": self.status or "UNKNOWN", "message": self.message(), "resourceSpecific": specific}
+        return {"status": self.status or CommonStatus.UNKNOWN.value, "message": self.message(),
+                "resourceSpecific": specific}
 
     def message(self) -> str:
         if self.status is None:
@@ -150,7 +151,7 @@ def _severity(payload: Mapping[str, Any]) -> str:
     found = [str(e.get("MessageSeverity") or e.get("Severity") or "").upper()
              for e in payload.get("Events") or [] if isinstance(e, Mapping)]
     known = [s for s in found if s in SEVERITY_ORDER]
-    return max(known, key=SEVERITY_ORDER.__getitem__) if known else "UNKNOWN"
+    return max(known, key=SEVERITY_ORDER.__getitem__) if known else CommonStatus.UNKNOWN.value
 
 
 def resources(event: ProviderEvent) -> list[CneResource]:

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from . import dead_letter as dl
+from . import deadletter as dl
 from . import timeutil
 from .errors import Reason, Rejected
 from .model import PubSubMessage

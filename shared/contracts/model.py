@@ -3,12 +3,22 @@ identity (per provider), one Pub/Sub message, and Pub/Sub's byte limits on what 
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import quote, unquote
 
 RESOURCE_KEY_SEPARATOR = "/"
+
+
+class CommonStatus(enum.StrEnum):
+    """The statuses every resource type has, the ones the platform itself sets and reads (each type's
+    others are its schema's enum)."""
+
+    DELETED = "DELETED"  # gone: its provider says so, or a complete snapshot of it no longer lists it
+    UNKNOWN = "UNKNOWN"  # not known: a status outside the enum, or none reported within the deadline
+
 # Pub/Sub limits an attribute value and an ordering key to 1,024 bytes (not characters).
 MAX_ATTRIBUTE_BYTES = 1024
 _ELLIPSIS = "..."

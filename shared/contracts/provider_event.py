@@ -46,7 +46,10 @@ TYPES = {s.event_type: s for s in ProviderState}
 
 
 @dataclass(frozen=True)
-class ProviderEvent:
+class ProviderTransition:
+    """A provider silent as a whole, or reporting again: one per transition (not a provider's own event,
+    status_report.ProviderEvent)."""
+
     provider: str
     state: ProviderState
     since: str  # SILENT: when its newest deadline passed; REPORTING: its newest report when the sweep saw it
@@ -62,7 +65,7 @@ class ProviderEvent:
                 "lastSeenAt": self.last_seen_at, "deadlineSeconds": self.deadline_seconds}
 
 
-def encode(event: ProviderEvent) -> tuple[bytes, dict[str, str]]:
+def encode(event: ProviderTransition) -> tuple[bytes, dict[str, str]]:
     """The message body (a JSON CloudEvent) and its attributes."""
     body = to_json(CloudEvent({
         "id": event.event_id, "source": EVENT_SOURCE, "type": event.state.event_type,
@@ -71,7 +74,7 @@ def encode(event: ProviderEvent) -> tuple[bytes, dict[str, str]]:
     return body, {"content-type": CONTENT_TYPE, "provider": event.provider, "state": event.state.value}
 
 
-def decode(message: PubSubMessage) -> ProviderEvent:
+def decode(message: PubSubMessage) -> ProviderTransition:
     """The provider event a message carries, or Rejected saying why it can never be read."""
     try:
         event = orjson.loads(message.data)
@@ -91,6 +94,6 @@ def decode(message: PubSubMessage) -> ProviderEvent:
     return from_dict(data)
 
 
-def from_dict(data: Mapping[str, Any]) -> ProviderEvent:
-    return ProviderEvent(str(data["provider"]), ProviderState(data["state"]), timeutil.canonical(data["since"]),
+def from_dict(data: Mapping[str, Any]) -> ProviderTransition:
+    return ProviderTransition(str(data["provider"]), ProviderState(data["state"]), timeutil.canonical(data["since"]),
                          data.get("lastSeenAt"), data.get("deadlineSeconds"))

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 
 from . import timeutil
 from .errors import Reason, Rejected
+from .model import CommonStatus
 
 ID, TOTAL, INDEX, AT, SCOPE = "resyncid", "resynctotal", "resyncindex", "resyncat", "resyncscope"
 ATTRIBUTES = (ID, TOTAL, INDEX, AT, SCOPE)
@@ -94,7 +95,7 @@ def not_in_snapshot(batch: ResyncMark, held: Iterable[Mapping[str, Any]]) -> lis
     provider's stored resource documents."""
     gone = []
     for doc in held:
-        if doc.get("resourceType") not in batch.scope or doc.get("status") == "DELETED":
+        if doc.get("resourceType") not in batch.scope or doc.get("status") == CommonStatus.DELETED:
             continue
         if (doc.get("resync") or {}).get("id") == batch.batch:
             continue  # listed

@@ -1,4 +1,5 @@
-"""The schema registry: every JSON Schema under ``schemas/``, compiled once at import.
+"""The schema registry: every JSON Schema the contracts know (the repository's ``schemas/``, shipped as
+package data in a wheel or a function's zip), compiled once on first use.
 
 Hot path: fastjsonschema (draft-07) validates. When it says no, jsonschema
 explains: every error with its JSON pointer path, the rule that failed and the
@@ -7,11 +8,13 @@ offending value, so the dead letter says exactly what to fix.
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 import re
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 import fastjsonschema
 import jsonschema
@@ -25,17 +28,31 @@ SCHEMA_URI_PREFIX = "https://schemas.dcm.org/"
 ENVELOPE_URI = SCHEMA_URI_PREFIX + "envelope/cloudevent-v1.json"
 VOCABULARIES = "vocabularies"  # folder of provider vocabularies (not schemas)
 OPENAPI = "openapi"  # folder of the API's OpenAPI documents (not event schemas)
+SAMPLES = "samples"  # folder of golden samples (the repository's, never shipped)
+CHECKOUT_SCHEMAS = Path(__file__).resolve().parent.parent.parent / "schemas"  # shared/contracts/../../schemas
 
 
-def schemas_dir() -> Path:
-    """``$DCM_SCHEMAS_DIR``, else the ``schemas/`` beside this package's parent: the repository's (this is
-    ``shared/contracts``) or the one the provider SDK ships (``dcm_status_sdk/contracts``)."""
+def schemas_dir() -> Traversable:
+    """Where the JSON Schemas are: ``$DCM_SCHEMAS_DIR`` (a test's edited copy), else this package's data
+    (``dcm_status_contracts/schemas/`` in a wheel or a function's zip), else the source checkout's
+    top-level ``schemas/`` (an editable install)."""
     override = os.environ.get("DCM_SCHEMAS_DIR")
     if override:
         return Path(override)
-    here = Path(__file__).resolve().parent
-    shipped = here.parent / "schemas"
-    return shipped if shipped.is_dir() else here.parents[1] / "schemas"
+    shipped = importlib.resources.files(__package__) / "schemas"
+    return shipped if shipped.is_dir() else CHECKOUT_SCHEMAS
+
+
+def json_files(folder: Traversable, skip: Collection[str] = ()) -> Iterator[Traversable]:
+    """The ``*.json`` under ``folder``, sorted by path, leaving out the subfolders named in ``skip``."""
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.is_dir():
+            if entry.name not in skip:
+                yield from json_files(entry, skip)
+        elif entry.name.endswith(".json"):
+            yield entry
 
 
 @dataclass(frozen=True)
@@ -160,12 +177,10 @@ def _short(value: Any) -> Any:
 class SchemaRegistry:
     """Loads and compiles every schema once; looks status schemas up by URI or type."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Traversable):
         self.root = root
         raw: dict[str, dict[str, Any]] = {}
-        for path in sorted(root.rglob("*.json")):
-            if {"samples", VOCABULARIES, OPENAPI}.intersection(path.relative_to(root).parts):
-                continue
+        for path in json_files(root, skip=(SAMPLES, VOCABULARIES, OPENAPI)):
             doc = orjson.loads(path.read_bytes())
             uri = doc.get("$id")
             if not uri:
@@ -198,7 +213,7 @@ class SchemaRegistry:
             if s.resource_type not in self.current or s.version > self.current[s.resource_type].version:
                 self.current[s.resource_type] = s
         self.vocabularies: dict[str, Vocabulary] = {}
-        for path in sorted((root / VOCABULARIES).glob("*.json")):
+        for path in json_files(root / VOCABULARIES):
             doc = orjson.loads(path.read_bytes())
             self.vocabularies[doc["vocabulary"]] = Vocabulary(doc["vocabulary"], {
                 rtype: {status_token(raw): status for raw, status in table.items()}

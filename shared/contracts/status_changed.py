@@ -26,7 +26,7 @@ from cloudevents.http import CloudEvent
 from . import timeutil
 from .diff import changes
 from .errors import InvalidRequest, Reason, Rejected
-from .model import PubSubMessage, ResourceKey
+from .model import CommonStatus, PubSubMessage, ResourceKey
 from .schemas import registry
 from .status_update import StatusUpdate
 
@@ -35,7 +35,6 @@ EVENT_SOURCE = "dcm/status/upsert"
 VERSION = "1.2"  # 1.1: cause.publishedAt and cause.sequence added; 1.2: recreated, flapping
 SUPPORTED_MAJOR = 1
 LABEL_KEYS = ("tenant", "region", "environment")
-DELETED = "DELETED"
 SCHEMA_URI = "https://schemas.dcm.org/events/status-changed-v1.json"
 CONTENT_TYPE = "application/cloudevents+json"
 # The fields whose change a consumer cares about; bookkeeping fields are left out of diffs.
@@ -69,7 +68,7 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
     ``old`` and ``new`` are resource documents (``new`` is announced as the snapshot).
     """
     old_status = old.get("status") if old else None
-    recreated = old_status == DELETED and new["status"] != DELETED and not late
+    recreated = old_status == CommonStatus.DELETED and new["status"] != CommonStatus.DELETED and not late
     flapping = new.get("flapping") if not late else None
     data = {
         "version": VERSION,

@@ -1,6 +1,6 @@
 """The status report: a provider's CloudEvent on its ingress topic, both directions.
 
-``build_event`` + ``to_message`` are the provider's side (what a reporter
+``build_event`` + ``to_pubsub_message`` are the provider's side (what a reporter
 publishes); ``decode`` is ingest's side. Both CloudEvents Pub/Sub binding
 modes are accepted:
 
@@ -273,7 +273,7 @@ def check(message: PubSubMessage, topic_provider: str | None, max_bytes: int = l
 
 # ---- the provider's side ----------------------------------------------------------------
 class ReportForm(enum.StrEnum):
-    """The two identity forms a provider may send (``shared.contracts.identity`` reads both)."""
+    """The two identity forms a provider may send (``dcm_status_contracts.identity`` reads both)."""
 
     CURRENT = "current"  # dcm-project upstream: type dcm.status.{type}, source dcm/providers/{p}, data.id
     JANUARY = "january"  # the proposal: type dcm.providers.{p}.{type}[.instances].{id}.status
@@ -327,7 +327,8 @@ def build_event(provider: str, resource_type: str, resource_id: str, status: str
     return CloudEvent(attributes, data)
 
 
-def to_message(event: CloudEvent, mode: BindingMode | str = BindingMode.STRUCTURED) -> tuple[bytes, dict[str, str]]:
+def to_pubsub_message(event: CloudEvent, mode: BindingMode | str = BindingMode.STRUCTURED,
+                      ) -> tuple[bytes, dict[str, str]]:
     """The Pub/Sub message (data, attributes) for an event in the given binding mode."""
     if mode == BindingMode.STRUCTURED:
         return to_json(event), {"content-type": "application/cloudevents+json"}

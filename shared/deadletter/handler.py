@@ -10,8 +10,9 @@ period). Nothing here retries forever.
 
 from __future__ import annotations
 
-from shared.contracts import dead_letter as dl
-from shared.contracts.model import PubSubMessage
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts.model import PubSubMessage
+
 from shared.deadletter.store import DeadLetterStore, Recorded
 from shared.deadletter.triage import classify, unclassifiable
 from shared.runtime.clients import Runtime

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import orjson
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import event_identity
 from google.cloud import firestore
 
-from shared.contracts import dead_letter as dl
-from shared.contracts import timeutil
-from shared.contracts.model import event_identity
 from shared.deadletter.store import DeadLetterStore, stored_attributes
 from shared.runtime.publishing import publish
 from shared.state.model import EntryState

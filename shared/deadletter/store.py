@@ -18,11 +18,11 @@ from datetime import datetime, timedelta
 from typing import Any, Iterator, Mapping
 
 import orjson
+from dcm_status_contracts import limits, timeutil
+from dcm_status_contracts.model import PubSubMessage
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import limits, timeutil
-from shared.contracts.model import PubSubMessage
 from shared.deadletter.triage import Classification
 from shared.runtime import firestore as fs
 from shared.state.model import DEADLETTERS, EntryState

@@ -11,11 +11,11 @@ Anything else is ``unclassified``. Each classification has a fingerprint
 bug are one group.
 
 Pub/Sub's attributes are read first: Pub/Sub sets them when it dead-letters, and
-a rejection never carries them (``dead_letter.original_attributes``), whereas a
+a rejection never carries them (``deadletter.original_attributes``), whereas a
 message Pub/Sub gave up on carries whatever ``dcm-*`` attributes its publisher
 set. A replay marker (``dcm-replay-of``, which names the entry a failure comes
 back to) counts only when the message came through a topic no provider can
-publish to (``dead_letter.Origins``): the replay topic or an internal one.
+publish to (``deadletter.Origins``): the replay topic or an internal one.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import orjson
-
-from shared.contracts import dead_letter as dl
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.identity import resolve
-from shared.contracts.model import PubSubMessage
-from shared.contracts.schemas import registry
-from shared.contracts.status_report import decode
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import status_report
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.identity import resolve
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.schemas import registry
 
 _KNOWN = {r.value for r in Reason}
 ENTRY_ID = re.compile(r"[0-9a-f]{32}")  # what shared/deadletter/store.py names an entry
@@ -84,7 +83,7 @@ def _best_effort_identity(message: PubSubMessage, proven: str | None = None) -> 
     if proven is None and attrs.get("provider") and attrs.get("key"):
         return attrs["provider"], attrs["key"]
     try:
-        event = decode(message, max_bytes=1 << 30)
+        event = status_report.decode(message, max_bytes=1 << 30)
         key = resolve(event.attributes, event.data if isinstance(event.data, dict) else {}, proven)
         if proven is None or key.provider == proven:
             return key.provider, str(key)
@@ -110,7 +109,7 @@ def _every_violation(reason: str, detail: dict[str, Any], message: PubSubMessage
         return detail
     try:
         schema = registry().get(uri)
-        found = schema.violations(decode(message, max_bytes=1 << 30).data, prefix="/data")
+        found = schema.violations(status_report.decode(message, max_bytes=1 << 30).data, prefix="/data")
     except (KeyError, Rejected, ValueError, RecursionError):
         return detail
     return {**detail, "violations": [v.to_dict() for v in found[:10]]} if found else detail

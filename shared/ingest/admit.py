@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from shared.contracts import dead_letter as dl
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage
 
 
 def admit(message: PubSubMessage, origins: dl.Origins) -> PubSubMessage:

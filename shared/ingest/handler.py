@@ -6,9 +6,10 @@ original message with the reason and acks it (``shared.runtime.entrypoint``).
 
 from __future__ import annotations
 
-from shared.contracts import dead_letter as dl
-from shared.contracts import status_update
-from shared.contracts.model import PubSubMessage
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import status_update
+from dcm_status_contracts.model import PubSubMessage
+
 from shared.ingest.admit import admit
 from shared.ingest.normalize import normalize
 from shared.runtime.clients import Runtime

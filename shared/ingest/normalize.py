@@ -1,6 +1,6 @@
 """Validate a provider's message and normalise it into a StatusUpdate.
 
-The checks are the status report contract's (``shared.contracts.status_report.check``,
+The checks are the status report contract's (``dcm_status_contracts.status_report.check``,
 which the provider SDK runs too): the first failure raises Rejected with its reason.
 Then the status is mapped onto its type's enum and the times are settled.
 """
@@ -10,19 +10,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Mapping
 
-from shared.contracts import cloud_native_event, timeutil
-from shared.contracts import dead_letter as dl
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage, ResourceKey
-from shared.contracts.resync import ResyncMark
-from shared.contracts.schemas import StatusSchema, registry
-from shared.contracts.status_report import (
-    ProviderEvent,
-    check,
-    decode,
-)
-from shared.contracts.status_update import StatusUpdate
-from shared.ingest.statuses import normalize as normalize_status
+from dcm_status_contracts import cloud_native_event, status_report, timeutil
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage, ResourceKey
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.schemas import StatusSchema, registry
+from dcm_status_contracts.status_report import ProviderEvent, check
+from dcm_status_contracts.status_update import StatusUpdate
+
+from shared.ingest.statuses import normalize_status
 from shared.runtime.logs import get_logger
 from shared.runtime.settings import Settings
 
@@ -56,7 +53,7 @@ def _not_ahead(value: str, latest: str, received_at: str) -> str:
 def normalize(message: PubSubMessage, settings: Settings) -> list[StatusUpdate]:
     """Every StatusUpdate this message reports (one for a DCM status event, one per resource for a Cloud
     Native Events event), or Rejected saying why not."""
-    event = decode(message, settings.max_event_bytes)
+    event = status_report.decode(message, settings.max_event_bytes)
     if not cloud_native_event.is_cloud_native(event):
         return [normalize_message(message, settings, event)]
     topic_provider = settings.provider_of_topic(message.topic) if message.topic else None

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.contracts.schemas import StatusSchema, Vocabulary, status_token
-
-UNKNOWN = "UNKNOWN"
+from dcm_status_contracts.model import CommonStatus
+from dcm_status_contracts.schemas import StatusSchema, Vocabulary, status_token
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class NormalizedStatus:
     recognized: bool
 
 
-def normalize(schema: StatusSchema, raw: str, vocabulary: Vocabulary | None = None) -> NormalizedStatus:
+def normalize_status(schema: StatusSchema, raw: str, vocabulary: Vocabulary | None = None) -> NormalizedStatus:
     translated = vocabulary.translate(schema.resource_type, raw) if vocabulary else None
     if translated:
         return NormalizedStatus(translated, raw, True)
@@ -36,4 +35,4 @@ def normalize(schema: StatusSchema, raw: str, vocabulary: Vocabulary | None = No
     alias = schema.aliases.get(token) or schema.aliases.get(token.replace("_", ""))
     if alias:
         return NormalizedStatus(alias, raw, True)
-    return NormalizedStatus(UNKNOWN, raw, False)
+    return NormalizedStatus(CommonStatus.UNKNOWN.value, raw, False)

@@ -36,12 +36,13 @@ import threading
 from datetime import datetime
 from typing import Any, Callable
 
-from shared.contracts import callback, status_changed, timeutil
-from shared.contracts import delivery as delivery_contract
-from shared.contracts.callback import Callback, Outcome, redact_hook
-from shared.contracts.delivery import Delivery
-from shared.contracts.errors import Reason, Rejected, Transient
-from shared.contracts.model import PubSubMessage
+from dcm_status_contracts import callback, status_changed, timeutil
+from dcm_status_contracts import delivery as delivery_contract
+from dcm_status_contracts.callback import Callback, Outcome, redact_hook
+from dcm_status_contracts.delivery import Delivery
+from dcm_status_contracts.errors import Reason, Rejected, Transient
+from dcm_status_contracts.model import PubSubMessage
+
 from shared.notify.store import CallbackStore
 from shared.runtime import egress, secretbox
 from shared.runtime.clients import Runtime
@@ -58,7 +59,7 @@ class Lane(enum.StrEnum):
     RETRY = "retry"
 
 
-class Result(enum.StrEnum):
+class DeliveryOutcome(enum.StrEnum):
     """What became of one delivery message."""
 
     DELIVERED = "delivered"
@@ -148,16 +149,16 @@ class Notify:
         return sent
 
     # ---- deliver ------------------------------------------------------------------------------
-    def deliver(self, message: PubSubMessage, lane: Lane) -> Result:
+    def deliver(self, message: PubSubMessage, lane: Lane) -> DeliveryOutcome:
         d = delivery_contract.decode(message)
         found = self.store.get(d.callback_id, d.id)
         if found is None or found[0].disabled:
             log.warning("delivery dropped: its callback was removed or disabled", extra={
                 "labels": {"callback": d.callback_id}, "deliveryId": d.id, "key": d.change["key"]})
-            return Result.DROPPED
+            return DeliveryOutcome.DROPPED
         cb, stats, delivered = found
         if delivered:
-            return Result.ALREADY_DELIVERED
+            return DeliveryOutcome.ALREADY_DELIVERED
         if lane is Lane.FIRST and stats.get("consecutiveFailures"):
             return self._hand_off(message)
         cb = self._opened(cb, d)
@@ -176,11 +177,11 @@ class Notify:
         if response.ok:
             log.info("callback delivered", extra={"labels": labels, "deliveryId": d.id,
                                                   "seconds": round(response.seconds, 3)})
-            return Result.DELIVERED
+            return DeliveryOutcome.DELIVERED
         if response.gone:
             self.store.disable(cb.id, f"the receiver answered 410 Gone at {timeutil.format(self.clock())}")
             log.warning("callback disabled: the receiver answered 410 Gone", extra={"labels": labels})
-            return Result.DISABLED
+            return DeliveryOutcome.DISABLED
         started = d.period_started(message.attributes)
         if (self.clock() - started).total_seconds() >= cb.retry_seconds:
             self.store.exhausted(cb.id)
@@ -219,7 +220,7 @@ class Notify:
         raise Rejected(Reason.CALLBACK_SECRET_UNAVAILABLE, f"callback {cb.id}: {why}; nothing was sent",
                        {"callback": cb.id, "deliveryId": d.id, "why": list(failed)}, key=d.change["key"])
 
-    def _hand_off(self, message: PubSubMessage) -> Result:
+    def _hand_off(self, message: PubSubMessage) -> DeliveryOutcome:
         publish(self.publisher, self.settings.topic_path(self.settings.topic_callbacks_retry), message.data,
                 message.attributes)
-        return Result.HANDED_OFF
+        return DeliveryOutcome.HANDED_OFF

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from dcm_status_contracts import change_feed, timeutil
+from dcm_status_contracts.callback import Callback, Scope, SigningSecret
+from dcm_status_contracts.errors import SecretUnavailable
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import change_feed, timeutil
-from shared.contracts.callback import Callback, Scope, SigningSecret
-from shared.contracts.errors import SecretUnavailable
 from shared.runtime import firestore as fs
 from shared.runtime.egress import HookResponse
 from shared.runtime.secretbox import Keyring

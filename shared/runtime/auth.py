@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import flask
 import requests
+from dcm_status_contracts.errors import ConfigError, Unauthorized
 
-from shared.contracts.errors import ConfigError, Unauthorized
 from shared.runtime.logs import get_logger
 from shared.runtime.settings import Settings
 

@@ -18,10 +18,9 @@ from typing import Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
 import urllib3
-
-from shared.contracts import callback
-from shared.contracts.callback import Outcome
-from shared.contracts.errors import InvalidRequest
+from dcm_status_contracts import callback
+from dcm_status_contracts.callback import Outcome
+from dcm_status_contracts.errors import InvalidRequest
 
 __all__ = ["HookResponse", "InvalidRequest", "Outcome", "Refused", "post", "resolve", "scrub", "vetted_address"]
 

@@ -28,11 +28,11 @@ from typing import Any, Callable, Mapping
 
 import flask
 import orjson
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.errors import ConfigError, Rejected, Transient
+from dcm_status_contracts.model import PubSubMessage
 
-from shared.contracts import dead_letter as dl
-from shared.contracts import timeutil
-from shared.contracts.errors import ConfigError, Rejected, Transient
-from shared.contracts.model import PubSubMessage
 from shared.runtime import auth, push
 from shared.runtime import settings as settings_module
 from shared.runtime.clients import Runtime
@@ -112,18 +112,18 @@ class _Instance:
         return self._handler
 
 
-def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_letter_rejections: bool = True,
+def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, deadletter_rejections: bool = True,
                     make_runtime: Callable[[], Runtime] = Runtime.from_env,
                     needs: tuple[Callable[[Any], Any], ...] = ()) -> Callable[[Any], None]:
     """A CloudEvent function named ``name`` that runs the handler ``build(runtime)`` returns.
 
-    ``dead_letter_rejections=False`` is for the dead-letter function itself (see the module doc).
+    ``deadletter_rejections=False`` is for the dead-letter function itself (see the module doc).
     """
     check_startup(name, pushed=True, needs=needs)
     instance = _Instance(build, make_runtime)
 
     def reject(runtime: Runtime, message: PubSubMessage, exc: Rejected) -> None:
-        if dead_letter_rejections:
+        if deadletter_rejections:
             publish_rejection(runtime, message, exc, rejected_by=name)
             return
         log.error("cannot handle message, acked (the dead-letter archive keeps it): %s", exc.message, extra={
@@ -136,7 +136,7 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, dead_lett
         message_id = str(event.get_attributes().get("id", ""))
         try:
             try:
-                message = push.to_message(event)
+                message = push.from_push_request(event)
                 message_id = message.message_id
             except Rejected as exc:
                 reject(runtime, _raw_delivery(event), exc)

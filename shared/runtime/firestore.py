@@ -20,10 +20,9 @@ import threading
 import time
 from typing import Callable, Iterator
 
+from dcm_status_contracts.errors import Reason, Rejected, Transient
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
-
-from shared.contracts.errors import Reason, Rejected, Transient
 
 RETRY_DEADLINE = 2.0  # seconds a function retries Firestore within one delivery: Pub/Sub redelivers the rest
 RETRY = gretry.Retry(initial=0.1, maximum=0.5, multiplier=2.0, timeout=RETRY_DEADLINE)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from dcm_status_contracts.errors import Transient
+from dcm_status_contracts.model import clip
 from google.api_core import exceptions as gexc
 from google.cloud import pubsub_v1
-
-from shared.contracts.errors import Transient
-from shared.contracts.model import clip
 
 PUBLISH_TIMEOUT_SECONDS = 30.0
 

@@ -16,9 +16,8 @@ import binascii
 from typing import Any, Mapping
 
 import orjson
-
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage
 
 PUBSUB_EVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
 _SOURCE_PREFIX = "//pubsub.googleapis.com/"
@@ -57,7 +56,7 @@ def message_from_event(attributes: Mapping[str, Any], data: Any) -> PubSubMessag
     )
 
 
-def to_message(event: Any) -> PubSubMessage:
+def from_push_request(event: Any) -> PubSubMessage:
     """The Pub/Sub message a delivered CloudEvent carries.
 
     A CloudEvent delivered straight over HTTP (not through Pub/Sub) is turned into

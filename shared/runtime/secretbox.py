@@ -31,8 +31,8 @@ from typing import Any, Callable, Mapping
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from dcm_status_contracts.errors import ConfigError, SecretUnavailable
 
-from shared.contracts.errors import ConfigError, SecretUnavailable
 from shared.runtime.logs import get_logger
 
 KEYS_SECRET_ENV = "DCM_CALLBACK_KEYS_SECRET"

@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from shared.contracts import limits, timeutil
-from shared.contracts.errors import ConfigError
+from dcm_status_contracts import limits, timeutil
+from dcm_status_contracts.errors import ConfigError
+
 from shared.state.model import FlapPolicy
 
 

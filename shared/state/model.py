@@ -25,7 +25,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from shared.contracts import timeutil
+from dcm_status_contracts import timeutil
 
 RESOURCES = "resources"
 HISTORY = "history"

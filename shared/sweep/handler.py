@@ -44,18 +44,18 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Iterable
 
+from dcm_status_contracts import provider_event, status_update, timeutil
+from dcm_status_contracts.errors import Transient
+from dcm_status_contracts.identity import PLATFORM_SOURCE
+from dcm_status_contracts.model import CommonStatus, PubSubMessage, ResourceKey
+from dcm_status_contracts.provider_event import ProviderState, ProviderTransition
+from dcm_status_contracts.resync import ResyncMark, not_in_snapshot
+from dcm_status_contracts.schemas import registry
+from dcm_status_contracts.status_update import StatusUpdate
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import provider_event, status_update, timeutil
-from shared.contracts.errors import Transient
-from shared.contracts.identity import PLATFORM_SOURCE
-from shared.contracts.model import PubSubMessage, ResourceKey
-from shared.contracts.provider_event import ProviderEvent, ProviderState
-from shared.contracts.resync import ResyncMark, not_in_snapshot
-from shared.contracts.schemas import registry
-from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
@@ -90,7 +90,7 @@ def deletion(doc: dict[str, Any], batch: ResyncMark, now: str) -> StatusUpdate:
     time (so a report newer than the snapshot still wins), its labels kept (billing attributes it)."""
     key = ResourceKey.parse(doc["key"])
     return StatusUpdate(
-        key=key, status="DELETED", raw_status="DELETED", status_recognized=True,
+        key=key, status=CommonStatus.DELETED.value, raw_status=CommonStatus.DELETED.value, status_recognized=True,
         message=f"not in the provider's snapshot {batch.batch} (taken {batch.at}): deleted by reconciliation",
         reason=PlatformReason.NOT_IN_SNAPSHOT.value, last_transition_time=batch.at, observed_at=batch.at,
         metadata=doc.get("metadata") or {}, resource_specific=doc.get("resourceSpecific") or {},
@@ -107,7 +107,7 @@ def not_reported(doc: dict[str, Any], now: str, provider_silent: bool = False) -
     key = ResourceKey.parse(doc["key"])
     silent = {"providerSilent": True} if provider_silent else {}
     return StatusUpdate(
-        key=key, status="UNKNOWN", raw_status="UNKNOWN", status_recognized=True,
+        key=key, status=CommonStatus.UNKNOWN.value, raw_status=CommonStatus.UNKNOWN.value, status_recognized=True,
         message=(f"not reported since {doc.get('lastSeenAt')}: last known {doc['status']}"
                  + (f" (provider {key.provider} silent)" if provider_silent else "")),
         reason=PlatformReason.NOT_REPORTED.value, last_transition_time=doc["staleAt"], observed_at=doc["staleAt"],
@@ -164,12 +164,12 @@ class Sweep:
             was = ProviderState(known.get(provider, {}).get("state", ProviderState.REPORTING.value))
             if state is not was:
                 since = newest["staleAt"] if state is ProviderState.SILENT else newest["lastSeenAt"]
-                self._announce(ProviderEvent(provider, state, since, newest.get("lastSeenAt"),
+                self._announce(ProviderTransition(provider, state, since, newest.get("lastSeenAt"),
                                              self.deadline(provider)), now)
             (silent.add if state is ProviderState.SILENT else silent.discard)(provider)
         return silent
 
-    def _announce(self, event: ProviderEvent, now: str) -> None:
+    def _announce(self, event: ProviderTransition, now: str) -> None:
         """Publish first, then record: a failed record republishes the same event (same id) next tick."""
         body, attributes = provider_event.encode(event)
         publish(self.publisher, self.providers_topic, body, attributes)
@@ -193,7 +193,7 @@ class Sweep:
             update = not_reported(doc, now, doc["provider"] in silent)
             publish(self.publisher, self.lane(doc["provider"]), status_update.encode(update),
                     {"key": doc["key"], "provider": doc["provider"], "resourceType": doc["resourceType"],
-                     "status": "UNKNOWN"}, ordering_key=doc["key"])
+                     "status": CommonStatus.UNKNOWN.value}, ordering_key=doc["key"])
         if stale:
             log.warning("resources not reported within their deadline: UNKNOWN until they are", extra={
                 "labels": {"reason": PlatformReason.NOT_REPORTED.value}, "count": len(stale),
@@ -263,7 +263,7 @@ class Sweep:
         for key in gone:  # a failed publish raises: the tick is redelivered and the batch reconciled again
             publish(self.publisher, self.lane(doc["provider"]), status_update.encode(deletion(docs[key], batch, now)),
                     {"key": key, "provider": doc["provider"], "resourceType": docs[key]["resourceType"],
-                     "status": "DELETED"}, ordering_key=key)
+                     "status": CommonStatus.DELETED.value}, ordering_key=key)
         self._close(snap, "reconciled", now, listed=listed, deleted=len(gone))
         log.info("resync batch reconciled", extra={
             "labels": {"provider": doc["provider"]}, "batch": batch.batch, "listed": listed, "deleted": len(gone)})

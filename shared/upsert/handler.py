@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 
-from shared.contracts import status_update
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_update import StatusUpdate
+from dcm_status_contracts import status_update
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_update import StatusUpdate
+
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish

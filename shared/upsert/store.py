@@ -27,15 +27,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Sequence
 
+from dcm_status_contracts import status_changed, timeutil
+from dcm_status_contracts.errors import Transient
+from dcm_status_contracts.identity import PLATFORM_SOURCE
+from dcm_status_contracts.model import CommonStatus
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.status_changed import ChangeEvent
+from dcm_status_contracts.status_update import StatusUpdate
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared.contracts import status_changed, timeutil
-from shared.contracts.errors import Transient
-from shared.contracts.identity import PLATFORM_SOURCE
-from shared.contracts.resync import ResyncMark
-from shared.contracts.status_changed import ChangeEvent
-from shared.contracts.status_update import StatusUpdate
 from shared.runtime import firestore as fs
 from shared.state import resources
 from shared.state.model import (
@@ -440,7 +441,7 @@ def _on_document(d: _Decision, after: dict[str, Any], changed: Mapping[str, Any]
 def _stale_at(store: StateStore, update: StatusUpdate, now: datetime) -> str | None:
     """When the resource's freshness deadline passes (the sweep marks it NotReported then): a provider's
     report restarts the clock; a DELETED resource, or a state the platform synthesised, has none."""
-    if update.status == "DELETED" or update.event_source.startswith(PLATFORM_SOURCE):
+    if update.status == CommonStatus.DELETED or update.event_source.startswith(PLATFORM_SOURCE):
         return None
     after = store.stale_after(update.key.provider, update.key.resource_type)
     return timeutil.format(now + timedelta(seconds=after)) if after is not None else None

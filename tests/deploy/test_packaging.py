@@ -31,7 +31,15 @@ HTTP_FUNCTIONS = topo.load().http_functions  # called over HTTP (the status API)
 # What the api serves besides JSON: the dashboard (shared/api/static/, its page at /
 # and its assets) and the OpenAPI document (GET /v1/openapi.json), read from the deployed tree.
 API_FILES = ("shared/api/static/index.html", "shared/api/static/app.js", "shared/api/static/app.css",
-             "schemas/openapi/status-api-v1.json")
+             "dcm_status_contracts/schemas/openapi/status-api-v1.json")
+
+
+def repo_path(arcname: str) -> Path:
+    """Where a zip entry comes from in the repository (the contracts: shared/contracts/, their schemas: schemas/)."""
+    contracts, _, rest = arcname.partition(f"{package.CONTRACTS}/")
+    if contracts or not rest:
+        return REPO_ROOT / arcname
+    return REPO_ROOT / rest if rest.startswith("schemas/") else REPO_ROOT / "shared" / "contracts" / rest
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +73,24 @@ def test_zip_layout(built, name):
     entries = names(zip_path)
     assert entries == sorted(entries), "entries are sorted"
     assert read(zip_path, "main.py") == (REPO_ROOT / "functions" / name / "main.py").read_bytes()
-    own = {"runtime", "contracts", "state", name}  # a function's zip holds only what it runs
+    own = {"runtime", "state", name}  # a function's zip holds only what it runs
     for path in (REPO_ROOT / "shared").rglob("*.py"):
         rel = path.relative_to(REPO_ROOT)
         package_name = rel.parts[1] if len(rel.parts) > 2 else None
-        assert (rel.as_posix() in entries) == (package_name is None or package_name in own), rel
-    for path in (REPO_ROOT / "schemas").rglob("*.json"):
-        rel = path.relative_to(REPO_ROOT).as_posix()
-        assert (rel in entries) == ("samples" not in path.relative_to(REPO_ROOT).parts), rel
+        if package_name != "contracts":
+            assert (rel.as_posix() in entries) == (package_name is None or package_name in own), rel
+    contracts = REPO_ROOT / "shared" / "contracts"  # carried as its wheel installs it: dcm_status_contracts/
+    for path in contracts.glob("*.py"):
+        arcname = f"{package.CONTRACTS}/{path.name}"
+        assert (arcname in entries) == (path.name != "setup.py"), arcname
+        if path.name != "setup.py":
+            assert read(zip_path, arcname) == path.read_bytes(), arcname
+    for path in (REPO_ROOT / "schemas").rglob("*.json"):  # the schemas with them, as package data, no sample
+        rel = path.relative_to(REPO_ROOT)
+        arcname = f"{package.CONTRACTS}/{rel.as_posix()}"
+        assert (arcname in entries) == ("samples" not in rel.parts), arcname
+    assert not [e for e in entries if e.startswith(("schemas/", "shared/contracts/"))]
+    assert not [e for e in entries if e.startswith(f"{package.CONTRACTS}/") and ".egg-info" in e]
     assert "requirements.txt" in entries
     assert not [e for e in entries if "__pycache__" in e or e.endswith(".pyc")]
     assert not [e for e in entries if e.startswith(("tests/", "infra/", "functions/", "terraform/"))]
@@ -84,13 +102,13 @@ def test_api_zip_carries_the_dashboard_and_the_openapi_document(built):
     entries = set(names(zip_path))
     for rel in API_FILES:
         assert rel in entries, f"{rel} missing from api.zip"
-        assert read(zip_path, rel) == (REPO_ROOT / rel).read_bytes(), rel
+        assert read(zip_path, rel) == repo_path(rel).read_bytes(), rel
     static = REPO_ROOT / "shared" / "api" / "static"
     for path in static.rglob("*"):  # and whatever else the dashboard grows
         rel = path.relative_to(static)
         if path.is_file() and not any(part.startswith(".") for part in rel.parts):
             assert f"shared/api/static/{rel.as_posix()}" in entries, rel
-    for name, p in built.items():  # the dashboard is the api's alone; the OpenAPI document is in schemas/
+    for name, p in built.items():  # the dashboard is the api's alone; the OpenAPI document is the contracts'
         if name != "api":
             assert not [e for e in names(p.path) if e.startswith("shared/api/")], name
 
@@ -124,12 +142,14 @@ def test_non_python_files_of_the_own_package_are_packaged(tmp_path):
         assert content[f"shared/api/static/{rel}"] == data, rel
     assert not [e for e in content if e.startswith("shared/api/static/") and e.removeprefix(
         "shared/api/static/") not in carried], "dotfiles and bytecode are left out"
-    assert "schemas/openapi/status-api-v1.json" in content
+    assert "dcm_status_contracts/schemas/openapi/status-api-v1.json" in content
 
 
-def test_requirements_are_the_project_dependencies(built):
+def test_requirements_are_the_project_dependencies_but_the_contracts_carried_as_source(built):
     with (REPO_ROOT / "pyproject.toml").open("rb") as f:
         deps = tomllib.load(f)["project"]["dependencies"]
+    assert [d for d in deps if d.startswith(package.CONTRACTS_DIST)]
+    deps = [d for d in deps if not d.startswith(package.CONTRACTS_DIST)]
     for p in built.values():
         lines = read(p.path, "requirements.txt").decode().splitlines()
         assert [line for line in lines if line and not line.startswith("#")] == deps
@@ -188,8 +208,13 @@ SMOKE = """
 import json, os, sys
 import main
 import shared
+import dcm_status_contracts
+from dcm_status_contracts.schemas import registry, schemas_dir
 here = os.getcwd()
-assert main.__file__.startswith(here) and shared.__file__.startswith(here), (main.__file__, shared.__file__)
+for module in (main, shared, dcm_status_contracts):  # the zip's own, nothing installed
+    assert module.__file__.startswith(here), module.__file__
+assert str(schemas_dir()) == os.path.join(here, "dcm_status_contracts", "schemas"), schemas_dir()  # package data
+assert registry().resource_types, "the schemas compile from the zip"
 assert callable(getattr(main, NAME)), NAME
 from functions_framework import create_app
 app = create_app(NAME, "main.py")  # what the Cloud Functions runtime does

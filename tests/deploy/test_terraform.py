@@ -546,9 +546,10 @@ def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
 
 def test_firestore_indexes_serve_the_api_queries(terraform):
     """One composite index per equality field and ordering; Firestore merges them for several filters."""
+    from dcm_status_contracts.status_changed import LABEL_KEYS
+
     from shared.api.feed import FeedFilter
     from shared.api.queries import ResourceFilter
-    from shared.contracts.status_changed import LABEL_KEYS
     from shared.state.model import (
         COMMITTED_AT,
         DEADLETTERS,
@@ -641,7 +642,7 @@ def test_hcl_files_all_parse():
 
 
 def test_one_provider_name_rule_in_terraform_the_contracts_the_cli_and_the_docs():
-    from shared.contracts.identity import PROVIDER_NAME, PROVIDER_NAME_PATTERN
+    from dcm_status_contracts.identity import PROVIDER_NAME, PROVIDER_NAME_PATTERN
 
     variables = (Path(__file__).resolve().parents[2] / "terraform" / "variables.tf").read_text()
     assert f'can(regex("{PROVIDER_NAME_PATTERN}", p))' in variables

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from dcm_status_contracts.model import ResourceKey
 from dcm_status_sdk import BindingMode, Reporter, ReporterConfig, ReportForm
 from google.cloud import firestore, pubsub_v1
 
 from infra.local.stack import REPO_ROOT, LocalStack, StackState
 from infra.topology import load as load_topology
-from shared.contracts.model import ResourceKey
 from shared.deadletter.store import DeadLetterStore
 
 UPSTREAM_PROVIDERS = ["kubevirt", "acm-cluster", "osac", "k8s-storage", "k8s-container", "three-tier-app"]

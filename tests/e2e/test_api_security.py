@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 import requests
+from dcm_status_contracts import callback
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from infra.local.receiver import Receiver
-from shared.contracts import callback
 from tests.e2e.conftest import E2EStack, wait_until
 
 WRITE = {"DCM-Request": "1"}

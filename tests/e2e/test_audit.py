@@ -7,11 +7,11 @@ every change event; it must record the STOPPED one and ignore the RUNNING one.
 from __future__ import annotations
 
 import pytest
+from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import status_changed as change_events
-from shared.contracts import timeutil
-from shared.contracts.model import ResourceKey
 from shared.upsert.store import resource_document
 from tests.e2e.conftest import wait_until
 from tests.e2e.test_billing import CHANGED, status_update

@@ -16,14 +16,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.status_update import StatusUpdate
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.billing import report as billing_report
 from shared.billing.store import BillingStore
-from shared.contracts import status_changed as change_events
-from shared.contracts import timeutil
-from shared.contracts.model import ResourceKey
-from shared.contracts.status_update import StatusUpdate
 from shared.upsert.store import resource_document
 from tests.e2e.conftest import wait_until
 

@@ -6,9 +6,9 @@ whole is silent: one provider event (audited), then one when it reports again; G
 from __future__ import annotations
 
 import requests
+from dcm_status_contracts.model import ResourceKey
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts.model import ResourceKey
 from tests.e2e.conftest import QUIET, E2EStack, wait_until
 
 

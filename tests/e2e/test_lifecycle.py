@@ -9,11 +9,12 @@ import time
 from datetime import timedelta
 
 import orjson
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.status_report import ReportForm, build_event
+from dcm_status_contracts.status_report import to_pubsub_message as to_message
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import timeutil
-from shared.contracts.resync import ResyncMark
-from shared.contracts.status_report import ReportForm, build_event, to_message
 from tests.e2e.conftest import E2EStack, wait_until
 
 TICKS = 12  # seconds: two of the keeper's 5 s ticks

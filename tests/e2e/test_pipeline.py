@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 
 import pytest
+from dcm_status_contracts.model import ResourceKey, event_identity
+from dcm_status_contracts.status_report import build_event
+from dcm_status_contracts.status_report import to_pubsub_message as to_message
 from dcm_status_sdk import BindingMode
 from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.local.stack import emulator_delivery_attempts
-from shared.contracts.model import ResourceKey, event_identity
-from shared.contracts.status_report import build_event, to_message
 from tests import samples
 from tests.e2e.conftest import wait_until
 

@@ -7,10 +7,11 @@ import hashlib
 import json
 
 import pytest
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts.model import event_identity
+from dcm_status_contracts.status_report import build_event
+from dcm_status_contracts.status_report import to_pubsub_message as to_message
 
-from shared.contracts import dead_letter as dl
-from shared.contracts.model import event_identity
-from shared.contracts.status_report import build_event, to_message
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

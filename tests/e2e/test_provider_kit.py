@@ -22,10 +22,18 @@ from tests.e2e.conftest import E2EStack, wait_until
 CLEAN_SCRIPT = """
 import importlib.metadata, importlib.resources, sys
 from dcm_status_sdk import Reporter, ReporterConfig
-shipped = importlib.resources.files("dcm_status_sdk") / "schemas"
-assert (shipped / "vm" / "status-v1.json").is_file(), "the SDK ships the schemas it checks with"
+import dcm_status_contracts, dcm_status_sdk
+from dcm_status_contracts.errors import Rejected
+from dcm_status_contracts.schemas import schemas_dir
+shipped = importlib.resources.files("dcm_status_contracts") / "schemas"
+assert (shipped / "vm" / "status-v1.json").is_file(), "the contracts ship the schemas the SDK checks with"
+assert str(schemas_dir()) == str(shipped), "read as package data"
 assert not (shipped / "samples").exists(), "the samples stay in the repository"
+assert "site-packages" in dcm_status_contracts.__file__, "installed, not the repository's"
+assert dcm_status_sdk.Rejected is Rejected, "one import identity"
+assert not (importlib.resources.files("dcm_status_sdk") / "schemas").exists(), "the kit ships no copy"
 installed = {d.metadata["Name"].lower() for d in importlib.metadata.distributions()}
+assert "dcm-status-contracts" in installed
 extra = installed & {"google-cloud-firestore", "functions-framework", "click", "rich", "dcm-status"}
 assert not extra, f"a provider does not need {sorted(extra)}"
 with Reporter(ReporterConfig(project=sys.argv[1], provider="aws")) as reporter:
@@ -40,7 +48,9 @@ def test_the_sdk_installs_alone_into_a_clean_virtualenv_and_publishes_to_the_emu
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(REPO_ROOT / "sdk")],
+    # the contracts from the local path (their own distribution, on no index), then the kit
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(REPO_ROOT / "shared" / "contracts"),
+                              str(REPO_ROOT / "sdk")],
                              capture_output=True, text=True, timeout=540)
     assert install.returncode == 0, install.stderr[-2000:]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DCM_SCHEMAS_DIR")}

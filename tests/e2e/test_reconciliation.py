@@ -4,9 +4,9 @@ snapshot no longer lists, and only that."""
 
 from __future__ import annotations
 
+from dcm_status_contracts import timeutil
 from dcm_status_sdk import Reporter, ReporterConfig, ResourceState
 
-from shared.contracts import timeutil
 from tests.e2e.conftest import E2EStack, wait_until
 
 

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import orjson
 import pytest
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.status_report import BindingMode, binding_mode
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.contracts import timeutil
-from shared.contracts.model import ResourceKey
-from shared.contracts.status_report import BindingMode, binding_mode
 from tests import samples
 from tests.e2e.conftest import wait_until
 

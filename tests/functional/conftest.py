@@ -25,6 +25,7 @@ from werkzeug.test import EnvironBuilder
 
 from infra.local import emulators
 from tests.fakes import FakePublisher, runtime_of
+from tests.samples import SCHEMAS
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PROJECT = "dcm-test"
@@ -111,7 +112,7 @@ SHAPES = {"push": post_push, "binary": post_eventarc_binary, "structured": post_
 
 
 # ---- the api, every answer checked against its OpenAPI document ------------------------------------
-OPENAPI = OpenAPI.from_file_path(str(REPO / "schemas" / "openapi" / "status-api-v1.json"),
+OPENAPI = OpenAPI.from_file_path(str(SCHEMAS / "openapi" / "status-api-v1.json"),
                                  config=Config(extra_media_type_deserializers={"application/problem+json": orjson.loads}))
 
 

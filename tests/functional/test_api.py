@@ -14,26 +14,28 @@ from pathlib import Path
 
 import orjson
 import pytest
+from dcm_status_contracts import status_update, timeutil
+from dcm_status_contracts.change_feed import Cursor
+from dcm_status_contracts.errors import Gone
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_report import build_event, to_pubsub_message
 from google.cloud import firestore as gfirestore
 
 from infra.local import emulators
 from shared.api import app as api_app
 from shared.api.feed import ChangeFeed, FeedFilter
-from shared.contracts import status_update, timeutil
-from shared.contracts.change_feed import Cursor
-from shared.contracts.errors import Gone
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_report import build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.upsert.store import StateStore
 from tests.fakes import runtime_of
-from tests.functional.conftest import PROJECT, REPO, bind_all
+from tests.functional.conftest import PROJECT, bind_all
+from tests.samples import SCHEMAS
 
 
 def seed(db, provider: str, rtype: str, rid: str, status: str, time: str, event_id: str, **metadata: str):
-    data, attrs = to_message(build_event(provider, rtype, rid, status, f"{status.lower()} now", event_id=event_id,
-                                         time=time, last_transition_time=time, metadata=metadata or None))
+    data, attrs = to_pubsub_message(build_event(provider, rtype, rid, status, f"{status.lower()} now",
+                                                event_id=event_id, time=time, last_transition_time=time,
+                                                metadata=metadata or None))
     message = PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}")
     update = status_update.decode(status_update.encode(normalize_message(message, settings.from_env())))
     return StateStore(db).apply(update)
@@ -271,7 +273,7 @@ def test_feed_filter_matches_what_the_query_filters(firestore):
 
 def test_the_openapi_document_in_the_repo_is_valid_openapi_3_1():
     from openapi_spec_validator import validate
-    doc = orjson.loads(Path(REPO / "schemas" / "openapi" / "status-api-v1.json").read_bytes())
+    doc = orjson.loads(Path(SCHEMAS / "openapi" / "status-api-v1.json").read_bytes())
     validate(doc)
     assert doc["openapi"] == "3.1.0" and os.path.basename(api_app.OPENAPI_FILE) == "status-api-v1.json"
 

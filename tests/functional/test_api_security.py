@@ -14,6 +14,7 @@ from typing import Any
 import flask
 import orjson
 import pytest
+from dcm_status_contracts import tokens
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder
@@ -21,7 +22,6 @@ from werkzeug.test import EnvironBuilder
 from shared.api.app import Api, Guards
 from shared.api.callbacks import Callbacks
 from shared.api.identity import caller_of, same_origin
-from shared.contracts import tokens
 
 HOOK = "https://hooks.example.com/cb/PATH-SECRET?key=QUERY-SECRET"
 WRITE = {"DCM-Request": "1"}

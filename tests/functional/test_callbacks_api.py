@@ -7,11 +7,11 @@ import http.server
 import threading
 
 import pytest
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.errors import InvalidRequest, NotFound
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
-from shared.contracts import timeutil
-from shared.contracts.errors import InvalidRequest, NotFound
 from shared.runtime import secretbox
 from shared.runtime.secretbox import Keyring
 

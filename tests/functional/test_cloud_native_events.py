@@ -3,13 +3,12 @@ emulator): one event, several resources; a metrics-only event keeps the status; 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 
 from tests.functional.conftest import SHAPES
+from tests.samples import SCHEMAS
 
-SAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "samples" / "cloud-native-events"
+SAMPLES = SCHEMAS / "samples" / "cloud-native-events"
 TOPIC = "dcm-status-ingress-ptp"
 LOCK = "/cluster/node/n1/sync/ptp-status/lock-state"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from dcm_status_contracts import deadletter as dl
 
 from shared.api.queries import groups
-from shared.contracts import dead_letter as dl
 from shared.deadletter.store import DeadLetterStore
 from tests.functional.conftest import SHAPES, client_for
 
@@ -115,8 +115,9 @@ def test_attribute_names_firestore_reserves_are_kept_as_json_and_replayable(dead
 def test_a_schema_rejection_names_its_first_violation_and_the_dead_letter_lists_them_all(deadletter, firestore):
     """Ingest stops at the first violation (its hot path); the dead-letter function, off that path, reads
     the original again and stores every violation of the schema ingest named."""
-    from shared.contracts.errors import Rejected
-    from shared.contracts.model import PubSubMessage
+    from dcm_status_contracts.errors import Rejected
+    from dcm_status_contracts.model import PubSubMessage
+
     from shared.ingest.normalize import normalize_message
     from shared.runtime import settings
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import orjson
 import pytest
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import status_update
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from shared.contracts import dead_letter as dl
-from shared.contracts import status_update
 from tests import samples
 from tests.fakes import FakePublisher, runtime_of
 from tests.functional.conftest import PROJECT, bind_all, client_for

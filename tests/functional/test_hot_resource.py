@@ -11,8 +11,8 @@ import time
 from datetime import timedelta
 
 import pytest
+from dcm_status_contracts import status_update, timeutil
 
-from shared.contracts import status_update, timeutil
 from shared.runtime import settings
 from shared.state.model import HOT_BURST, HOT_QUIET, HOT_RATE
 from shared.state.resources import newest

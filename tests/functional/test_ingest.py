@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from dcm_status_contracts import deadletter as dl
 
-from shared.contracts import dead_letter as dl
 from tests import samples
 from tests.functional.conftest import SHAPES
 
@@ -132,10 +132,10 @@ def test_long_multibyte_resource_id_is_refused_precisely_and_its_dead_letter_fit
     """512 '€' (1,536 bytes; 4,608 once percent-encoded into a document id) cannot be stored: Firestore
     document ids hold 1,500 bytes. A precise rejection, and every attribute of the dead letter within
     Pub/Sub's 1,024 bytes (the key is clipped by bytes, on a character boundary)."""
-    from shared.contracts.status_report import build_event, to_message
+    from dcm_status_contracts.status_report import build_event, to_pubsub_message
 
     resource_id = "€" * 512
-    data, attrs = to_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="mb-1"))
+    data, attrs = to_pubsub_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="mb-1"))
     assert SHAPES["push"](ingest, "dcm-status-ingress-aws", data, attrs).status_code == 200
     [out] = publisher.on("dcm-status-deadletter")
     assert out.attributes[dl.REASON] == "invalid_identity" and "1500" in out.attributes[dl.DETAIL]

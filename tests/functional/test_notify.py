@@ -15,14 +15,14 @@ from typing import Any
 
 import orjson
 import pytest
+from dcm_status_contracts import callback, delivery, timeutil
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts.errors import Reason, Rejected, Transient
+from dcm_status_contracts.model import PubSubMessage
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
-from shared.contracts import callback, delivery, timeutil
-from shared.contracts import dead_letter as dl
-from shared.contracts.errors import Reason, Rejected, Transient
-from shared.contracts.model import PubSubMessage
-from shared.notify.handler import Lane, Notify, Result
+from shared.notify.handler import DeliveryOutcome, Lane, Notify
 from shared.notify.store import CallbackStore
 from shared.runtime import egress, secretbox
 from shared.runtime.egress import HookResponse
@@ -128,7 +128,7 @@ def test_a_late_change_is_not_sent(firestore, publisher, settings, registry):
 def test_a_delivery_is_signed_sent_once_and_counted(firestore, publisher, settings, registry, changed):
     shown, secret, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204,
                                                             token="T42")
-    assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED
     [call] = receiver.calls
     assert Webhook(secret).verify(call["raw"], call["headers"])["token"] == "T42"
     assert call["headers"]["webhook-id"] == message.attributes["deliveryId"]
@@ -136,22 +136,22 @@ def test_a_delivery_is_signed_sent_once_and_counted(firestore, publisher, settin
     stats = registry.show(shown["id"])["stats"]
     assert stats["delivered"] == 1 and stats["consecutiveFailures"] == 0 and stats["lastStatus"] == 204
     assert firestore.collection(DELIVERIES).document(message.attributes["deliveryId"]).get().exists
-    assert notify.deliver(message, Lane.RETRY) is Result.ALREADY_DELIVERED and len(receiver.calls) == 1
+    assert notify.deliver(message, Lane.RETRY) is DeliveryOutcome.ALREADY_DELIVERED and len(receiver.calls) == 1
 
 
 def test_a_failing_receiver_is_handed_to_the_retry_lane_and_skipped_while_it_fails(
         firestore, publisher, settings, registry, changed):
     shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
                                                        500)
-    assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF
     [handed] = publisher.messages
     assert handed.topic.endswith(settings.topic_callbacks_retry) and handed.data == message.data
     assert registry.show(shown["id"])["stats"]["consecutiveFailures"] == 1
-    assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF and len(receiver.calls) == 1  # no call
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF and len(receiver.calls) == 1  # no call
     with pytest.raises(Transient, match="HTTP 500"):
         notify.deliver(message, Lane.RETRY)  # Pub/Sub's back-off brings it again
     receiver.statuses = [204]
-    assert notify.deliver(message, Lane.RETRY) is Result.DELIVERED
+    assert notify.deliver(message, Lane.RETRY) is DeliveryOutcome.DELIVERED
     stats = registry.show(shown["id"])["stats"]
     assert stats["consecutiveFailures"] == 0 and stats["failedAttempts"] == 2 and stats["delivered"] == 1
 
@@ -161,12 +161,12 @@ def test_a_receiver_not_known_to_be_fast_is_called_once_at_a_time_in_either_lane
     shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
                                                        204)
     assert notify.calls.admit(shown["id"])  # a call under way (a receiver that hangs)
-    assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF and receiver.calls == []
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF and receiver.calls == []
     with pytest.raises(Transient, match="under way"):  # nor in the retry lane: raised back, no call
         notify.deliver(message, Lane.RETRY)
     assert receiver.calls == []
     notify.calls.done(shown["id"], None)
-    assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED  # fast: now it may be called 8 at once
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED  # fast: now it may be called 8 at once
     assert all(notify.calls.admit(shown["id"]) for _ in range(8)) and not notify.calls.admit(shown["id"])
 
 
@@ -174,12 +174,12 @@ def test_410_disables_the_callback_and_its_later_deliveries_are_dropped(firestor
                                                                       changed):
     shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
                                                        410)
-    assert notify.deliver(message, Lane.FIRST) is Result.DISABLED
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DISABLED
     assert "410" in registry.show(shown["id"])["disabled"]
-    assert notify.deliver(message, Lane.RETRY) is Result.DROPPED and len(receiver.calls) == 1
+    assert notify.deliver(message, Lane.RETRY) is DeliveryOutcome.DROPPED and len(receiver.calls) == 1
     registry.enable(shown["id"])
     receiver.statuses = [204]
-    assert notify.deliver(message, Lane.RETRY) is Result.DELIVERED
+    assert notify.deliver(message, Lane.RETRY) is DeliveryOutcome.DELIVERED
 
 
 def test_a_removed_callbacks_deliveries_are_dropped(firestore, publisher, settings, registry, changed):
@@ -187,7 +187,7 @@ def test_a_removed_callbacks_deliveries_are_dropped(firestore, publisher, settin
     [message] = fan_out(firestore, publisher, settings, changed)
     registry.remove(shown["id"])
     receiver = Receiver(204)
-    assert notify_with(firestore, publisher, settings, receiver).deliver(message, Lane.FIRST) is Result.DROPPED
+    assert notify_with(firestore, publisher, settings, receiver).deliver(message, Lane.FIRST) is DeliveryOutcome.DROPPED
     assert receiver.calls == []
 
 
@@ -261,7 +261,7 @@ def test_in_production_a_hook_that_now_resolves_to_loopback_is_never_called(fire
         rebound = functools.partial(egress.post, resolver=lambda host, p: ["127.0.0.1"])
         production = runtime_of(DCM_PROJECT=PROJECT, DCM_LOCAL_MODE="0").settings
         notify = Notify(CallbackStore(firestore), publisher, production, post=rebound, keys=KEYS)
-        assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
+        assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF
         assert _Recorder.hits == []
         assert "loopback" in public.show(shown["id"])["stats"]["lastError"]
     finally:
@@ -282,7 +282,7 @@ def test_the_stored_callback_holds_no_clear_secret_and_deliveries_still_verify(
     _, rotated = registry.rotate(shown["id"], 3600)  # the new and the previous secret: both sealed
     doc = stored(firestore, shown["id"])
     assert len(doc["secrets"]) == 2 and callback.SECRET_PREFIX not in orjson.dumps(doc).decode()
-    assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED
     [call] = receiver.calls
     for either in (secret, rotated):  # a Standard Webhooks receiver holding either verifies
         Webhook(either).verify(call["raw"], call["headers"])
@@ -315,7 +315,7 @@ def test_a_key_rotation_reseals_every_secret_then_the_old_key_is_dropped(firesto
     new_only = both.without("k1")
     receiver = Receiver(204)
     notify = notify_with(firestore, publisher, settings, receiver, keys=KeySource(new_only.to_json, "k2 only"))
-    assert [notify.deliver(m, Lane.FIRST) for m in messages] == [Result.DELIVERED] * 2
+    assert [notify.deliver(m, Lane.FIRST) for m in messages] == [DeliveryOutcome.DELIVERED] * 2
     secrets_of = {shown["id"]: secret, legacy: legacy_secret}
     for m, call in zip(messages, receiver.calls):
         Webhook(secrets_of[m.attributes["callbackId"]]).verify(call["raw"], call["headers"])
@@ -327,7 +327,8 @@ def test_a_clear_secret_from_before_encryption_still_signs(firestore, publisher,
     legacy_callback(firestore, legacy_secret)
     [message] = fan_out(firestore, publisher, settings, changed)
     receiver = Receiver(204)
-    assert notify_with(firestore, publisher, settings, receiver).deliver(message, Lane.FIRST) is Result.DELIVERED
+    delivered = notify_with(firestore, publisher, settings, receiver).deliver(message, Lane.FIRST)
+    assert delivered is DeliveryOutcome.DELIVERED
     Webhook(legacy_secret).verify(receiver.calls[0]["raw"], receiver.calls[0]["headers"])
 
 
@@ -377,7 +378,7 @@ def test_a_dead_letter_of_exhausted_deliveries_never_holds_the_hooks_path_query_
 def test_notify_calls_a_hook_on_the_ports_its_settings_allow(firestore, publisher, registry, changed):
     settings = runtime_of(DCM_PROJECT=PROJECT, DCM_HOOK_PORTS="8443").settings
     _, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204)
-    assert notify.deliver(message, Lane.FIRST) is Result.DELIVERED and receiver.calls[0]["ports"] == (8443,)
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED and receiver.calls[0]["ports"] == (8443,)
 
 
 @pytest.mark.parametrize("address", ["::a9fe:a9fe", "::127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::",
@@ -391,7 +392,7 @@ def test_in_production_a_hook_now_resolving_to_an_ipv6_form_of_a_blocked_address
     rebound = functools.partial(egress.post, resolver=lambda host, p: [address])
     production = runtime_of(DCM_PROJECT=PROJECT, DCM_LOCAL_MODE="0").settings
     notify = Notify(CallbackStore(firestore), publisher, production, post=rebound, keys=KEYS)
-    assert notify.deliver(message, Lane.FIRST) is Result.HANDED_OFF
+    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF
     assert f"resolves to {address}" in public.show(shown["id"])["stats"]["lastError"]
 
 

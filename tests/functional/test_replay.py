@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts.model import PubSubMessage
 
-from shared.contracts import dead_letter as dl
-from shared.contracts.model import PubSubMessage
 from shared.deadletter.replay import MAX_REPLAYS, REPLAY_ATTEMPT, Replayer
 from shared.deadletter.store import MAX_STORED_BYTES, DeadLetterStore
 from shared.deadletter.triage import classify

@@ -9,12 +9,12 @@ from datetime import timedelta
 
 import orjson
 import pytest
+from dcm_status_contracts import status_update, timeutil
+from dcm_status_contracts.errors import Rejected, Transient
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.resync import ResyncMark
+from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
 
-from shared.contracts import status_update, timeutil
-from shared.contracts.errors import Rejected, Transient
-from shared.contracts.model import PubSubMessage
-from shared.contracts.resync import ResyncMark
-from shared.contracts.status_report import ReportForm, build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.state import resources
@@ -30,7 +30,7 @@ def report(upsert, rid: str, status: str, time: str, event_id: str, mark: Resync
            provider: str = "aws") -> None:
     event = build_event(provider, "vm", rid, status, event_id=event_id, time=time, form=ReportForm.CURRENT,
                         metadata={"tenant": "acme"}, extensions=mark.attributes() if mark else None)
-    data, attrs = to_message(event)
+    data, attrs = to_pubsub_message(event)
     update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}"),
                                settings.from_env())
     response = SHAPES["push"](upsert, f"dcm-status-normalized-{provider}", status_update.encode(update), {}, event_id)
@@ -111,7 +111,7 @@ def test_a_resource_past_its_deadline_is_unknown_not_reported_until_its_next_rep
 def test_a_provider_may_not_pose_as_the_platform(upsert):
     event = build_event("aws", "vm", "i-x", "DELETED", event_id="spoof", time="2026-11-22T10:00:00Z",
                         form=ReportForm.CURRENT, source="dcm/platform/reconcile")
-    data, attrs = to_message(event)
+    data, attrs = to_pubsub_message(event)
     with pytest.raises(Rejected, match="the platform's own") as refused:
         normalize_message(PubSubMessage(data, attrs, "in-spoof", None, "dcm-status-ingress-aws"), settings.from_env())
     assert refused.value.reason.value == "provider_mismatch"
@@ -130,7 +130,7 @@ def past_deadline(db, *rids: str) -> None:
 
 
 def provider_events(publisher) -> list[tuple[str, str]]:
-    from shared.contracts import provider_event
+    from dcm_status_contracts import provider_event
 
     return [(e.provider, e.state.value) for e in (provider_event.decode(PubSubMessage(m.data, m.attributes, "p"))
                                                   for m in publisher.on("dcm-status-providers"))]
@@ -163,7 +163,7 @@ def test_a_provider_that_holds_nothing_or_only_deleted_resources_is_never_silent
 
 
 def test_a_report_newer_than_a_deletion_is_announced_as_a_re_creation(upsert, firestore, publisher):
-    from shared.contracts.status_changed import decode
+    from dcm_status_contracts.status_changed import decode
 
     report(upsert, "re", "RUNNING", "2026-11-22T09:00:00Z", "re-1")
     report(upsert, "re", "DELETED", "2026-11-22T09:10:00Z", "re-2")
@@ -178,7 +178,7 @@ def test_a_report_newer_than_a_deletion_is_announced_as_a_re_creation(upsert, fi
 
 def test_a_resource_changing_more_than_the_policy_allows_is_flagged_flapping_then_calms(upsert, firestore,
                                                                                        publisher):
-    from shared.contracts.status_changed import decode
+    from dcm_status_contracts.status_changed import decode
 
     policy = settings.from_env().flapping  # topology.yaml: more than 5 changes in 600 s
     statuses = ["RUNNING", "FAILED"] * 4

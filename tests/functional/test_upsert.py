@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import orjson
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import status_update
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.schemas import registry
+from dcm_status_contracts.status_report import build_event, to_pubsub_message
 
-from shared.contracts import dead_letter as dl
-from shared.contracts import status_changed as change_events
-from shared.contracts import status_update
-from shared.contracts.model import PubSubMessage
-from shared.contracts.schemas import registry
-from shared.contracts.status_report import build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from tests.functional.conftest import SHAPES
@@ -20,7 +20,7 @@ KEY = "aws/vm/i-1"
 
 def normalized(status: str, time: str, event_id: str, ingress_id: str | None = None, message: str = "",
                transition: bool = True, rid: str = "i-1") -> bytes:
-    data, attrs = to_message(build_event("aws", "vm", rid, status, message, event_id=event_id, time=time,
+    data, attrs = to_pubsub_message(build_event("aws", "vm", rid, status, message, event_id=event_id, time=time,
                                          last_transition_time=time if transition else None,
                                          metadata={"tenant": "acme"}))
     msg = PubSubMessage(data, attrs, ingress_id or f"in-{event_id}", time, "dcm-status-ingress-aws")
@@ -134,7 +134,8 @@ def test_concurrent_updates_of_one_resource_lose_nothing(firestore, publisher):
     """Optimistic concurrency: racing writers re-read and re-decide; none overwrites another blindly."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from shared.contracts.errors import Transient
+    from dcm_status_contracts.errors import Transient
+
     from shared.state.resources import newest
     from shared.upsert.store import StateStore
 

@@ -4,10 +4,10 @@ function fails closed: it does not start (issue 25, item 7)."""
 
 import flask
 import pytest
+from dcm_status_contracts.errors import ConfigError
+from dcm_status_contracts.errors import Unauthorized as TokenRejected
 from werkzeug.exceptions import Forbidden, InternalServerError, Unauthorized
 
-from shared.contracts.errors import ConfigError
-from shared.contracts.errors import Unauthorized as TokenRejected
 from shared.runtime import auth
 from shared.runtime import settings as settings_module
 from shared.runtime.entrypoint import http_function, pubsub_function

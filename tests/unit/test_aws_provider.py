@@ -5,12 +5,12 @@ from __future__ import annotations
 import boto3
 import orjson
 import pytest
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import PubSubMessage
 from dcm_status_sdk import Reporter, ReporterConfig
 from moto import mock_aws
 
 from infra.providers.aws_ec2 import Ec2Bridge, transition_time
-from shared.contracts import timeutil
-from shared.contracts.model import PubSubMessage
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from tests.fakes import FakePublisher

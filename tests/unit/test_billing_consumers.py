@@ -9,6 +9,9 @@ from typing import Any
 import orjson
 import pytest
 from cloudevents.http import CloudEvent
+from dcm_status_contracts.errors import Reason, Rejected, Transient
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_changed import Change, decode
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
@@ -16,9 +19,6 @@ from shared.audit import handler as audit
 from shared.audit.handler import Audit, Audited
 from shared.billing.handler import Billing
 from shared.billing.store import EPOCH, epoch_us, resource_update, transition_document
-from shared.contracts.errors import Reason, Rejected, Transient
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_changed import Change, decode
 from shared.runtime.entrypoint import pubsub_function
 from tests.fakes import FakePublisher, runtime_of
 from tests.unit.test_change_event_contract import as_message, build
@@ -261,7 +261,8 @@ def _update(status: str, at: str, event_id: str, tenant: str = "acme"):
 
 
 def _emitted(upd, old_upd, late=False) -> Change:
-    from shared.contracts import status_changed as change_events
+    from dcm_status_contracts import status_changed as change_events
+
     from shared.upsert.store import resource_document
     old = resource_document(old_upd, "now") if old_upd else None
     ev = change_events.build(upd, old, resource_document(upd, "now"), late=late)

@@ -45,8 +45,9 @@ def test_billable_states_per_type():
 
 
 def test_every_billable_state_exists_in_its_status_schema():
+    from dcm_status_contracts.schemas import registry
+
     from shared.billing.intervals import BILLABLE_ONCE_SERVED
-    from shared.contracts.schemas import registry
 
     reg = registry()
     for resource_type, states in list(BILLABLE.items()) + list(BILLABLE_ONCE_SERVED.items()):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from dcm_status_contracts.errors import Rejected, Transient
 from google.api_core import exceptions as gexc
 
-from shared.contracts.errors import Rejected, Transient
 from shared.runtime.firestore import Breaker, guard
 
 

@@ -4,10 +4,10 @@ receiver verifies with the library."""
 from __future__ import annotations
 
 import pytest
+from dcm_status_contracts import callback, timeutil
+from dcm_status_contracts.errors import InvalidRequest
 from standardwebhooks.webhooks import Webhook
 
-from shared.contracts import callback, timeutil
-from shared.contracts.errors import InvalidRequest
 from shared.runtime.secretbox import Keyring
 
 CHANGE = {"id": "c1", "cursor": "x", "committedAt": "2026-03-01T10:00:00.000000Z", "key": "aws/vm/i-1",

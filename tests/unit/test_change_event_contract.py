@@ -15,19 +15,19 @@ Regenerate the samples after an intended change:
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.schemas import registry, schemas_dir
+from dcm_status_contracts.status_update import StatusUpdate
 
-from shared.contracts import status_changed as change_events
-from shared.contracts.model import ResourceKey
-from shared.contracts.schemas import registry, schemas_dir
-from shared.contracts.status_update import StatusUpdate
 from shared.upsert.store import resource_document
+from tests.samples import SCHEMAS
 
-SAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "events" / "samples" / "status-changed-v1"
+SAMPLES = SCHEMAS / "events" / "samples" / "status-changed-v1"
 KINDS = ("created", "changed", "late", "recreated", "flapping")
 NOW = "2026-03-01T09:00:02.000000Z"
 
@@ -177,8 +177,8 @@ def test_shape_check_catches_drift():
 
 
 def test_consumers_read_every_sample():
-    from shared.contracts.model import PubSubMessage
-    from shared.contracts.status_changed import decode
+    from dcm_status_contracts.model import PubSubMessage
+    from dcm_status_contracts.status_changed import decode
 
     for kind in KINDS:
         sample = load_sample(kind)

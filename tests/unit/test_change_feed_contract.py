@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from dcm_status_contracts import change_feed, timeutil
+from dcm_status_contracts.change_feed import END, Cursor
+from dcm_status_contracts.errors import Gone, InvalidRequest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.contracts import change_feed, timeutil
-from shared.contracts.change_feed import END, Cursor
-from shared.contracts.errors import Gone, InvalidRequest
 from tests.unit.test_change_event_contract import build
 
 T = timeutil.parse("2026-03-01T10:00:00.123456Z")

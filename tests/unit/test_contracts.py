@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from dcm_status_contracts import status_update
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import MAX_ATTRIBUTE_BYTES, PubSubMessage, clip
+from dcm_status_contracts.status_report import build_event, to_pubsub_message
 
-from shared.contracts import status_update
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import MAX_ATTRIBUTE_BYTES, PubSubMessage, clip
-from shared.contracts.status_report import build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 
 
 def update(resource_id: str = "i-1") -> status_update.StatusUpdate:
-    data, attrs = to_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="e-1",
+    data, attrs = to_pubsub_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="e-1",
                                          time="2026-01-01T00:00:00Z"))
     return normalize_message(PubSubMessage(data, attrs, "m-1", None, "dcm-status-ingress-aws"),
                              settings.from_env({"DCM_PROJECT": "unit"}))
@@ -70,7 +70,7 @@ def test_the_internal_schema_requires_every_field_the_dataclass_requires():
     """Found by the fuzz: a message without 'reason' passed the schema and crashed the constructor."""
     from dataclasses import MISSING, fields
 
-    from shared.contracts.schemas import registry
+    from dcm_status_contracts.schemas import registry
 
     schema = registry().get(status_update.SCHEMA_URI).schema
     needed = {f.name for f in fields(status_update.StatusUpdate)

@@ -178,7 +178,8 @@ def test_an_error_text_never_holds_the_hooks_path_or_query():
 
 
 def test_more_ports_are_a_setting_and_a_malformed_one_stops_the_function():
-    from shared.contracts.errors import ConfigError
+    from dcm_status_contracts.errors import ConfigError
+
     from shared.runtime import settings
 
     assert settings.from_env({"DCM_PROJECT": "p"}).hook_ports == ()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from dcm_status_contracts.errors import ConfigError
 
-from shared.contracts.errors import ConfigError
 from shared.runtime import settings
 
 

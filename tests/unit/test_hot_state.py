@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.contracts import timeutil
+from dcm_status_contracts import timeutil
+
 from shared.state.model import (
     HOT_BURST,
     HOT_RATE,

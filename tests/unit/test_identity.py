@@ -1,9 +1,8 @@
 """Resource identity from the subject hierarchy, table-driven."""
 
 import pytest
-
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.identity import resolve
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.identity import resolve
 
 CASES = [
     # (attributes, data, expected key)

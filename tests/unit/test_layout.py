@@ -1,10 +1,16 @@
-"""The layout rule, checked on the code: runtime/, contracts/ and state/ beneath, one package per
-function, and use-case packages that never import each other; in infra/, arrows that go one way
-(the CLI may run the demo, both use the local stack, which uses neither) and no loop."""
+"""The layout rule, checked on the code: the wire contracts (shared/contracts/, their own distribution,
+imported as dcm_status_contracts) at the bottom, importing nothing but themselves; runtime/ and state/
+beneath the use cases; one package per function, and use-case packages that never import each other; in
+infra/, arrows that go one way (the CLI may run the demo, both use the local stack, which uses neither)
+and no loop; no symbolic link anywhere."""
 
 from __future__ import annotations
 
 import ast
+import os
+import re
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -12,8 +18,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / "shared"
+CONTRACTS = SHARED / "contracts"  # the source of dcm_status_contracts (package-dir: shared/contracts -> it)
 FUNCTIONS = sorted(p.name for p in (REPO / "functions").iterdir() if (p / "main.py").is_file())
 BENEATH = ("runtime", "contracts", "state")
+OURS = ("shared", "infra", "functions", "tests", "benchmarks", "examples", "dcm_status_sdk", "dcm_status_contracts")
 IO_MODULES = ("google.cloud", "google.api_core", "requests", "flask", "functions_framework", "socket", "urllib.request")
 
 
@@ -30,8 +38,15 @@ def imports(path: Path) -> set[str]:
 
 
 def package_of(module: str) -> str | None:
+    """The room of shared/ a module is in (the contracts: by their one name, dcm_status_contracts)."""
     parts = module.split(".")
+    if parts[0] == "dcm_status_contracts":
+        return "contracts"
     return parts[1] if len(parts) > 1 and parts[0] == "shared" else None
+
+
+def python_files(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("*.py") if ".venv" not in p.parts and "build" not in p.parts]
 
 
 def test_one_package_per_function_and_nothing_loose():
@@ -65,10 +80,72 @@ def test_state_imports_only_contracts_and_itself():
 
 
 def test_contracts_do_no_io():
-    for path in (SHARED / "contracts").rglob("*.py"):
+    """Reading their own schemas (importlib.resources, or the checkout's schemas/) is all (schemas.py)."""
+    for path in CONTRACTS.glob("*.py"):
         for module in imports(path):
-            assert package_of(module) != "runtime", f"{path.relative_to(REPO)} imports {module}"
             assert not module.startswith(IO_MODULES), f"{path.relative_to(REPO)} imports {module}"
+
+
+def declared_dependencies() -> set[str]:
+    with (CONTRACTS / "pyproject.toml").open("rb") as f:
+        project = tomllib.load(f)["project"]
+    requirements = [*project["dependencies"], *(d for extra in project.get("optional-dependencies", {}).values()
+                                                for d in extra)]
+    return {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower().replace("-", "_") for r in requirements}
+
+
+# Import names of the declared dependencies that differ from the distribution's name (jsonschema brings referencing).
+IMPORT_NAMES = {"referencing": "jsonschema"}
+
+
+def absolute_imports(path: Path) -> set[str]:
+    """What ``path`` imports by absolute name (``from .errors import ...`` is the package itself)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_contracts_import_only_themselves_the_standard_library_and_their_declared_dependencies():
+    allowed = declared_dependencies()
+    for path in CONTRACTS.glob("*.py"):
+        if path.name == "setup.py":  # the build step, not a module of the package
+            continue
+        for module in absolute_imports(path):
+            top = module.split(".")[0]
+            if top == "dcm_status_contracts" or top in sys.stdlib_module_names:
+                continue
+            assert top not in OURS, f"{path.relative_to(REPO)} imports {module}: the contracts import nothing of ours"
+            assert IMPORT_NAMES.get(top, top) in allowed, \
+                f"{path.relative_to(REPO)} imports {module}, not declared in shared/contracts/pyproject.toml"
+
+
+def test_contracts_import_themselves_relatively_or_by_their_one_name():
+    for path in CONTRACTS.glob("*.py"):
+        source = path.read_text()
+        assert not re.search(r"^\s*(from|import) shared\b", source, re.M), path.relative_to(REPO)
+
+
+OTHER_NAME = re.compile(r"^\s*(from|import)\s+(shared|dcm_status_sdk)\.contracts\b|^\s*from\s+\.contracts\b"
+                        r"|^\s*from\s+(shared|dcm_status_sdk)\s+import\s+(\(\s*)?([\w\s,]*,\s*)?contracts\b", re.M)
+
+
+def test_nothing_imports_the_contracts_by_another_name():
+    roots = [REPO / d for d in ("shared", "infra", "functions", "sdk", "tests", "benchmarks", "examples")]
+    for path in python_files(*roots):
+        found = OTHER_NAME.search(path.read_text())
+        assert not found, f"{path.relative_to(REPO)}: {found.group(0).strip()!r}: import dcm_status_contracts"
+
+
+def test_no_symbolic_links_in_the_tree():
+    links = []
+    for folder, dirs, files in os.walk(REPO):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("build", "__pycache__")]
+        links += [Path(folder, n).relative_to(REPO) for n in dirs + files if Path(folder, n).is_symlink()]
+    assert not links, f"symbolic links: {links} (one copy of each file; the contracts are a distribution)"
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -128,7 +205,8 @@ def test_the_local_stack_imports_neither_the_cli_nor_the_demo():
 
 
 def test_reference_providers_are_on_the_kit_alone():
+    """The kit (dcm_status_sdk) and the contracts it installs (dcm_status_contracts), nothing of shared/."""
     for path in (INFRA / "providers").rglob("*.py"):
         for module in imports(path):
-            assert infra_room(module) is None and package_of(module) is None and module != "shared", \
+            assert infra_room(module) is None and module.split(".")[0] != "shared", \
                 f"{path.relative_to(REPO)} imports {module}"

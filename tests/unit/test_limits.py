@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from shared.contracts import dead_letter as dl
-from shared.contracts import limits, timeutil
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import limits, timeutil
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage
 
 
 def nested(levels: int) -> dict:
@@ -69,9 +68,9 @@ def test_a_dead_letter_with_few_attributes_keeps_them_all():
     ("InvalidArgument", "Rejected", Reason.UNSTORABLE),  # a limit nobody checked: never retried
 ])
 def test_firestore_failures_map_to_retry_or_dead_letter(error, raised, reason):
+    from dcm_status_contracts import errors
     from google.api_core import exceptions as gexc
 
-    from shared.contracts import errors
     from shared.runtime import firestore as fs
 
     with pytest.raises(getattr(errors, raised)) as info:
@@ -96,7 +95,7 @@ _json = st.recursive(_scalars, lambda children: st.one_of(st.lists(children, max
 def test_the_fast_checks_agree_with_the_walks_that_say_where(value, limit):
     """storable() and too_deep() answer valid data from a fast check and walk again only on a breach: the
     fast check must never pass what the walk refuses."""
-    from shared.contracts import limits
+    from dcm_status_contracts import limits
 
     walk_ok = _walk_finds_nothing(value, limit)
     assert (limits.storable(value, max_depth=limit) is None) == walk_ok
@@ -108,7 +107,7 @@ def test_the_fast_checks_agree_with_the_walks_that_say_where(value, limit):
 
 
 def _walk_finds_nothing(value, limit) -> bool:
-    from shared.contracts import limits
+    from dcm_status_contracts import limits
 
     original = limits._storable_fast
     try:

@@ -3,22 +3,21 @@ and are exactly what encode emits; decode reads them back and refuses what is no
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
+from dcm_status_contracts import provider_event
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.provider_event import ProviderState, ProviderTransition
+from dcm_status_contracts.schemas import registry
 
-from shared.contracts import provider_event
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.provider_event import ProviderEvent, ProviderState
-from shared.contracts.schemas import registry
+from tests.samples import SCHEMAS
 
-SAMPLES = Path(__file__).resolve().parents[2] / "schemas" / "events" / "samples" / "provider-v1"
+SAMPLES = SCHEMAS / "events" / "samples" / "provider-v1"
 EVENTS = {
-    "silent": ProviderEvent("aws", ProviderState.SILENT, "2026-03-01T10:15:00.000000Z",
+    "silent": ProviderTransition("aws", ProviderState.SILENT, "2026-03-01T10:15:00.000000Z",
                             "2026-03-01T09:00:00.000000Z", 4500),
-    "reporting": ProviderEvent("aws", ProviderState.REPORTING, "2026-03-01T11:02:10.000000Z",
+    "reporting": ProviderTransition("aws", ProviderState.REPORTING, "2026-03-01T11:02:10.000000Z",
                                "2026-03-01T11:02:10.000000Z", 4500),
 }
 
@@ -41,7 +40,7 @@ def test_every_state_has_a_sample():
 
 
 def test_the_id_is_the_transition_so_a_republished_one_is_the_same_event():
-    again = ProviderEvent("aws", ProviderState.SILENT, "2026-03-01T10:15:00.000000Z", None, None)
+    again = ProviderTransition("aws", ProviderState.SILENT, "2026-03-01T10:15:00.000000Z", None, None)
     assert again.event_id == EVENTS["silent"].event_id != EVENTS["reporting"].event_id
 
 

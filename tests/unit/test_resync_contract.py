@@ -4,9 +4,8 @@ be misread, and the decision a complete batch leads to."""
 from __future__ import annotations
 
 import pytest
-
-from shared.contracts.errors import Rejected
-from shared.contracts.resync import ResyncMark, not_in_snapshot
+from dcm_status_contracts.errors import Rejected
+from dcm_status_contracts.resync import ResyncMark, not_in_snapshot
 
 MARK = ResyncMark("b1", 3, 0, "2026-11-22T10:00:00.000000Z", ("container", "vm"))
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from dcm_status_contracts.errors import Rejected
+from dcm_status_contracts.status_report import BindingMode, binding_mode
 
-from shared.contracts.errors import Rejected
-from shared.contracts.status_report import BindingMode, binding_mode
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from tests import samples

@@ -17,6 +17,9 @@ from typing import Any
 
 import orjson
 import pytest
+from dcm_status_contracts.errors import Rejected as IngestRejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
 from dcm_status_sdk import (
     Backlogged,
     DataType,
@@ -29,14 +32,10 @@ from dcm_status_sdk import (
     ResourceState,
     Value,
 )
-from dcm_status_sdk.contracts.status_report import ReportForm
 from dcm_status_sdk.sequence import DIGITS, SequenceCounter
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 
-from shared.contracts.errors import Rejected as IngestRejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_report import build_event, to_message
 from shared.ingest.normalize import normalize, normalize_message
 from shared.runtime import settings
 from tests.fakes import FakePublisher
@@ -114,7 +113,7 @@ def test_an_invalid_report_is_refused_before_publishing_with_ingests_reason_and_
     r.close()
     assert pub.messages == [] and refused.value.reason.value == reason
     event = build_event("aws", *args, time=time or "2026-11-22T00:00:00Z", form=ReportForm.CURRENT, **fields)
-    data, attrs = to_message(event)
+    data, attrs = to_pubsub_message(event)
     with pytest.raises(IngestRejected) as ingest:
         normalize_message(PubSubMessage(data, attrs, "m1", topic=TOPIC), settings.from_env())
     sizes = re.compile(r"\d+ bytes")  # the two events differ in id, sequence and time, so in size

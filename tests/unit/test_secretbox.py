@@ -9,9 +9,9 @@ import os
 import stat
 
 import pytest
+from dcm_status_contracts import callback
+from dcm_status_contracts.errors import ConfigError, SecretUnavailable
 
-from shared.contracts import callback
-from shared.contracts.errors import ConfigError, SecretUnavailable
 from shared.runtime import secretbox
 from shared.runtime.entrypoint import http_function, pubsub_function
 from shared.runtime.secretbox import Keyring, KeySource

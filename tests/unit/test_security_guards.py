@@ -29,15 +29,15 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
+from dcm_status_contracts import callback, timeutil
+from dcm_status_contracts.errors import InvalidRequest, Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_report import BindingMode, ReportForm, build_event, to_pubsub_message
 from google.auth import crypt
 from google.auth import jwt as google_jwt
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from werkzeug.exceptions import Forbidden
 
-from shared.contracts import callback, timeutil
-from shared.contracts.errors import InvalidRequest, Reason, Rejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_report import BindingMode, ReportForm, build_event, to_message
 from shared.ingest.normalize import normalize_message
 from shared.runtime import auth, egress, settings
 from shared.runtime.logs import CloudLoggingFormatter
@@ -328,7 +328,7 @@ def test_the_request_host_does_not_choose_the_audience_when_it_is_configured(goo
 def _on_aws_topic(source: str, binary: bool = False) -> PubSubMessage:
     event = build_event("aws", "vm", "i-1", "RUNNING", event_id="e-1", time="2026-11-22T10:00:00Z",
                         form=ReportForm.CURRENT, source=source)
-    data, attrs = to_message(event, BindingMode.BINARY if binary else BindingMode.STRUCTURED)
+    data, attrs = to_pubsub_message(event, BindingMode.BINARY if binary else BindingMode.STRUCTURED)
     return PubSubMessage(data, attrs, "m-1", "2026-11-22T10:00:00Z", "dcm-status-ingress-aws")
 
 

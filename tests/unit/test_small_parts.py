@@ -4,11 +4,11 @@ import json
 import logging
 
 import pytest
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.diff import changes
+from dcm_status_contracts.model import ResourceKey, event_identity
 
 from infra.topology import load
-from shared.contracts import timeutil
-from shared.contracts.diff import changes
-from shared.contracts.model import ResourceKey, event_identity
 from shared.runtime import settings
 from shared.runtime.logs import CloudLoggingFormatter
 

@@ -1,9 +1,9 @@
 """Status enums per resource type, aliases and the UNKNOWN default."""
 
 import pytest
+from dcm_status_contracts.schemas import registry
 
-from shared.contracts.schemas import registry
-from shared.ingest.statuses import normalize
+from shared.ingest.statuses import normalize_status
 
 # The current vocabularies (dcm-project/enhancements@ce144d4, service-provider-status-reporting.md).
 ENUMS = {
@@ -38,7 +38,7 @@ def test_every_status_of_every_version_is_recognised_in_the_current_vocabulary(r
     schema_statuses = {st for s in registry().status.values() if s.resource_type == rtype for st in s.statuses}
     assert schema_statuses <= EVERY_VERSION[rtype]
     for raw in EVERY_VERSION[rtype]:
-        result = normalize(current, raw)
+        result = normalize_status(current, raw)
         assert result.recognized and result.status in current.statuses, (rtype, raw, result)
 
 
@@ -73,7 +73,7 @@ def test_a_removed_enum_value_is_a_major_version():
     ("network", "flapping", "UNKNOWN", False),
 ])
 def test_normalize(rtype, raw, status, recognized):
-    result = normalize(registry().current[rtype], raw)
+    result = normalize_status(registry().current[rtype], raw)
     assert (result.status, result.recognized, result.raw) == (status, recognized, raw)
 
 
@@ -94,11 +94,11 @@ def test_normalize(rtype, raw, status, recognized):
     ("acm-cluster", "cluster", "DELETED", "DELETED"),
 ])
 def test_provider_vocabularies_map_raw_statuses_and_keep_them(vocabulary, rtype, raw, status):
-    result = normalize(registry().current[rtype], raw, registry().vocabularies[vocabulary])
+    result = normalize_status(registry().current[rtype], raw, registry().vocabularies[vocabulary])
     assert (result.status, result.raw, result.recognized) == (status, raw, True)
 
 
 def test_a_vocabulary_maps_only_its_own_resource_types():
     kubevirt = registry().vocabularies["kubevirt"]
-    assert normalize(registry().current["container"], "Succeeded", kubevirt).status == "SUCCEEDED"
-    assert normalize(registry().current["vm"], "Succeeded").status == "UNKNOWN"  # without it: not a vm status
+    assert normalize_status(registry().current["container"], "Succeeded", kubevirt).status == "SUCCEEDED"
+    assert normalize_status(registry().current["vm"], "Succeeded").status == "UNKNOWN"  # without it: not a vm status

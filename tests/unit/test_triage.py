@@ -1,10 +1,10 @@
 """Dead-letter classification and fingerprints."""
 
 import orjson
+from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage, event_identity
 
-from shared.contracts import dead_letter as dl
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage, event_identity
 from shared.deadletter.replay import event_identity_of
 from shared.deadletter.triage import classify
 

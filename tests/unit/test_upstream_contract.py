@@ -6,11 +6,11 @@ from datetime import timedelta
 
 import orjson
 import pytest
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.status_report import BindingMode, binding_mode, decode
 
-from shared.contracts import timeutil
-from shared.contracts.errors import Reason, Rejected
-from shared.contracts.model import PubSubMessage
-from shared.contracts.status_report import BindingMode, binding_mode, decode
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.upsert.store import compare, resource_document

@@ -389,7 +389,7 @@ def list_cmd(provider_name: str | None, resource_type: str | None, status: str |
 @cli.command()
 @JSON
 def stats(as_json: bool) -> None:
-    """Counters: received, applied, duplicate, stale, deadlettered.
+    """Counters: received = applied + unchanged (re-reports) + duplicate + stale + deadlettered.
 
     Example: dcm-status stats --json
     """

@@ -64,7 +64,7 @@ def test_the_contracts_refuse_any_other_name(other):
 
 
 def test_no_copy_and_no_stored_state_in_the_kit():  # no link anywhere: test_layout.py
-    assert not (CONTRACTS / "state.py").exists() and not list((REPO / "sdk").rglob("state.py"))
+    assert not (CONTRACTS / "state.py").exists() and not list((REPO / "sdk" / "dcm_status_sdk").rglob("state.py"))
     assert not (REPO / "sdk" / "dcm_status_sdk" / "contracts").exists()
     assert not (REPO / "sdk" / "dcm_status_sdk" / "schemas").exists()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -49,6 +50,7 @@ def watch(provider: str | None, resource_type: str | None, status: str | None, a
     subscriber.create_subscription(request={"name": name, "topic": topic, "ack_deadline_seconds": 10,
                                             "expiration_policy": {"ttl": {"seconds": 86400}}}, timeout=30)
     wanted_status = status_token(status) if status else None
+    _stop_on_signals()
     click.echo(f"watching {conn.topology.topic('changed')} (Ctrl-C to stop)", err=True)
     try:
         while True:
@@ -76,6 +78,13 @@ def watch(provider: str | None, resource_type: str | None, status: str | None, a
         pass
     finally:
         subscriber.delete_subscription(subscription=name, timeout=30)
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C, or a TERM from whatever runs it, ends `watch` cleanly (its subscription deleted), even when it
+    was started with SIGINT ignored (a background job of a script, a test runner's worker)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
 
 
 @click.command()

@@ -4,7 +4,7 @@ nats-server runs with the configuration ``infra/nats_accounts.py`` generates fro
 per provider, passwords in ``$DCM_STATE_DIR/nats/credentials.json``, mode 0600), its JetStream data in
 ``$DCM_STATE_DIR/nats/jetstream`` (kept when the server is killed and restarted by its keeper; emptied by
 a fresh ``up``, as the emulators' data is). A provider added later gets its identity and the server
-reloads its configuration (SIGHUP), without a restart. The ingress (``python -m functions.nats_ingress.main``)
+is restarted by its keeper with the new configuration (its data kept). The ingress (``python -m functions.nats_ingress.main``)
 connects as the platform user; with ``--chaos`` it reaches Pub/Sub through a fault proxy
 (``pubsub-outage`` flag), so a test can cut Pub/Sub off for it alone.
 """
@@ -12,10 +12,12 @@ connects as the platform user; with ``--chaos`` it reaches Pub/Sub through a fau
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,11 +75,21 @@ def start_server(stack: LocalStack, state: StackState, fresh: bool) -> None:
 
 
 def reload(stack: LocalStack, state: StackState) -> None:
-    """New identities into the running server: the configuration written again, then SIGHUP (no restart)."""
+    """New identities into the running server: the configuration written again, then the server restarted
+    by its keeper (its JetStream data kept; clients reconnect). Not a SIGHUP reload: nats-server 2.15.1
+    reloads the new account but never routes its service import to the stream (measured: the provider's
+    JetStream publish gets no responder, its core publish is lost)."""
     write_config(stack, state)
     pid = stack.server_pid(NATS_SERVER)
-    if pid:
-        os.kill(pid, signal.SIGHUP)
+    if not pid or not state.nats:
+        return
+    os.kill(pid, signal.SIGTERM)  # its keeper starts it again (infra/local/supervise.py)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if stack.server_pid(NATS_SERVER) not in (None, pid) and emulators.reachable(f"127.0.0.1:{state.nats['port']}"):
+            return
+        time.sleep(0.1)
+    raise emulators.EmulatorError(f"nats-server did not come back after its restart; log {stack.log_dir}")
 
 
 def ingress_env(stack: LocalStack, state: StackState) -> dict[str, str]:
@@ -107,7 +119,9 @@ async def _declare(url: str, platform: nats_accounts.Identity, env: dict[str, st
 
 
 def declare_stream(stack: LocalStack, state: StackState) -> None:
-    """The stream and the ingress's durable consumer, as the topology declares them (idempotent)."""
+    """The stream and the ingress's durable consumer, as the topology declares them (idempotent; quiet: its
+    log lines are the ingress's, for Cloud Logging)."""
+    logging.getLogger("dcm.nats_ingress").setLevel(logging.WARNING)
     env = {**stack.topology(state).nats.env(), "NATS_URL": state.nats_url}
     asyncio.run(_declare(state.nats_url, credentials(stack, state).platform, env))
 

@@ -339,7 +339,7 @@ class LocalStack:
                 Process(**state.nats).stop()
             natsserver.start_server(self, state, fresh=not state.nats)
             self._save(state)
-        else:
+        elif self._providers_changed:
             natsserver.reload(self, state)  # providers added by this `up`
         natsserver.declare_stream(self, state)
         if not state.nats_ingress or not Process(**state.nats_ingress).alive() or self._providers_changed:
@@ -524,7 +524,7 @@ class LocalStack:
             state.providers = sorted(set(state.providers) | {name})
             self._save(state)
         self.apply_topology(state)
-        if state.nats:  # its NATS identity, the server reloaded, the ingress told of one more provider
+        if state.nats:  # its NATS identity, the server restarted with it, the ingress told of one more provider
             natsserver.reload(self, state)
             natsserver.start_ingress(self, state)
             self._save(state)

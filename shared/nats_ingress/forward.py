@@ -27,7 +27,7 @@ from shared.contracts import timeutil
 from shared.contracts.errors import Reason, Rejected
 from shared.contracts.model import clip
 from shared.nats_ingress.health import Health
-from shared.nats_ingress.route import REJECTED_BY, Inbound, Outbound, as_pubsub, route
+from shared.nats_ingress.route import REJECTED_BY, Inbound, Outbound, as_pubsub, known_provider, route
 from shared.runtime.logs import get_logger
 from shared.runtime.settings import NatsSettings, Settings
 
@@ -74,7 +74,7 @@ class Forwarder:
             outbound = route(inbound, self.nats, self.settings)
             return Plan(inbound, delivery, outbound, provider=outbound.provider)
         except Rejected as exc:
-            return Plan(inbound, delivery, None, exc, self.nats.provider_of_subject(inbound.subject))
+            return Plan(inbound, delivery, None, exc, known_provider(inbound.subject, self.nats, self.settings))
 
     async def forward(self, batch: Sequence[tuple[Inbound, Delivery]]) -> list[Outcome]:
         """Publish the whole batch at once, then settle each message (ack or nak) by its own result."""
@@ -100,7 +100,7 @@ class Forwarder:
     async def _dead_letter(self, plan: Plan) -> Outcome:
         assert plan.rejection is not None
         topic = plan.outbound.topic if plan.outbound else (
-            self.settings.ingress_topic(plan.provider) if plan.provider in self.settings.providers else None)
+            self.settings.ingress_topic(plan.provider) if plan.provider else None)
         original = as_pubsub(plan.inbound, topic)
         attributes = dl.rejection_attributes(original, plan.rejection, REJECTED_BY, plan.provider, timeutil.now_str())
         try:

@@ -72,12 +72,18 @@ def binding_attributes(headers: Mapping[str, str]) -> dict[str, str]:
             if k.lower().startswith(BINARY_PREFIX) or k.lower() == CONTENT_TYPE}
 
 
+def known_provider(subject: str, nats: NatsSettings, settings: Settings) -> str | None:
+    """The provider of ours the server-written prefix of ``subject`` names, or None."""
+    provider = nats.provider_of_subject(subject)
+    return provider if provider and (not settings.providers or provider in settings.providers) else None
+
+
 def provider_of(message: Inbound, nats: NatsSettings, settings: Settings) -> str:
     """The provider the server-written prefix names; Rejected (unknown_provider) if none of ours."""
-    provider = nats.provider_of_subject(message.subject)
-    if provider is None or (settings.providers and provider not in settings.providers):
+    provider = known_provider(message.subject, nats, settings)
+    if provider is None:
         raise Rejected(Reason.UNKNOWN_PROVIDER, f"subject {message.subject!r} names no known provider "
-                       f"(expected {nats.provider_prefix}<provider>.…)", {"subject": message.subject[:200]})
+                       f"(expected {nats.provider_prefix.replace('{provider}', '<provider>')}…)", {"subject": message.subject[:200]})
     return provider
 
 

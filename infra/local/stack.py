@@ -13,6 +13,7 @@ started.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import json
 import math
@@ -254,19 +255,24 @@ class LocalStack:
         """nats-server and the NATS ingress: alive, answering, restarted how often; the ingress's lag."""
         if not state.nats:
             return []
-        rows = []
-        for name, where, proc, probe in (
-                (natsserver.NATS_SERVER, state.nats_url, state.nats, f"127.0.0.1:{state.nats_http_port}"),
-                (natsserver.NATS_INGRESS, f"http://{Process(**state.nats_ingress).host}/healthz" if state.nats_ingress
-                 else "-", state.nats_ingress, Process(**state.nats_ingress).host if state.nats_ingress else None)):
-            keeper = Process(**proc) if proc else None
-            answers = bool(probe) and answers_http(probe)
-            status = (Condition.UP if answers else Condition.RESTARTING) if keeper and keeper.alive() else (
-                Condition.UNSUPERVISED if answers else Condition.DOWN)
-            detail = natsserver.describe(natsserver.ingress_report(probe)) if name == natsserver.NATS_INGRESS \
-                and answers else ""
-            rows.append(Health(name, where or "-", status, self._restarts(name), detail))
-        return rows
+        server = self._kept_health(natsserver.NATS_SERVER, state.nats_url, state.nats,
+                                   f"127.0.0.1:{state.nats_http_port}")
+        if not state.nats_ingress:
+            return [server, Health(natsserver.NATS_INGRESS, "-", Condition.DOWN)]
+        host = Process(**state.nats_ingress).host
+        ingress = self._kept_health(natsserver.NATS_INGRESS, f"http://{host}/healthz", state.nats_ingress, host)
+        if ingress.status is Condition.UP:
+            ingress = dataclasses.replace(ingress, detail=natsserver.describe(natsserver.ingress_report(host)))
+        return [server, ingress]
+
+    def _kept_health(self, name: str, where: str, keeper: dict, probe: str) -> Health:
+        """A process under a keeper: UP (kept, answering), RESTARTING, UNSUPERVISED (answering, no keeper), DOWN."""
+        answers = answers_http(probe)
+        if Process(**keeper).alive():
+            status = Condition.UP if answers else Condition.RESTARTING
+        else:
+            status = Condition.UNSUPERVISED if answers else Condition.DOWN
+        return Health(name, where, status, self._restarts(name))
 
     def nats_credentials(self, state: StackState, provider: str) -> nats_accounts.Identity | None:
         """The NATS identity of ``provider`` on this stack (None: not a provider of it)."""

@@ -45,6 +45,48 @@ class SubscriptionSpec:
 
 
 @dataclass(frozen=True)
+class NatsSpec:
+    """The NATS JetStream ingress (``nats:`` in topology.yaml): the stream the providers' events land in,
+    what each provider may publish, the prefix the server puts before it, the ingress's durable consumer."""
+
+    stream: str
+    subjects: str  # what the stream captures, e.g. "providers.*.dcm.>"
+    provider_subjects: str  # what a provider may publish in its own account, e.g. "dcm.>"
+    provider_prefix: str  # "providers.{provider}.": written by the server, never by a provider
+    consumer: str
+    ack_wait_seconds: int
+    max_deliver: int  # deliveries before a message that cannot be forwarded is dead-lettered
+    max_age_seconds: int
+    worker: str = "nats_ingress"  # functions/<worker>/main.py, a long-running worker (not a push function)
+
+    def subject_prefix(self, provider: str) -> str:
+        return self.provider_prefix.replace("{provider}", provider)
+
+    def env(self) -> dict[str, str]:
+        """The ingress's settings (shared/runtime/settings.py ``nats_from_env``), beside ``Topology.env()``."""
+        return {
+            "NATS_STREAM_NAME": self.stream,
+            "NATS_STATUS_SUBJECT": self.subjects,
+            "NATS_CONSUMER_NAME": self.consumer,
+            "NATS_PROVIDER_PREFIX": self.provider_prefix,
+            "NATS_ACK_WAIT_SECONDS": str(self.ack_wait_seconds),
+            "NATS_MAX_DELIVER": str(self.max_deliver),
+            "NATS_MAX_AGE_SECONDS": str(self.max_age_seconds),
+        }
+
+
+def _nats(doc: Mapping[str, Any] | None) -> NatsSpec | None:
+    if not doc:
+        return None
+    if "{provider}" not in doc["provider_prefix"]:
+        raise ValueError(f"nats.provider_prefix must contain '{{provider}}', got {doc['provider_prefix']!r}")
+    return NatsSpec(stream=doc["stream"], subjects=doc["subjects"], provider_subjects=doc["provider_subjects"],
+                    provider_prefix=doc["provider_prefix"], consumer=doc["consumer"],
+                    ack_wait_seconds=int(doc["ack_wait_seconds"]), max_deliver=int(doc["max_deliver"]),
+                    max_age_seconds=seconds(doc["max_age"]), worker=doc.get("worker", "nats_ingress"))
+
+
+@dataclass(frozen=True)
 class Topology:
     topics: tuple[TopicSpec, ...]
     subscriptions: tuple[SubscriptionSpec, ...]
@@ -58,6 +100,7 @@ class Topology:
     flapping: Mapping[str, Any] = field(default_factory=dict)  # how many changes in what window is flapping
     http_functions: tuple[str, ...] = ()  # called over HTTP by people and tools, not pushed to
     ingress_subscriptions: tuple[str, ...] = ("dcm-ingest-{provider}",)  # the subscriptions on each ingress topic
+    nats: NatsSpec | None = None  # the NATS JetStream ingress, when declared
 
     def topic(self, key: str, provider: str | None = None) -> str:
         return next(t.name for t in self.topics if t.key == key and t.provider == provider)
@@ -134,4 +177,5 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         provider_profiles=doc.get("provider_profiles") or {},
         freshness=doc.get("freshness") or {},
         flapping=doc.get("flapping") or {},
+        nats=_nats(doc.get("nats")),
     )

@@ -21,6 +21,8 @@ from infra.cli.common import connect
 from infra.cli.dlq import dlq
 from infra.cli.errors import Group
 from infra.cli.live import logs, watch
+from infra.cli.natspublish import Via, subject_of
+from infra.cli.natspublish import publish as nats_publish
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
 from infra.local.stack import Condition, LocalStack
 from shared.api import queries
@@ -71,6 +73,9 @@ def up(providers: str | None, chaos: bool) -> None:
                f"Firestore {state.firestore_host}, providers {', '.join(state.providers)}", err=True)
     for name, f in state.functions.items():
         click.echo(f"  function {name:<11} http://127.0.0.1:{f['port']}", err=True)
+    if state.nats:
+        click.echo(f"NATS (JetStream): {state.nats_url}  (a provider's identity: dcm-status provider "
+                   "nats-credentials NAME --json)", err=True)
     if "api" in state.functions:
         click.echo(f"dashboard and status API: {stack.function_url(state, 'api')}", err=True)
     if "notify" in state.functions:
@@ -105,8 +110,8 @@ def status(as_json: bool) -> None:
     if as_json:
         emit_json([asdict(h) for h in rows])
     else:
-        table(("component", "status", "restarts", "where"),
-              ((h.component, h.status, h.restarts, h.where) for h in rows), flexible=("where",))
+        table(("component", "status", "restarts", "where", "detail"),
+              ((h.component, h.status, h.restarts, h.where, h.detail) for h in rows), flexible=("where", "detail"))
     unhealthy = [f"{h.component} {h.status}" for h in rows if h.status is not Condition.UP]
     if unhealthy:
         click.echo(f"unhealthy: {'; '.join(unhealthy)}", err=True)
@@ -132,6 +137,37 @@ def provider_add(name: str) -> None:
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"provider {name} added; providers: {', '.join(state.providers)}", err=True)
+    if state.nats:
+        click.echo(f"its NATS identity: dcm-status provider nats-credentials {name} --json", err=True)
+
+
+@provider.command("nats-credentials")
+@click.argument("name")
+@JSON
+def provider_nats_credentials(name: str, as_json: bool) -> None:
+    """Print the NATS URL, user and password provider NAME connects with (the local stack's).
+
+    An unchanged dcm-project provider is pointed at it with NATS_URL=nats://USER:PASSWORD@HOST:PORT and
+    publishes on its usual subjects (dcm.vm, dcm.cluster, ...); the server files them under
+    providers.NAME. The password is a secret: this prints it, so mind where the output goes.
+
+    Example: dcm-status provider nats-credentials osac --json
+    """
+    stack = LocalStack()
+    state = stack.running()
+    if state is None:
+        raise click.ClickException("the local stack is not running: dcm-status up")
+    if not state.nats:
+        raise click.ClickException("this local stack runs no NATS (infra/topology.yaml declares no nats: section)")
+    identity = stack.nats_credentials(state, name)
+    if identity is None:
+        raise click.ClickException(f"provider {name} not added; run 'dcm-status provider add {name}'")
+    value = {"url": state.nats_url, "user": identity.user, "password": identity.password}
+    if as_json:
+        emit_json(value)
+    else:
+        fields(value.items())
+        click.echo(f"NATS_URL={identity.url(state.nats_url)}")
 
 
 @contextlib.contextmanager
@@ -279,19 +315,24 @@ class _ListsTypes(click.Command):
 @click.option("--mode", type=click.Choice([m.value for m in BindingMode]), default=BindingMode.STRUCTURED.value,
               show_default=True, help="CloudEvents binding: the JSON event as data, or ce-* attributes.")
 @click.option("--no-validate", is_flag=True, help="Publish even what ingest will reject (to test dead letters).")
+@click.option("--via", type=click.Choice([v.value for v in Via]), default=Via.PUBSUB.value, show_default=True,
+              help="pubsub: on the provider's ingress topic; nats: on NATS as the provider's identity, on "
+                   "subject dcm.TYPE in the upstream providers' form (local stack).")
 def publish(provider_name: str, resource_type: str, resource_id: str, status: str, message: str,
-            event_time: str | None, event_id: str | None, mode: str, no_validate: bool) -> None:
-    """Publish one status CloudEvent as a provider would; prints the message id.
+            event_time: str | None, event_id: str | None, mode: str, no_validate: bool, via: str) -> None:
+    """Publish one status CloudEvent as a provider would; prints the message id (with --via nats: the
+    stream sequence NATS stored it under).
 
     Checked first with ingest's own rules: an event the pipeline would reject is refused with the
     reason (exit 1) unless --no-validate.
 
     Example: dcm-status publish --provider aws --type vm --id i-0abc --status running
+    Example: dcm-status publish --via nats --provider osac --type vm --id vm-1 --status running
     """
     from shared.contracts.errors import Rejected
     from shared.contracts.model import PubSubMessage
     from shared.contracts.schemas import status_token
-    from shared.contracts.status_report import build_event, to_message
+    from shared.contracts.status_report import ReportForm, build_event, to_message
     from shared.ingest.normalize import normalize_message
     from shared.ingest.statuses import UNKNOWN
     from shared.runtime import settings as settings_module
@@ -306,8 +347,9 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     publisher = conn.publisher()
     topic = conn.topology.ingress_template.replace("{provider}", provider_name)
     topic_path = publisher.topic_path(conn.project, topic)
+    form = ReportForm.CURRENT if via == Via.NATS else ReportForm.JANUARY  # NATS: as the upstream providers send it
     event = build_event(provider_name, resource_type, resource_id, status, message, event_id=event_id,
-                        time=event_time, last_transition_time=event_time)
+                        time=event_time, last_transition_time=event_time, form=form)
     data, attrs = to_message(event, BindingMode(mode))  # published as is: checked first unless --no-validate
     if not no_validate:
         logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
@@ -320,11 +362,34 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
         except Rejected as exc:
             raise click.ClickException(f"ingest would reject this event ({exc.reason.value}): {exc.message}; "
                                        "--no-validate sends it anyway") from exc
+    if via == Via.NATS:
+        _publish_via_nats(provider_name, subject_of(resource_type), data, attrs, BindingMode(mode))
+        return
     try:
         click.echo(publisher.publish(topic_path, data, **attrs).result(timeout=30))
     except gexc.NotFound as exc:
         raise click.ClickException(f"provider {provider_name} not added (no topic {topic_path}); "
                                    f"run 'dcm-status provider add {provider_name}'") from exc
+
+
+def _publish_via_nats(provider_name: str, subject: str, data: bytes, attrs: dict[str, str],
+                      mode: BindingMode) -> None:
+    """As the upstream providers do: the JSON event as the payload (no header), or ce-* headers (binary)."""
+    import nats.errors
+
+    stack = LocalStack()
+    state = stack.running()
+    if state is None or not state.nats:
+        raise click.ClickException("--via nats publishes to the local stack's NATS: dcm-status up")
+    identity = stack.nats_credentials(state, provider_name)
+    if identity is None:
+        raise click.ClickException(f"provider {provider_name} has no NATS identity; run 'dcm-status provider add "
+                                   f"{provider_name}'")
+    headers = attrs if mode is BindingMode.BINARY else {}
+    try:
+        click.echo(nats_publish(state.nats_url, identity, subject, data, headers))
+    except (nats.errors.Error, OSError, TimeoutError) as exc:
+        raise click.ClickException(f"NATS refused or did not ack the publish on {subject}: {exc!r}") from exc
 
 
 @cli.command()

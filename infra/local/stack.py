@@ -28,7 +28,8 @@ from google.api_core import exceptions as gexc
 from google.cloud import pubsub_v1
 from google.protobuf import duration_pb2
 
-from infra.local import emulators
+from infra import nats_accounts
+from infra.local import emulators, natsserver
 from infra.local.emulators import Process
 from infra.topology import SubscriptionSpec, Topology, load, read
 from shared.runtime import secretbox
@@ -38,7 +39,7 @@ DEFAULT_PROJECT = "dcm-local"
 
 
 _OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framework", b"infra.local.faultproxy",
-                 b"infra.local.supervise")
+                 b"infra.local.supervise", b"nats-server", b"functions.nats_ingress")
 
 
 @contextlib.contextmanager
@@ -73,13 +74,20 @@ class StackState:
     functions: dict = field(default_factory=dict)
     providers: list = field(default_factory=list)
     firestore_proxy: dict | None = None
+    nats: dict | None = None  # nats-server's keeper (pid) and client port
+    nats_http_port: int | None = None  # nats-server's monitoring port (/healthz)
+    nats_ingress: dict | None = None  # the NATS ingress worker's keeper (pid) and health port
+    pubsub_proxy: dict | None = None  # chaos: between the NATS ingress and Pub/Sub (outage tests)
 
     def processes(self) -> list[Process]:
         procs = [Process(**self.pubsub), Process(**self.firestore)]
         procs += [Process(**f) for f in self.functions.values()]
-        if self.firestore_proxy:
-            procs.append(Process(**self.firestore_proxy))
+        procs += [Process(**p) for p in (self.firestore_proxy, self.nats, self.nats_ingress, self.pubsub_proxy) if p]
         return procs
+
+    @property
+    def nats_url(self) -> str | None:
+        return f"nats://127.0.0.1:{self.nats['port']}" if self.nats else None
 
     @property
     def pubsub_host(self) -> str:
@@ -153,6 +161,7 @@ class Health:
     where: str
     status: Condition
     restarts: int = 0
+    detail: str = ""  # the NATS ingress: its lag (pending messages) and last error
 
 
 def answers_http(host: str, timeout: float = 2.0) -> bool:
@@ -178,6 +187,10 @@ class LocalStack:
         self.outage_flag = self.state_dir / "firestore-outage"
         # the webhook signing secrets' keyring (DCM_CALLBACK_KEYS_FILE; Secret Manager in production)
         self.callback_keys = self.state_dir / "callback-keys.json"
+        self.nats_dir = self.state_dir / "nats"  # the server's configuration, passwords (0600), JetStream data
+        self.pubsub_outage_flag = self.state_dir / "pubsub-outage"  # chaos: the NATS ingress's Pub/Sub cut off
+        self.repo_root = REPO_ROOT
+        self._providers_changed = False  # by this `up`: the NATS ingress is started again to know them
 
     def callback_keys_source(self) -> secretbox.KeySource:
         """The keyring the stack's notify and api seal and open signing secrets with (made if missing)."""
@@ -219,7 +232,7 @@ class LocalStack:
             status = ((Condition.OUTAGE if self.firestore_outage() else Condition.UP) if proxy.alive()
                       else Condition.DOWN)
             rows.append(Health("firestore-proxy", proxy.host, status))
-        return rows + self.function_health(state)
+        return rows + self.function_health(state) + self.nats_health(state)
 
     def function_health(self, state: StackState) -> list[Health]:
         rows = []
@@ -235,6 +248,30 @@ class LocalStack:
                 status = Condition.UNSUPERVISED if answers_http(keeper.host) else Condition.DOWN
             rows.append(Health(f"function {name}", f"http://{keeper.host}", status, self._restarts(name)))
         return rows
+
+    def nats_health(self, state: StackState) -> list[Health]:
+        """nats-server and the NATS ingress: alive, answering, restarted how often; the ingress's lag."""
+        if not state.nats:
+            return []
+        rows = []
+        for name, where, proc, probe in (
+                (natsserver.NATS_SERVER, state.nats_url, state.nats, f"127.0.0.1:{state.nats_http_port}"),
+                (natsserver.NATS_INGRESS, f"http://{Process(**state.nats_ingress).host}/healthz" if state.nats_ingress
+                 else "-", state.nats_ingress, Process(**state.nats_ingress).host if state.nats_ingress else None)):
+            keeper = Process(**proc) if proc else None
+            answers = bool(probe) and answers_http(probe)
+            status = (Condition.UP if answers else Condition.RESTARTING) if keeper and keeper.alive() else (
+                Condition.UNSUPERVISED if answers else Condition.DOWN)
+            detail = natsserver.describe(natsserver.ingress_report(probe)) if name == natsserver.NATS_INGRESS \
+                and answers else ""
+            rows.append(Health(name, where or "-", status, self._restarts(name), detail))
+        return rows
+
+    def nats_credentials(self, state: StackState, provider: str) -> nats_accounts.Identity | None:
+        """The NATS identity of ``provider`` on this stack (None: not a provider of it)."""
+        if provider not in state.providers:
+            return None
+        return natsserver.credentials(self, state).provider(provider)
 
     def unwell_functions(self, state: StackState) -> list[Health]:
         """The functions not up and supervised."""
@@ -264,6 +301,7 @@ class LocalStack:
             self.down()
             state = self._start(wanted, chaos)
         else:
+            self._providers_changed = bool(set(wanted) - set(state.providers))
             state.providers = sorted(set(state.providers) | set(wanted))
             self._save(state)
             if chaos and not state.firestore_proxy:  # the functions move behind a proxy; the data stays
@@ -280,6 +318,11 @@ class LocalStack:
             proxy = self._start_proxy(Process(**state.firestore), port=state.firestore_proxy["port"])
             state.firestore_proxy = asdict(proxy)
             self._save(state)
+        if state.pubsub_proxy and not Process(**state.pubsub_proxy).alive():
+            state.pubsub_proxy = asdict(self._start_proxy(Process(**state.pubsub), port=state.pubsub_proxy["port"],
+                                                          flag=self.pubsub_outage_flag, name="pubsub-proxy"))
+            self._save(state)
+        self._revive_nats(state)
         for name in load(state.providers).functions:
             f = state.functions.get(name)
             if f is None or not Process(**f).alive():
@@ -287,9 +330,26 @@ class LocalStack:
                     Process(**f).stop()  # its server may outlive a killed keeper: stop the whole group
                 self._launch(name, state, port=f["port"] if f else None)
 
+    def _revive_nats(self, state: StackState) -> None:
+        """nats-server and the ingress, when the topology declares NATS: started if missing or dead."""
+        if self.topology(state).nats is None:
+            return
+        if not state.nats or not Process(**state.nats).alive():
+            if state.nats:
+                Process(**state.nats).stop()
+            natsserver.start_server(self, state, fresh=not state.nats)
+            self._save(state)
+        elif self._providers_changed:
+            natsserver.reload(self, state)  # providers added by this `up`
+        natsserver.declare_stream(self, state)
+        if not state.nats_ingress or not Process(**state.nats_ingress).alive() or self._providers_changed:
+            natsserver.start_ingress(self, state)
+            self._save(state)
+
     def _start(self, providers: list[str], chaos: bool) -> StackState:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.outage_flag.unlink(missing_ok=True)
+        self.pubsub_outage_flag.unlink(missing_ok=True)
         started: list[Process] = []
         try:
             pubsub = emulators.start("pubsub", self.log_dir, push_timeout=push_timeout(load(providers)))
@@ -301,6 +361,10 @@ class LocalStack:
                 proxy = self._start_proxy(firestore)
                 started.append(proxy)
                 state.firestore_proxy = asdict(proxy)
+                if load(providers).nats:
+                    pubsub_proxy = self._start_proxy(pubsub, flag=self.pubsub_outage_flag, name="pubsub-proxy")
+                    started.append(pubsub_proxy)
+                    state.pubsub_proxy = asdict(pubsub_proxy)
             self._save(state)
             for name in load(providers).functions:
                 proc = self._start_function(name, state)
@@ -309,18 +373,22 @@ class LocalStack:
                 self._save(state)
             for name, f in state.functions.items():
                 emulators.wait_http(Process(**f), f"function {name}", self.log_dir / f"{name}.log")
+            self._providers_changed = False
+            self._revive_nats(state)
             return state
         except BaseException:
-            for p in started:
+            for p in started + [Process(**p) for p in (state.nats, state.nats_ingress) if p and p["pid"]]:
                 p.stop()
             self.state_file.unlink(missing_ok=True)
             raise
 
-    def _start_proxy(self, firestore: Process, port: int | None = None) -> Process:
+    def _start_proxy(self, firestore: Process, port: int | None = None, flag: Path | None = None,
+                     name: str = "firestore-proxy") -> Process:
+        """A fault proxy in front of ``firestore`` (or Pub/Sub, for the NATS ingress), cut while ``flag`` exists."""
         port = port or emulators.free_port()
-        log_path = self.log_dir / "firestore-proxy.log"
+        log_path = self.log_dir / f"{name}.log"
         pid = emulators.spawn([sys.executable, "-m", "infra.local.faultproxy", "--listen", str(port),
-                               "--target", firestore.host, "--flag", str(self.outage_flag)],
+                               "--target", firestore.host, "--flag", str(flag or self.outage_flag)],
                               log_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=str(REPO_ROOT))
         proc = Process(pid, port)
         deadline = time.monotonic() + 10
@@ -328,7 +396,7 @@ class LocalStack:
             if emulators.reachable(proc.host, timeout=0.5):
                 return proc
             time.sleep(0.05)
-        raise emulators.EmulatorError("firestore fault proxy did not start")
+        raise emulators.EmulatorError(f"{name} (fault proxy) did not start")
 
     def function_env(self, state: StackState) -> dict[str, str]:
         passed = ("DCM_SCHEMAS_DIR", "DCM_LEDGER_TTL_DAYS", "DCM_MAX_EVENT_BYTES", "DCM_DEADLETTER_TTL_DAYS",
@@ -358,10 +426,7 @@ class LocalStack:
         server = [str(ff) if ff.exists() else "functions-framework", "--target", name,
                   "--source", str(REPO_ROOT / "functions" / name / "main.py"),
                   "--signature-type", signature, "--host", "127.0.0.1", "--port", str(port)]
-        pidfile = self.pidfile(name)
-        pidfile.parent.mkdir(parents=True, exist_ok=True)
-        pidfile.with_suffix(".restarts").unlink(missing_ok=True)
-        keeper = [sys.executable, "-m", "infra.local.supervise", "--name", name, "--pidfile", str(pidfile)]
+        keeper = self.keeper_command(name, [])[:-1]  # the options, then the tick's, then "--" and the server
         doc = read()
         spec = doc["functions"].get(name) or {}
         if spec.get("schedule"):  # Cloud Scheduler's job in production; the keeper's timer here
@@ -371,6 +436,14 @@ class LocalStack:
         keeper += ["--", *server]
         pid = emulators.spawn(keeper, self.log_dir / f"{name}.log", env=self.function_env(state), cwd=str(REPO_ROOT))
         return Process(pid, port)
+
+    def keeper_command(self, name: str, command: list[str]) -> list[str]:
+        """``command`` under a keeper (infra/local/supervise.py) that restarts it when it dies, its pid in a file."""
+        pidfile = self.pidfile(name)
+        pidfile.parent.mkdir(parents=True, exist_ok=True)
+        pidfile.with_suffix(".restarts").unlink(missing_ok=True)
+        return [sys.executable, "-m", "infra.local.supervise", "--name", name, "--pidfile", str(pidfile), "--",
+                *command]
 
     def _launch(self, name: str, state: StackState, port: int | None = None) -> None:
         proc = self._start_function(name, state, port=port)
@@ -392,6 +465,7 @@ class LocalStack:
                 p.stop()
         self.state_file.unlink(missing_ok=True)
         self.outage_flag.unlink(missing_ok=True)
+        self.pubsub_outage_flag.unlink(missing_ok=True)
         return True
 
     # ---- topology ------------------------------------------------------------
@@ -450,6 +524,10 @@ class LocalStack:
             state.providers = sorted(set(state.providers) | {name})
             self._save(state)
         self.apply_topology(state)
+        if state.nats:  # its NATS identity, the server restarted with it, the ingress told of one more provider
+            natsserver.reload(self, state)
+            natsserver.start_ingress(self, state)
+            self._save(state)
         return state
 
     # ---- chaos ---------------------------------------------------------------
@@ -463,6 +541,13 @@ class LocalStack:
 
     def firestore_outage(self) -> bool:
         return self.outage_flag.exists()
+
+    def set_pubsub_outage(self, down: bool) -> None:
+        """Cut the NATS ingress off Pub/Sub (chaos stacks only: its fault proxy), or end the cut."""
+        if down:
+            self.pubsub_outage_flag.touch()
+        else:
+            self.pubsub_outage_flag.unlink(missing_ok=True)
 
     def set_firestore_outage(self, down: bool) -> None:
         if down:

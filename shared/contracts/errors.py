@@ -32,6 +32,7 @@ class Reason(str, enum.Enum):
     UNSTORABLE = "unstorable"  # Firestore refused the write: a limit no check caught before
     CALLBACK_EXHAUSTED = "callback_exhausted"  # a callback's receiver failed for its whole retry period
     CALLBACK_SECRET_UNAVAILABLE = "callback_secret_unavailable"  # no signing secret of the callback opens
+    UNKNOWN_PROVIDER = "unknown_provider"  # a NATS subject whose server-written prefix names no provider of ours
 
 
 class DcmError(Exception):

@@ -213,3 +213,70 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
         max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
     )
+
+
+@dataclass(frozen=True)
+class NatsSettings:
+    """The NATS ingress's settings (functions/nats_ingress): where NATS is, who the ingress is there, and the
+    stream, subject and durable consumer it reads (``nats:`` in infra/topology.yaml, NatsSpec.env())."""
+
+    url: str
+    user: str | None
+    password: str | None = field(default=None, repr=False)  # never in a log line
+    creds: str | None = None  # a creds file (NATS_CREDS), instead of user and password
+    stream: str = "dcm-status"
+    subject: str = "providers.*.dcm.>"
+    consumer: str = "dcm-status-ingress"
+    provider_prefix: str = "providers.{provider}."
+    ack_wait_seconds: int = 30
+    max_deliver: int = 5
+    max_age_seconds: int = 604800
+    health_port: int = 8080  # $PORT: /healthz answers there (Cloud Run's probe)
+    batch: int = 64  # messages fetched at once
+    publish_timeout_seconds: float = 10.0  # a Pub/Sub publish not confirmed by then is nak'ed
+
+    def provider_of_subject(self, subject: str) -> str | None:
+        """The provider the server-written prefix of ``subject`` names ("providers.osac.dcm.vm" -> "osac")."""
+        head, _, tail = self.provider_prefix.partition("{provider}")
+        if not subject.startswith(head):
+            return None
+        provider, dot, rest = subject[len(head):].partition(".")
+        return provider if provider and dot and (tail in ("", ".") and rest) else None
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
+    try:
+        value = int(env.get(name) or default)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ConfigError(f"{name} must be an integer of at least {minimum}, got {env.get(name)!r}")
+    return value
+
+
+def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
+    """The NATS ingress's settings from the environment (NATS_URL, NATS_USER and NATS_PASSWORD or NATS_CREDS,
+    NATS_STREAM_NAME, NATS_STATUS_SUBJECT, NATS_CONSUMER_NAME, ...)."""
+    env = os.environ if env is None else env
+    url = env.get("NATS_URL", "")
+    if not url.startswith(("nats://", "tls://", "ws://", "wss://")):
+        raise ConfigError(f"NATS_URL must be a nats:// (or tls://) URL, got {url[:80]!r}")
+    prefix = env.get("NATS_PROVIDER_PREFIX", "providers.{provider}.")
+    if "{provider}" not in prefix:
+        raise ConfigError(f"NATS_PROVIDER_PREFIX must contain '{{provider}}', got {prefix!r}")
+    if env.get("NATS_CREDS") and env.get("NATS_PASSWORD"):
+        raise ConfigError("set NATS_CREDS or NATS_USER and NATS_PASSWORD, not both")
+    return NatsSettings(
+        url=url, user=env.get("NATS_USER") or None, password=env.get("NATS_PASSWORD") or None,
+        creds=env.get("NATS_CREDS") or None,
+        stream=env.get("NATS_STREAM_NAME", "dcm-status"),
+        subject=env.get("NATS_STATUS_SUBJECT", "providers.*.dcm.>"),
+        consumer=env.get("NATS_CONSUMER_NAME", "dcm-status-ingress"),
+        provider_prefix=prefix,
+        ack_wait_seconds=_int(env, "NATS_ACK_WAIT_SECONDS", 30),
+        max_deliver=_int(env, "NATS_MAX_DELIVER", 5),
+        max_age_seconds=_int(env, "NATS_MAX_AGE_SECONDS", 604800, minimum=0),
+        health_port=_int(env, "PORT", 8080),
+        batch=_int(env, "NATS_BATCH", 64),
+        publish_timeout_seconds=float(_int(env, "NATS_PUBLISH_TIMEOUT_SECONDS", 10)),
+    )

@@ -38,8 +38,15 @@ def test_one_package_per_function_and_nothing_loose():
     packages = sorted(p.name for p in SHARED.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
     assert packages == sorted(FUNCTIONS + list(BENEATH))
     assert [p.name for p in SHARED.glob("*.py")] == ["__init__.py"]
-    declared = yaml.safe_load((REPO / "infra" / "topology.yaml").read_text())["functions"]
-    assert sorted(declared) == FUNCTIONS
+    doc = yaml.safe_load((REPO / "infra" / "topology.yaml").read_text())
+    workers = [doc["nats"]["worker"]] if doc.get("nats") else []  # long-running, not pushed: not in functions:
+    assert sorted([*doc["functions"], *workers]) == FUNCTIONS
+
+
+def test_the_nats_ingress_is_a_worker_run_as_a_module():
+    """functions/nats_ingress/main.py is run as `python -m functions.nats_ingress.main` (no functions-framework)."""
+    source = (REPO / "functions" / "nats_ingress" / "main.py").read_text()
+    assert 'if __name__ == "__main__":' in source and "functions_framework" not in source
 
 
 @pytest.mark.parametrize("package", FUNCTIONS)
@@ -124,7 +131,8 @@ def test_the_cli_may_run_the_demo_never_the_reverse():
 def test_the_local_stack_imports_neither_the_cli_nor_the_demo():
     arrows = infra_arrows()
     assert "local" in arrows["cli"] and "local" in arrows["demo"]
-    assert arrows["local"] <= {"topology"}, f"infra/local imports {sorted(arrows['local'])}"
+    # nats_accounts: the NATS server configuration generator, which production's docs use too
+    assert arrows["local"] <= {"topology", "nats_accounts"}, f"infra/local imports {sorted(arrows['local'])}"
 
 
 def test_reference_providers_are_on_the_kit_alone():

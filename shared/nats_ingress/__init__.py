@@ -1,0 +1,1 @@
+"""The NATS ingress: moves status CloudEvents from a JetStream stream onto each provider's ingress topic."""

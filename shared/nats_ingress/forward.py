@@ -1,0 +1,140 @@
+"""Forward one fetched batch: nothing lost, nothing doubled, nothing retried forever.
+
+The ack contract of the NATS ingress (the JetStream consumer's explicit acks):
+
+- forwarded: acked only once Pub/Sub has confirmed the publish (its message id is back);
+- the publish failed: nak'ed with a back-off delay (``backoff``), JetStream delivers it again; once it
+  has been delivered ``max_deliver`` times and a last attempt fails too, it is dead-lettered
+  (``delivery_exhausted``) and acked. (The consumer itself redelivers without limit: JetStream would stop
+  delivering a message past its own max_deliver without anyone seeing it. A Pub/Sub outage fails the
+  dead-letter publish as well, so the message is nak'ed again and forwarded once Pub/Sub is back.)
+- cannot go anywhere as it is (not a CloudEvent, a subject naming no provider of ours, too many
+  headers): dead-lettered with its reason, then acked;
+- a dead-letter publish that fails: nak'ed like a failed forward, never acked unpublished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+from google.api_core import retry as retries
+
+from shared.contracts import dead_letter as dl
+from shared.contracts import timeutil
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.model import clip
+from shared.nats_ingress.health import Health
+from shared.nats_ingress.route import REJECTED_BY, Inbound, Outbound, as_pubsub, known_provider, route
+from shared.runtime.logs import get_logger
+from shared.runtime.settings import NatsSettings, Settings
+
+log = get_logger("nats_ingress")
+FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 1.0, 10.0
+
+
+class Outcome(enum.StrEnum):
+    FORWARDED = "forwarded"  # on the provider's ingress topic, acked
+    DEAD_LETTERED = "dead_lettered"  # on the dead-letter topic with its reason, acked
+    RETRYING = "retrying"  # nak'ed with a delay: JetStream delivers it again
+
+
+class Delivery(Protocol):
+    """A delivered message's acknowledgements (nats-py's ``Msg`` has these)."""
+
+    async def ack(self) -> None: ...
+
+    async def nak(self, delay: float | None = None) -> None: ...
+
+
+def backoff(delivered: int) -> float:
+    """Seconds before the next delivery of a message delivered ``delivered`` times: 1, 2, 4, 8, then 10."""
+    return min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** max(0, delivered - 1))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to publish for one delivered message: its forward, or its dead letter (with why)."""
+
+    inbound: Inbound
+    delivery: Delivery
+    outbound: Outbound | None
+    rejection: Rejected | None = None
+    provider: str | None = None
+
+
+class Forwarder:
+    def __init__(self, settings: Settings, nats: NatsSettings, publisher: Any, health: Health):
+        self.settings, self.nats, self.publisher, self.health = settings, nats, publisher, health
+
+    def plan(self, inbound: Inbound, delivery: Delivery) -> Plan:
+        try:
+            outbound = route(inbound, self.nats, self.settings)
+            return Plan(inbound, delivery, outbound, provider=outbound.provider)
+        except Rejected as exc:
+            return Plan(inbound, delivery, None, exc, known_provider(inbound.subject, self.nats, self.settings))
+
+    async def forward(self, batch: Sequence[tuple[Inbound, Delivery]]) -> list[Outcome]:
+        """Publish the whole batch at once, then settle each message (ack or nak) by its own result."""
+        plans = [self.plan(inbound, delivery) for inbound, delivery in batch]
+        return list(await asyncio.gather(*(self._settle(p) for p in plans)))
+
+    async def _settle(self, plan: Plan) -> Outcome:
+        if plan.outbound is not None:
+            try:
+                await self._publish(self.settings.topic_path(plan.outbound.topic), plan.outbound.data,
+                                    plan.outbound.attributes, plan.outbound.ordering_key)
+                await plan.delivery.ack()
+                self.health.forwarded(plan.inbound)
+                return Outcome.FORWARDED
+            except Exception as exc:  # any failure of the publish: never acked unpublished
+                if plan.inbound.delivered < self.nats.max_deliver:
+                    return await self._retry(plan, f"publish to {plan.outbound.topic} failed: {exc!r}")
+                rejection = Rejected(Reason.DELIVERY_EXHAUSTED, f"not forwarded after {plan.inbound.delivered} "
+                                     f"deliveries: {exc!r}", {"deliveries": plan.inbound.delivered})
+                plan = Plan(plan.inbound, plan.delivery, plan.outbound, rejection, plan.provider)
+        return await self._dead_letter(plan)
+
+    async def _dead_letter(self, plan: Plan) -> Outcome:
+        assert plan.rejection is not None
+        topic = plan.outbound.topic if plan.outbound else (
+            self.settings.ingress_topic(plan.provider) if plan.provider else None)
+        original = as_pubsub(plan.inbound, topic)
+        attributes = dl.rejection_attributes(original, plan.rejection, REJECTED_BY, plan.provider, timeutil.now_str())
+        try:
+            await self._publish(self.settings.topic_path(self.settings.topic_deadletter), plan.inbound.data,
+                                attributes, "")
+        except Exception as exc:
+            return await self._retry(plan, f"dead-letter publish failed: {exc!r}")
+        await plan.delivery.ack()
+        self.health.dead_lettered(plan.inbound)
+        log.warning("message dead-lettered: %s", plan.rejection.message, extra={
+            "labels": {"reason": plan.rejection.reason.value, "provider": plan.provider or "unknown",
+                       "function": REJECTED_BY},
+            "messageId": plan.inbound.message_id, "subject": plan.inbound.subject[:200]})
+        return Outcome.DEAD_LETTERED
+
+    async def _retry(self, plan: Plan, error: str) -> Outcome:
+        delay = backoff(plan.inbound.delivered)
+        await plan.delivery.nak(delay=delay)
+        self.health.failed(error)
+        log.warning("not forwarded, JetStream delivers it again in %.0f s", delay, extra={
+            "labels": {"provider": plan.provider or "unknown", "function": REJECTED_BY},
+            "messageId": plan.inbound.message_id, "delivered": plan.inbound.delivered, "error": error[:500]})
+        return Outcome.RETRYING
+
+    async def _publish(self, topic_path: str, data: bytes, attributes: dict | Any, ordering_key: str) -> str:
+        """Publish and wait for Pub/Sub's confirmation (its message id), at most ``publish_timeout_seconds``;
+        the client stops retrying by then too, so a publish given up on is not completed later."""
+        timeout = self.nats.publish_timeout_seconds
+        future = self.publisher.publish(topic_path, data, ordering_key=clip(ordering_key),
+                                        retry=retries.Retry(timeout=timeout), timeout=timeout,
+                                        **{k: clip(v) for k, v in attributes.items()})
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        except BaseException:
+            if ordering_key:  # a failed publish pauses its ordering key in the client
+                self.publisher.resume_publish(topic_path, clip(ordering_key))
+            raise

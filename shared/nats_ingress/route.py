@@ -1,0 +1,117 @@
+"""Where one NATS message goes, decided without I/O: the provider's ingress topic, as the Pub/Sub message
+ingest already accepts, or the dead-letter topic with a reason.
+
+- The provider is read only from the subject's server-written prefix (``providers.{provider}.``): the
+  server puts it there for the provider's account and no other (infra/nats_accounts.py). A subject that
+  names no provider of ours is ``unknown_provider``.
+- Both content modes of the CloudEvents NATS binding map onto the Pub/Sub binding ingest reads
+  (shared/contracts/status_report.py): structured (the JSON event as the payload, what every upstream
+  provider sends) as the message data, binary (``ce-*`` headers, ``content-type``) as the same attributes.
+  Only those headers cross; the envelope is checked here with ingest's own decoder, so a payload that is
+  not a CloudEvent is dead-lettered with ingest's reason (malformed_json, not_a_cloudevent, oversize).
+- The message keeps where it was in NATS as attributes (``nats-stream-sequence``, ``nats-msg-id``), so a
+  redelivery is recognisable. They are not ``dcm-*`` names (ingest strips those at ingress) because they
+  vouch for nothing: a provider publishing to its Pub/Sub ingress topic directly could set them too, so
+  nothing decides on them; deduplication stays the provider's (topic) + source + id.
+- The ordering key is the resource key as ingest computes it, when the event names one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from shared.contracts import limits
+from shared.contracts.errors import Reason, Rejected
+from shared.contracts.identity import resolve
+from shared.contracts.model import PubSubMessage
+from shared.contracts.status_report import BINARY_PREFIX, CONTENT_TYPE, decode
+from shared.runtime.settings import NatsSettings, Settings
+
+STREAM_SEQUENCE = "nats-stream-sequence"  # the message's sequence in the stream
+MSG_ID = "nats-msg-id"  # the publisher's Nats-Msg-Id header (JetStream's deduplication id), when set
+NATS_MSG_ID_HEADER = "Nats-Msg-Id"
+REJECTED_BY = "nats_ingress"
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One message as the JetStream consumer delivered it."""
+
+    subject: str
+    data: bytes
+    headers: Mapping[str, str]
+    stream_sequence: int
+    delivered: int  # how many times the consumer has delivered it, this time included
+    published_at: str | None = None  # when the stream stored it (RFC 3339)
+
+    @property
+    def msg_id(self) -> str | None:
+        return next((v for k, v in self.headers.items() if k.lower() == NATS_MSG_ID_HEADER.lower()), None)
+
+    @property
+    def message_id(self) -> str:
+        """A message id for logs and dead letters: the stream sequence."""
+        return f"nats-{self.stream_sequence}"
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """The Pub/Sub message one NATS message becomes, and where it goes."""
+
+    provider: str
+    topic: str  # short name of the provider's ingress topic
+    data: bytes
+    attributes: Mapping[str, str]
+    ordering_key: str = ""
+
+
+def binding_attributes(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of the CloudEvents binding (``ce-*``, ``content-type``), lower-cased; no other crosses."""
+    return {k.lower(): v for k, v in headers.items()
+            if k.lower().startswith(BINARY_PREFIX) or k.lower() == CONTENT_TYPE}
+
+
+def known_provider(subject: str, nats: NatsSettings, settings: Settings) -> str | None:
+    """The provider of ours the server-written prefix of ``subject`` names, or None."""
+    provider = nats.provider_of_subject(subject)
+    return provider if provider and (not settings.providers or provider in settings.providers) else None
+
+
+def provider_of(message: Inbound, nats: NatsSettings, settings: Settings) -> str:
+    """The provider the server-written prefix names; Rejected (unknown_provider) if none of ours."""
+    provider = known_provider(message.subject, nats, settings)
+    if provider is None:
+        raise Rejected(Reason.UNKNOWN_PROVIDER, f"subject {message.subject!r} names no known provider "
+                       f"(expected {nats.provider_prefix.replace('{provider}', '<provider>')}…)", {"subject": message.subject[:200]})
+    return provider
+
+
+def as_pubsub(message: Inbound, topic: str | None) -> PubSubMessage:
+    """The message as ingest would see it on ``topic``: the payload, the binding's headers as attributes."""
+    return PubSubMessage(message.data, binding_attributes(message.headers), message.message_id,
+                         message.published_at, topic)
+
+
+def _ordering_key(pubsub: PubSubMessage, provider: str, settings: Settings) -> str:
+    """The resource key ingest will compute, or "" when the event names none ingest would accept."""
+    event = decode(pubsub, settings.max_event_bytes)  # Rejected: not a CloudEvent at all
+    try:
+        return str(resolve(event.attributes, event.data if isinstance(event.data, dict) else {}, provider))
+    except (Rejected, KeyError, TypeError):
+        return ""  # ingest rejects it with its reason; no order to keep
+
+
+def route(message: Inbound, nats: NatsSettings, settings: Settings) -> Outbound:
+    """Where ``message`` goes (the provider's ingress topic), or Rejected saying why it cannot go there."""
+    provider = provider_of(message, nats, settings)
+    topic = settings.ingress_topic(provider)
+    pubsub = as_pubsub(message, topic)
+    key = _ordering_key(pubsub, provider, settings)
+    attributes = {**pubsub.attributes, STREAM_SEQUENCE: str(message.stream_sequence)}
+    if message.msg_id:
+        attributes[MSG_ID] = message.msg_id
+    if len(attributes) > limits.PUBSUB_MAX_ATTRIBUTES:
+        raise Rejected(Reason.OVERSIZE, f"{len(attributes)} CloudEvents headers, Pub/Sub carries at most "
+                       f"{limits.PUBSUB_MAX_ATTRIBUTES} attributes", {"attributes": len(attributes)})
+    return Outbound(provider, topic, message.data, attributes, key)

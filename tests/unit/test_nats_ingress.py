@@ -1,0 +1,229 @@
+"""The NATS ingress's decisions, on fakes: where a message goes, what it carries, when it is acked,
+nak'ed or dead-lettered; and the server configuration the topology generates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from concurrent.futures import Future
+
+import orjson
+import pytest
+
+from infra import nats_accounts
+from infra.topology import load
+from shared.contracts import dead_letter as dl
+from shared.contracts.errors import ConfigError, Reason, Rejected
+from shared.contracts.status_report import BindingMode, binding_mode
+from shared.nats_ingress.forward import Forwarder, Outcome, backoff
+from shared.nats_ingress.health import Health
+from shared.nats_ingress.route import MSG_ID, STREAM_SEQUENCE, Inbound, route
+from shared.runtime import settings as settings_module
+from tests import samples
+
+SETTINGS = settings_module.from_env({"DCM_PROJECT": "p", "DCM_PROVIDERS": "osac,aws,kubevirt,acm-cluster,"
+                                     "k8s-storage,k8s-container,three-tier-app"})
+NATS = settings_module.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222", "NATS_MAX_DELIVER": "3"})
+UPSTREAM = samples.load("upstream")
+
+
+def osac_event(**extra) -> bytes:
+    return orjson.dumps({"specversion": "1.0", "id": "e-1", "source": "dcm/providers/osac-sp-vm",
+                         "type": "dcm.status.vm", "subject": "dcm.vm", "time": "2026-01-01T00:00:00Z",
+                         "datacontenttype": "application/json",
+                         "data": {"id": "vm-1", "status": "RUNNING", "message": ""}, **extra})
+
+
+def inbound(data: bytes = b"", subject: str = "providers.osac.dcm.vm", headers=None, delivered: int = 1,
+            seq: int = 7) -> Inbound:
+    return Inbound(subject, data or osac_event(), headers or {}, seq, delivered, "2026-01-01T00:00:01Z")
+
+
+# ---- route -----------------------------------------------------------------------------------
+def test_the_provider_is_the_server_written_prefix_never_the_event():
+    forged = osac_event(source="dcm/providers/aws")  # claims aws: ingest's provider_mismatch, not ours to decide
+    out = route(inbound(forged), NATS, SETTINGS)
+    assert (out.provider, out.topic) == ("osac", "dcm-status-ingress-osac")
+    assert out.data == forged  # the bytes as published
+
+
+@pytest.mark.parametrize("subject", ["providers.nobody.dcm.vm", "dcm.vm", "providers..dcm.vm", "other.osac.dcm.vm"])
+def test_a_subject_naming_no_provider_of_ours_is_unknown_provider(subject):
+    with pytest.raises(Rejected) as caught:
+        route(inbound(subject=subject), NATS, SETTINGS)
+    assert caught.value.reason is Reason.UNKNOWN_PROVIDER
+
+
+def test_structured_keeps_the_payload_and_says_where_it_was_in_the_stream():
+    out = route(inbound(headers={"Nats-Msg-Id": "m-1", "X-Trace": "t"}, seq=42), NATS, SETTINGS)
+    assert out.attributes == {STREAM_SEQUENCE: "42", MSG_ID: "m-1"}  # no other header crosses
+    assert out.ordering_key == "osac/vm/vm-1"  # the resource key, as ingest computes it
+
+
+def test_binary_headers_become_the_pubsub_binding_attributes():
+    headers = {"ce-specversion": "1.0", "ce-id": "e-2", "ce-source": "dcm/providers/osac-sp-vm",
+               "ce-type": "dcm.status.vm", "Content-Type": "application/json", "Other": "x"}
+    out = route(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), NATS, SETTINGS)
+    assert binding_mode(out.attributes) is BindingMode.BINARY
+    assert out.attributes == {**{k: v for k, v in headers.items() if k.startswith("ce-")},
+                              "content-type": "application/json", STREAM_SEQUENCE: "7"}
+    assert out.ordering_key == "osac/vm/vm-2"
+
+
+@pytest.mark.parametrize("sample", UPSTREAM, ids=lambda s: s.name)
+def test_every_upstream_golden_sample_goes_to_its_providers_topic_as_published(sample):
+    out = route(inbound(sample.data, f"providers.{sample.provider}.dcm.x", dict(sample.attributes)), NATS, SETTINGS)
+    assert out.topic == f"dcm-status-ingress-{sample.provider}" and out.data == sample.data
+    assert {k: v for k, v in out.attributes.items() if k != STREAM_SEQUENCE} == \
+        {k.lower(): v for k, v in sample.attributes.items()}
+    assert out.ordering_key == sample.expect["key"]
+
+
+@pytest.mark.parametrize("data, reason", [(b"not json", Reason.MALFORMED_JSON), (b"[1, 2]", Reason.NOT_A_CLOUDEVENT),
+                                          (b'{"hello": "world"}', Reason.NOT_A_CLOUDEVENT)])
+def test_what_is_not_a_cloudevent_is_refused_with_ingests_reason(data, reason):
+    with pytest.raises(Rejected) as caught:
+        route(inbound(data), NATS, SETTINGS)
+    assert caught.value.reason is reason
+
+
+def test_an_event_ingest_cannot_key_has_no_ordering_key_and_still_goes():
+    out = route(inbound(osac_event(type="something.else")), NATS, SETTINGS)
+    assert out.ordering_key == ""  # ingest dead-letters it with its reason
+
+
+# ---- forward ---------------------------------------------------------------------------------
+class FakePublisher:
+    def __init__(self, fail_topics=()):
+        self.fail_topics = set(fail_topics)
+        self.published: list[tuple[str, bytes, dict, str]] = []
+        self.resumed: list[tuple[str, str]] = []
+
+    def publish(self, topic, data, ordering_key="", retry=None, timeout=None, **attrs):
+        future: Future = Future()
+        if topic.rsplit("/", 1)[-1] in self.fail_topics:
+            future.set_exception(RuntimeError("UNAVAILABLE"))
+        else:
+            self.published.append((topic.rsplit("/", 1)[-1], data, attrs, ordering_key))
+            future.set_result(str(len(self.published)))
+        return future
+
+    def resume_publish(self, topic, key):
+        self.resumed.append((topic, key))
+
+
+class FakeDelivery:
+    def __init__(self):
+        self.acked, self.naks = False, []
+
+    async def ack(self):
+        self.acked = True
+
+    async def nak(self, delay=None):
+        self.naks.append(delay)
+
+
+def forward(message: Inbound, publisher: FakePublisher) -> tuple[Outcome, FakeDelivery, Health]:
+    delivery, health = FakeDelivery(), Health()
+    [outcome] = asyncio.run(Forwarder(SETTINGS, NATS, publisher, health).forward([(message, delivery)]))
+    return outcome, delivery, health
+
+
+def test_acked_only_once_pubsub_has_it():
+    publisher = FakePublisher()
+    outcome, delivery, health = forward(inbound(), publisher)
+    assert outcome is Outcome.FORWARDED and delivery.acked and not delivery.naks
+    assert [p[0] for p in publisher.published] == ["dcm-status-ingress-osac"]
+    assert health.snapshot()["forwarded"] == 1
+
+
+def test_a_failed_publish_is_nakd_with_a_backoff_never_acked():
+    publisher = FakePublisher(fail_topics={"dcm-status-ingress-osac"})
+    outcome, delivery, health = forward(inbound(delivered=2), publisher)
+    assert outcome is Outcome.RETRYING and not delivery.acked and delivery.naks == [backoff(2)]
+    assert publisher.resumed == [("projects/p/topics/dcm-status-ingress-osac", "osac/vm/vm-1")]
+    assert "UNAVAILABLE" in health.snapshot()["lastError"]
+
+
+def test_still_not_forwarded_after_max_deliver_it_is_dead_lettered_and_acked():
+    publisher = FakePublisher(fail_topics={"dcm-status-ingress-osac"})
+    outcome, delivery, _ = forward(inbound(delivered=NATS.max_deliver), publisher)
+    assert outcome is Outcome.DEAD_LETTERED and delivery.acked
+    [(topic, data, attrs, key)] = publisher.published
+    assert topic == "dcm-status-deadletter" and data == osac_event() and key == ""
+    assert attrs[dl.REASON] == Reason.DELIVERY_EXHAUSTED.value and attrs[dl.PROVIDER] == "osac"
+    assert attrs[dl.SOURCE_TOPIC] == "dcm-status-ingress-osac" and attrs[dl.REJECTED_BY] == "nats_ingress"
+
+
+def test_pubsub_down_for_the_dead_letter_too_the_message_is_held():
+    publisher = FakePublisher(fail_topics={"dcm-status-ingress-osac", "dcm-status-deadletter"})
+    outcome, delivery, _ = forward(inbound(delivered=NATS.max_deliver + 4), publisher)
+    assert outcome is Outcome.RETRYING and not delivery.acked and delivery.naks
+
+
+def test_a_non_cloudevent_is_dead_lettered_with_its_reason_at_once():
+    publisher = FakePublisher()
+    outcome, delivery, health = forward(inbound(b"hello"), publisher)
+    assert outcome is Outcome.DEAD_LETTERED and delivery.acked
+    [(topic, data, attrs, _)] = publisher.published
+    assert (topic, data, attrs[dl.REASON]) == ("dcm-status-deadletter", b"hello", Reason.MALFORMED_JSON.value)
+    assert health.snapshot()["deadLettered"] == 1
+
+
+def test_an_unknown_provider_is_dead_lettered_naming_no_topic():
+    publisher = FakePublisher()
+    outcome, _, _ = forward(inbound(subject="providers.nobody.dcm.vm"), publisher)
+    [(_, _, attrs, _)] = publisher.published
+    assert outcome is Outcome.DEAD_LETTERED and attrs[dl.REASON] == Reason.UNKNOWN_PROVIDER.value
+    assert attrs[dl.SOURCE_TOPIC] == "" and dl.PROVIDER not in attrs  # nothing to replay it into
+
+
+def test_backoff_grows_then_holds():
+    assert [backoff(n) for n in range(1, 8)] == [1, 2, 4, 8, 10, 10, 10]
+
+
+# ---- settings --------------------------------------------------------------------------------
+@pytest.mark.parametrize("env", [{}, {"NATS_URL": "http://x"},
+                                 {"NATS_URL": "nats://x", "NATS_CREDS": "f", "NATS_PASSWORD": "p"},
+                                 {"NATS_URL": "nats://x", "NATS_PROVIDER_PREFIX": "providers."},
+                                 {"NATS_URL": "nats://x", "NATS_MAX_DELIVER": "zero"}])
+def test_nats_settings_refuse_what_cannot_work(env):
+    with pytest.raises(ConfigError):
+        settings_module.nats_from_env(env)
+
+
+def test_the_password_never_shows_in_a_repr():
+    settings = settings_module.nats_from_env({"NATS_URL": "nats://x:4222", "NATS_USER": "u", "NATS_PASSWORD": "s3cr3t"})
+    assert "s3cr3t" not in repr(settings)
+    assert "s3cr3t" not in repr(nats_accounts.Identity("A", "u", "s3cr3t"))
+
+
+def test_the_topologys_nats_names_are_the_ingress_settings():
+    spec = load().nats
+    settings = settings_module.nats_from_env({"NATS_URL": "nats://x:4222", **spec.env()})
+    assert (settings.stream, settings.subject, settings.consumer) == (spec.stream, spec.subjects, spec.consumer)
+    assert settings.provider_of_subject(spec.subject_prefix("osac") + "dcm.vm") == "osac"
+
+
+# ---- the server configuration ------------------------------------------------------------------
+def test_credentials_are_made_once_and_kept_owner_only(tmp_path):
+    path = tmp_path / "credentials.json"
+    first = nats_accounts.ensure_credentials(path, ["osac"])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = nats_accounts.ensure_credentials(path, ["osac", "aws"])
+    assert again.providers["osac"].password == first.providers["osac"].password
+    assert again.platform.password == first.platform.password and set(json.loads(path.read_text())["providers"]) == \
+        {"osac", "aws"}
+
+
+def test_each_provider_may_publish_only_its_subjects_and_reaches_the_platform_under_its_prefix(tmp_path):
+    spec = load().nats
+    credentials = nats_accounts.ensure_credentials(tmp_path / "c.json", ["osac", "acm-cluster"])
+    text = nats_accounts.server_config(spec, credentials, ["osac", "acm-cluster"], port=4222)
+    osac = text[text.index("PROVIDER_OSAC {"):]
+    osac = osac[: osac.index("\n  }\n")]
+    assert 'publish: {allow: ["dcm.>"]}' in osac and 'subscribe: {allow: ["_INBOX.>"]}' in osac
+    assert '{service: {account: PLATFORM, subject: "providers.osac.dcm.>"}, to: "dcm.>"}' in osac
+    assert "jetstream" not in osac and "acm-cluster" not in osac
+    assert '{service: "providers.osac.dcm.>", accounts: [PROVIDER_OSAC]}' in text  # exported to osac alone

@@ -8,7 +8,14 @@ infra/topology.yaml, as the local stack's do.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -43,6 +50,7 @@ def grants_to_the_ingress(config: tf.Config) -> dict[tuple[str, str], dict]:
 
 def test_stream_subject_and_consumer_come_from_the_topology(terraform):
     got = tf.evaluate({"env": "local.nats_env"}, terraform=terraform)["env"]
+    assert got == topo.load().nats.env(), "the settings the local stack gives its ingress (NatsSpec.env())"
     nats = nats_section()
     assert (got["NATS_STREAM_NAME"], got["NATS_STATUS_SUBJECT"], got["NATS_CONSUMER_NAME"]) == (
         nats["stream"], nats["subjects"], nats["consumer"])
@@ -58,6 +66,7 @@ def test_the_topology_edit_reaches_terraform(terraform, tmp_path):
     path = tmp_path / "topology.yaml"
     path.write_text(yaml.safe_dump(doc))
     got = tf.evaluate({"env": "local.nats_env"}, {"topology_file": str(path)}, terraform)["env"]
+    assert got == topo.load(path=path).nats.env()
     assert (got["NATS_STREAM_NAME"], got["NATS_CONSUMER_NAME"], got["NATS_MAX_DELIVER"],
             got["NATS_MAX_AGE_SECONDS"]) == ("dcm-other", "ingress-2", "9", "3600")
 
@@ -87,16 +96,25 @@ def test_a_creds_file_is_mounted_and_named_not_passed(config, terraform):
     assert block(secret, "items") == {"version": "latest", "path": "${local.nats_creds_file}"}
 
 
+# Tuning whose code default is the production value (shared/runtime/settings.py nats_from_env).
+TUNED_BY_DEFAULT = {"NATS_BATCH", "NATS_PUBLISH_TIMEOUT_SECONDS"}
+
+
 def test_every_nats_setting_the_worker_reads_is_set(config, terraform):
     """What shared/ reads from NATS_* is set by Terraform: by value, or from the secret (the password, the
-    creds file's path)."""
+    creds file's path), but the tuning whose default holds (a Pub/Sub publish times out well within
+    ack_wait, so JetStream never redelivers a message still being published)."""
+    from shared.runtime.settings import nats_from_env
+
+    defaults = nats_from_env({"NATS_URL": URL})
+    assert defaults.publish_timeout_seconds < int(nats_section()["ack_wait_seconds"])
     read_by_code = set()
     for path in (REPO_ROOT / "shared").rglob("*.py"):
         read_by_code |= set(re.findall(r'(?:environ\.get|env\.get|_int|_text|_flag)\(\s*(?:env,\s*)?"(NATS_[A-Z0-9_]+)"',
                                        path.read_text()))
     password = ingress_env(config, terraform, nats_user="u")
     creds = ingress_env(config, terraform, nats_credentials_kind="creds")
-    set_here = set(password) | set(creds) | {"NATS_PASSWORD"}
+    set_here = set(password) | set(creds) | {"NATS_PASSWORD"} | TUNED_BY_DEFAULT
     assert read_by_code <= set_here, sorted(read_by_code - set_here)
 
 
@@ -244,3 +262,68 @@ def test_the_image_runs_the_worker_unprivileged_on_the_functions_python():
     assert user not in ("root", "0"), "never root"
     python = re.match(r"python:(\d+\.\d+)-", instructions["FROM"]).group(1)
     assert f"python{python.replace('.', '')}" == tf.load().variables["runtime"]["default"], "the functions' Python"
+
+
+def image_layout(root: Path) -> Path:
+    """The image's /app, laid out by following the Dockerfile's COPY instructions (and its RUN's removals)."""
+    app = root / "app"
+    for op, args in dockerfile():
+        if op != "COPY" or args.split()[0] == "pyproject.toml":
+            continue
+        source, target = args.split()
+        src, dst = REPO_ROOT / source.rstrip("/"), app / target
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            dst.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dst / src.name)
+    for samples in list((app / "schemas").rglob("samples")):
+        shutil.rmtree(samples)
+    return app
+
+
+STARTS = """
+import json, runpy, sys, threading, time, urllib.error, urllib.request
+sys.path.insert(0, ".")
+port = sys.argv[1]
+def probe():
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
+        except urllib.error.HTTPError as answer:
+            def files(mod):  # a namespace package (functions/) has a path, no file
+                return [mod.__file__] if getattr(mod, "__file__", None) else list(getattr(mod, "__path__", [""]))
+            outside = sorted(m for m, mod in list(sys.modules.items()) if m.split(".")[0] in ("shared", "functions", "infra")
+                             and not all(f.startswith(sys.path[0]) for f in files(mod)))
+            print(json.dumps({"status": answer.code, "body": json.loads(answer.read()), "outside": outside}))
+            sys.stdout.flush()
+            import os; os._exit(0)
+        except OSError:
+            time.sleep(0.1)
+    import os; os._exit(1)
+threading.Thread(target=probe, daemon=True).start()
+runpy.run_module("functions.nats_ingress.main", run_name="__main__")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_image_layout_starts_and_answers_the_probe_with_nothing_from_the_repository(tmp_path):
+    """The worker, from the image's files alone (no other shared package, no infra/), starts and answers
+    Cloud Run's probe: 503 while NATS is unreachable (here: nothing listens), with its last error."""
+    app = image_layout(tmp_path)
+    port, nowhere = free_port(), free_port()
+    env = {"PATH": os.environ.get("PATH", ""), "PORT": str(port), "NATS_URL": f"nats://127.0.0.1:{nowhere}",
+           "DCM_PROJECT": "dcm-test-project", "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{free_port()}",
+           **topo.load().env(), **topo.load().nats.env()}
+    proc = subprocess.run([sys.executable, "-I", "-c", STARTS.replace('sys.path.insert(0, ".")',
+                                                                      f"sys.path.insert(0, {str(app)!r})"), str(port)],
+                          cwd=app, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert answer["status"] == 503 and answer["body"]["connected"] is False
+    assert answer["outside"] == [], "every module of ours comes from the image's files"

@@ -16,6 +16,7 @@ The ack contract of the NATS ingress (the JetStream consumer's explicit acks):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
@@ -135,6 +136,7 @@ class Forwarder:
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
         except BaseException:
-            if ordering_key:  # a failed publish pauses its ordering key in the client
-                self.publisher.resume_publish(topic_path, clip(ordering_key))
+            if ordering_key:  # a failed publish pauses its ordering key in the client (a timed-out one may not)
+                with contextlib.suppress(RuntimeError):
+                    self.publisher.resume_publish(topic_path, clip(ordering_key))
             raise

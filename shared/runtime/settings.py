@@ -228,12 +228,12 @@ class NatsSettings:
     subject: str = "providers.*.dcm.>"
     consumer: str = "dcm-status-ingress"
     provider_prefix: str = "providers.{provider}."
-    ack_wait_seconds: int = 30
+    ack_wait_seconds: int = 10
     max_deliver: int = 5
     max_age_seconds: int = 604800
     health_port: int = 8080  # $PORT: /healthz answers there (Cloud Run's probe)
     batch: int = 64  # messages fetched at once
-    publish_timeout_seconds: float = 10.0  # a Pub/Sub publish not confirmed by then is nak'ed
+    publish_timeout_seconds: float = 5.0  # a Pub/Sub publish not confirmed by then is nak'ed (< ack_wait)
 
     def provider_of_subject(self, subject: str) -> str | None:
         """The provider the server-written prefix of ``subject`` names ("providers.osac.dcm.vm" -> "osac")."""
@@ -266,6 +266,10 @@ def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
         raise ConfigError(f"NATS_PROVIDER_PREFIX must contain '{{provider}}', got {prefix!r}")
     if env.get("NATS_CREDS") and env.get("NATS_PASSWORD"):
         raise ConfigError("set NATS_CREDS or NATS_USER and NATS_PASSWORD, not both")
+    ack_wait, publish_timeout = _int(env, "NATS_ACK_WAIT_SECONDS", 10), _int(env, "NATS_PUBLISH_TIMEOUT_SECONDS", 5)
+    if publish_timeout >= ack_wait:  # JetStream would deliver it again while its publish may still complete
+        raise ConfigError(f"NATS_PUBLISH_TIMEOUT_SECONDS ({publish_timeout}) must be shorter than the consumer's "
+                          f"NATS_ACK_WAIT_SECONDS ({ack_wait})")
     return NatsSettings(
         url=url, user=env.get("NATS_USER") or None, password=env.get("NATS_PASSWORD") or None,
         creds=env.get("NATS_CREDS") or None,
@@ -273,10 +277,10 @@ def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
         subject=env.get("NATS_STATUS_SUBJECT", "providers.*.dcm.>"),
         consumer=env.get("NATS_CONSUMER_NAME", "dcm-status-ingress"),
         provider_prefix=prefix,
-        ack_wait_seconds=_int(env, "NATS_ACK_WAIT_SECONDS", 30),
+        ack_wait_seconds=ack_wait,
         max_deliver=_int(env, "NATS_MAX_DELIVER", 5),
         max_age_seconds=_int(env, "NATS_MAX_AGE_SECONDS", 604800, minimum=0),
         health_port=_int(env, "PORT", 8080),
         batch=_int(env, "NATS_BATCH", 64),
-        publish_timeout_seconds=float(_int(env, "NATS_PUBLISH_TIMEOUT_SECONDS", 10)),
+        publish_timeout_seconds=float(publish_timeout),
     )

@@ -1,0 +1,228 @@
+"""The NATS ingress end to end, on the real nats-server of the local stack: the upstream providers' bytes
+published with nats-py as each provider's identity are stored as over Pub/Sub; a provider cannot reach
+another's subjects; what cannot be forwarded is dead-lettered with its reason; a control-plane consumer
+reads the same stream; a killed ingress and an unreachable Pub/Sub lose nothing and apply nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from typing import Any, Awaitable, Callable
+
+import nats
+import orjson
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
+
+from infra.local.natsserver import NATS_INGRESS, ingress_report
+from infra.local.stack import Process
+from shared.contracts.model import ResourceKey
+from shared.contracts.status_report import BindingMode, binding_mode
+from tests import samples
+from tests.e2e.conftest import wait_until
+
+pytestmark = pytest.mark.e2e
+UPSTREAM = samples.load("upstream")
+CORE_PUBLISHERS = {"acm-cluster", "k8s-storage", "k8s-container", "three-tier-app"}  # nc.Publish upstream
+
+
+def run(coro: Awaitable[Any]) -> Any:
+    return asyncio.run(coro)
+
+
+async def connect(e2e, provider: str | None, errors: list | None = None) -> Any:
+    """A connection as ``provider``'s NATS identity (None: the platform's)."""
+    from infra.local import natsserver
+
+    creds = natsserver.credentials(e2e.stack, e2e.state)
+    identity = creds.platform if provider is None else creds.provider(provider)
+
+    async def on_error(exc: Exception) -> None:
+        if errors is not None:
+            errors.append(exc)
+
+    return await nats.connect(e2e.state.nats_url, user=identity.user, password=identity.password,
+                              error_cb=on_error, max_reconnect_attempts=2)
+
+
+async def publish_all(e2e, provider: str, messages: list[tuple[str, bytes, dict | None]], jetstream: bool = True,
+                      each: Callable[[int], None] | None = None) -> list[int]:
+    """Publish (subject, data, headers) as ``provider``: JetStream (the PubAck's stream sequences) or core."""
+    nc = await connect(e2e, provider)
+    seqs = []
+    try:
+        js = nc.jetstream()
+        for i, (subject, data, headers) in enumerate(messages):
+            if jetstream:
+                seqs.append((await js.publish(subject, data, headers=headers or None)).seq)
+            else:
+                await nc.publish(subject, data, headers=headers or None)
+            if each:
+                each(i)
+        await nc.flush()
+    finally:
+        await nc.close()
+    return seqs
+
+
+def vm_event(provider_source: str, vm: str, status: str = "RUNNING", **extra: Any) -> bytes:
+    return orjson.dumps({"specversion": "1.0", "id": str(uuid.uuid4()), "source": provider_source,
+                         "type": "dcm.status.vm", "subject": "dcm.vm", "datacontenttype": "application/json",
+                         "time": "2026-11-25T00:00:00Z", "data": {"id": vm, "status": status, "message": ""}, **extra})
+
+
+def unique(sample: samples.Sample, suffix: str) -> tuple[bytes, dict[str, str]]:
+    """The sample's bytes with its resource and event ids made unique to this run (as test_upstream.py does)."""
+    body = orjson.loads(sample.data)
+    binary = binding_mode(sample.attributes) is BindingMode.BINARY
+    (body if binary else body["data"])["id"] += suffix
+    attributes = dict(sample.attributes)
+    if binary:
+        attributes["ce-id"] += suffix
+    else:
+        body["id"] += suffix
+    return orjson.dumps(body), attributes
+
+
+STORED_FIELDS = ("status", "rawStatus", "statusRecognized", "message", "reason", "lastTransitionTime", "metadata",
+                 "resourceSpecific", "eventSource", "eventType", "updates")
+
+
+def comparable(doc: dict[str, Any], suffix: str) -> dict[str, Any]:
+    return {"key": doc["key"].removesuffix(suffix), **{f: doc.get(f) for f in STORED_FIELDS}}
+
+
+def test_the_upstream_providers_bytes_over_nats_are_stored_as_over_pubsub(e2e, uid):
+    """Every golden sample, structured and binary, on its provider's subject with its identity (JetStream for
+    the providers that use it, core NATS for the others), and the same bytes on the Pub/Sub ingress topic."""
+    suffixes = [(f"-n{i}-{uid}", f"-p{i}-{uid}") for i in range(len(UPSTREAM))]  # one resource per sample
+    for s, (via_nats, via_pubsub) in zip(UPSTREAM, suffixes):
+        data, attributes = unique(s, via_nats)
+        subject = f"dcm.{ResourceKey.parse(s.expect['key']).resource_type}"
+        run(publish_all(e2e, s.provider, [(subject, data, attributes)], jetstream=s.provider not in CORE_PUBLISHERS))
+        data, attributes = unique(s, via_pubsub)
+        e2e.publish_raw(s.provider, data, **attributes)
+    for s, (via_nats, via_pubsub) in zip(UPSTREAM, suffixes):
+        over_nats = wait_until(lambda: e2e.resource(s.expect["key"] + via_nats), 30, what=f"{s.name} over NATS")
+        over_pubsub = wait_until(lambda: e2e.resource(s.expect["key"] + via_pubsub), 30, what=f"{s.name} over Pub/Sub")
+        assert comparable(over_nats, via_nats) == comparable(over_pubsub, via_pubsub), s.name
+        assert over_nats["status"] == s.expect["status"] and over_nats["statusRecognized"], s.name
+    assert not [d for d in e2e.deadletters() if uid in (d.get("key") or "")]
+
+
+def test_a_provider_cannot_publish_under_another_providers_subjects(e2e, uid):
+    errors: list[Exception] = []
+
+    async def trespass() -> None:
+        nc = await connect(e2e, "osac", errors)
+        try:
+            for subject in ("providers.aws.dcm.vm", "providers.osac.dcm.vm", "$JS.API.STREAM.NAMES"):
+                await nc.publish(subject, vm_event("dcm/providers/aws", f"x-{uid}"))
+            await nc.flush()
+            with pytest.raises(nats.errors.Error):  # the server refuses the subscription too
+                sub = await nc.subscribe("providers.>")
+                await nc.flush()
+                await sub.next_msg(timeout=1)
+        finally:
+            await nc.close()
+
+    run(trespass())
+    refused = " ".join(str(e) for e in errors)
+    assert "permissions violation for publish to \"providers.aws.dcm.vm\"" in refused.lower() or \
+        'Permissions Violation for Publish to "providers.aws.dcm.vm"' in refused, refused
+    with pytest.raises(nats.errors.Error):  # another provider's password is not osac's
+        from infra.local import natsserver
+        wrong = natsserver.credentials(e2e.stack, e2e.state).provider("aws").password
+        run(nats.connect(e2e.state.nats_url, user="osac", password=wrong, max_reconnect_attempts=0,
+                         allow_reconnect=False))
+    # nothing of it reached the platform: no resource, no dead letter
+    assert e2e.resource(f"aws/vm/x-{uid}") is None and e2e.resource(f"osac/vm/x-{uid}") is None
+
+
+def test_a_forged_source_is_provider_mismatch_and_a_non_cloudevent_is_dead_lettered(e2e, uid):
+    forged = vm_event("dcm/providers/aws", f"forged-{uid}")  # osac's identity, aws's name
+    garbage = f"not a cloudevent {uid}".encode()
+    seqs = run(publish_all(e2e, "osac", [("dcm.vm", forged, None), ("dcm.vm", garbage, None)]))
+    mismatch = wait_until(lambda: [d for d in e2e.deadletters(reason="provider_mismatch")
+                                   if f"forged-{uid}" in (d.get("key") or "")], 30, what="provider_mismatch")
+    assert mismatch[0]["provider"] == "osac"
+    malformed = wait_until(lambda: [d for d in e2e.deadletters(reason="malformed_json")
+                                    if d.get("originalMessageId") == f"nats-{seqs[1]}"], 30, what="malformed_json")
+    assert malformed[0]["rejectedBy"] == "nats_ingress" and malformed[0]["provider"] == "osac"
+    assert e2e.resource(f"aws/vm/forged-{uid}") is None
+
+
+def test_a_control_plane_consumer_reads_every_event_beside_the_ingress(e2e, uid):
+    """An unchanged DCM control-plane: its own durable consumer (explicit ack, every message) on the stream."""
+    spec = e2e.stack.topology(e2e.state).nats
+    vms = [f"cp{i}-{uid}" for i in range(20)]
+
+    async def control_plane() -> set[str]:
+        nc = await connect(e2e, None)
+        js = nc.jetstream()
+        durable = f"control-plane-{uid}"
+        await js.add_consumer(spec.stream, ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT))
+        try:
+            await publish_all(e2e, "osac", [("dcm.vm", vm_event("dcm/providers/osac-sp-vm", vm), None) for vm in vms])
+            sub = await js.pull_subscribe_bind(durable=durable, stream=spec.stream)
+            seen: set[str] = set()
+            while not set(vms) <= seen:
+                for msg in await sub.fetch(500, timeout=5):  # the whole stream: other tests' messages too
+                    seen.update(vm for vm in vms if f'"{vm}"'.encode() in msg.data)
+                    await msg.ack()
+            return seen
+        finally:
+            await js.delete_consumer(spec.stream, durable)
+            await nc.close()
+
+    assert set(vms) <= run(control_plane())
+    for vm in vms:
+        e2e.wait_for_status(f"osac/vm/{vm}", "RUNNING")  # and the ingress forwarded every one
+
+
+def ingress_pid(e2e) -> int:
+    return wait_until(lambda: e2e.stack.server_pid(NATS_INGRESS), 10, what="the ingress's pid")
+
+
+def test_the_ingress_killed_mid_burst_loses_nothing_and_applies_nothing_twice(e2e, uid):
+    vms = [f"k{i}-{uid}" for i in range(200)]
+    victim = ingress_pid(e2e)
+
+    def kill_at_100(i: int) -> None:  # mid-burst: the ingress has fetched, forwarded and acked some already
+        if i == 100:
+            os.kill(victim, signal.SIGKILL)
+
+    run(publish_all(e2e, "kubevirt", [("dcm.vm", vm_event("kubevirt.localhost", vm, "Running"), None) for vm in vms],
+                    each=kill_at_100))
+    wait_until(lambda: e2e.stack.server_pid(NATS_INGRESS) not in (None, victim), 15, what="the keeper's restart")
+    refs = [e2e.db.collection("resources").document(ResourceKey("kubevirt", "vm", vm).doc_id) for vm in vms]
+
+    def stored() -> list[dict]:
+        return [s.to_dict() for s in e2e.db.get_all(refs) if s.exists]
+
+    docs = wait_until(lambda: len(d := stored()) == len(vms) and d, 180, interval=1,  # the machine may be busy
+                      what="every vm stored")
+    assert {d["status"] for d in docs} == {"RUNNING"}
+    assert [d for d in docs if d.get("updates") != 1] == []  # a redelivered event is a duplicate, never applied
+
+
+def test_pubsub_unreachable_the_ingress_holds_then_drains(e2e, uid):
+    vms = [f"o{i}-{uid}" for i in range(20)]
+    host = Process(**e2e.state.nats_ingress).host
+    before = ingress_report(host)["retried"]
+    e2e.stack.set_pubsub_outage(True)
+    try:
+        run(publish_all(e2e, "osac", [("dcm.vm", vm_event("dcm/providers/osac-sp-vm", vm), None) for vm in vms]))
+        report = wait_until(lambda: (r := ingress_report(host)) and r["retried"] > before and r, 30,
+                            what=f"the ingress to fail its publishes ({ingress_report(host)}, log "
+                                 f"{e2e.stack.log_dir / 'nats-ingress.log'})")
+        assert report["lastError"]
+        held = wait_until(lambda: (r := ingress_report(host)) and (r["lag"] or 0) + (r["ackPending"] or 0)
+                          >= len(vms) and r, 10, what="the burst held (unacked) in the stream")
+        assert held["connected"] and e2e.resource(f"osac/vm/{vms[0]}") is None
+    finally:
+        e2e.stack.set_pubsub_outage(False)
+    for vm in vms:
+        e2e.wait_for_status(f"osac/vm/{vm}", "RUNNING", timeout=60)

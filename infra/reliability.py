@@ -706,7 +706,11 @@ def markdown(rows: list[Row], events: int) -> str:
               "one of its workers, halfway through a paced burst with pushes in flight: the keeper ends a dead "
               "server's orphaned workers before restarting it (they held its port), the emulator sends a push "
               "cut mid-request again, and one never answered is failed at the push deadline (the ack "
-              "deadline, as in production): see `docs/local-stack.md`.", ""]
+              "deadline, as in production): see `docs/local-stack.md`.", "",
+              "`nats ingress killed` publishes its burst on NATS (the real nats-server), each provider as its own "
+              "NATS identity, and kills the NATS ingress twice while it has messages delivered and not acked: "
+              "JetStream delivers them again after ack_wait, a copy already on Pub/Sub is dropped as a duplicate "
+              "by ingest and upsert: see `docs/nats.md`.", ""]
     return "\n".join(lines)
 
 

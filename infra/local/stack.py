@@ -191,6 +191,7 @@ class LocalStack:
         self.pubsub_outage_flag = self.state_dir / "pubsub-outage"  # chaos: the NATS ingress's Pub/Sub cut off
         self.repo_root = REPO_ROOT
         self._providers_changed = False  # by this `up`: the NATS ingress is started again to know them
+        self._ingress_stale = False  # its environment changed (a Pub/Sub fault proxy): started again
 
     def callback_keys_source(self) -> secretbox.KeySource:
         """The keyring the stack's notify and api seal and open signing secrets with (made if missing)."""
@@ -309,6 +310,11 @@ class LocalStack:
                 self._save(state)
                 for name in list(state.functions):
                     self.restart_function(state, name)
+            if chaos and state.nats and not state.pubsub_proxy:  # the NATS ingress moves behind one to Pub/Sub
+                state.pubsub_proxy = asdict(self._start_proxy(Process(**state.pubsub), flag=self.pubsub_outage_flag,
+                                                              name="pubsub-proxy"))
+                self._save(state)
+                self._ingress_stale = True  # started again, with the proxy in its environment
             self._revive(state)
         self.apply_topology(state)
         return state
@@ -342,7 +348,8 @@ class LocalStack:
         elif self._providers_changed:
             natsserver.reload(self, state)  # providers added by this `up`
         natsserver.declare_stream(self, state)
-        if not state.nats_ingress or not Process(**state.nats_ingress).alive() or self._providers_changed:
+        if not state.nats_ingress or not Process(**state.nats_ingress).alive() or self._providers_changed \
+                or self._ingress_stale:
             natsserver.start_ingress(self, state)
             self._save(state)
 

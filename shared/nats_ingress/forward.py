@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import enum
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from google.api_core import retry as retries
 
@@ -126,7 +126,7 @@ class Forwarder:
             "messageId": plan.inbound.message_id, "delivered": plan.inbound.delivered, "error": error[:500]})
         return Outcome.RETRYING
 
-    async def _publish(self, topic_path: str, data: bytes, attributes: dict | Any, ordering_key: str) -> str:
+    async def _publish(self, topic_path: str, data: bytes, attributes: Mapping[str, str], ordering_key: str) -> str:
         """Publish and wait for Pub/Sub's confirmation (its message id), at most ``publish_timeout_seconds``;
         the client stops retrying by then too, so a publish given up on is not completed later."""
         timeout = self.nats.publish_timeout_seconds

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import nats
 from nats.errors import Error as NatsError
@@ -162,10 +162,12 @@ class Worker:
             self.health.error(f"consumer info: {exc!r}")
 
 
-def main() -> int:
-    """Run the ingress until SIGTERM/SIGINT: settings from the environment (a mistake: one line, exit 2)."""
+def main(read_settings: Callable[[], Settings] = settings_module.from_env,
+         read_nats: Callable[[], NatsSettings] = settings_module.nats_from_env) -> int:
+    """Run the ingress until SIGTERM/SIGINT, with the settings the environment gives (a mistake: one line on
+    stderr, exit 2)."""
     try:
-        settings, n = settings_module.from_env(), settings_module.nats_from_env()
+        settings, n = read_settings(), read_nats()
     except ConfigError as exc:
         print(f"nats_ingress cannot start: {exc}", file=sys.stderr)
         return 2

@@ -187,7 +187,8 @@ def test_backoff_grows_then_holds():
 @pytest.mark.parametrize("env", [{}, {"NATS_URL": "http://x"},
                                  {"NATS_URL": "nats://x", "NATS_CREDS": "f", "NATS_PASSWORD": "p"},
                                  {"NATS_URL": "nats://x", "NATS_PROVIDER_PREFIX": "providers."},
-                                 {"NATS_URL": "nats://x", "NATS_MAX_DELIVER": "zero"}])
+                                 {"NATS_URL": "nats://x", "NATS_MAX_DELIVER": "zero"},
+                                 {"NATS_URL": "nats://x", "NATS_ACK_WAIT_SECONDS": "5"}])
 def test_nats_settings_refuse_what_cannot_work(env):
     with pytest.raises(ConfigError):
         settings_module.nats_from_env(env)
@@ -227,3 +228,37 @@ def test_each_provider_may_publish_only_its_subjects_and_reaches_the_platform_un
     assert '{service: {account: PLATFORM, subject: "providers.osac.dcm.>"}, to: "dcm.>"}' in osac
     assert "jetstream" not in osac and "acm-cluster" not in osac
     assert '{service: "providers.osac.dcm.>", accounts: [PROVIDER_OSAC]}' in text  # exported to osac alone
+
+
+# ---- the worker's edges ------------------------------------------------------------------------
+def test_a_misconfigured_ingress_says_why_in_one_line_and_exits_2(capsys):
+    from shared.nats_ingress.worker import main
+
+    def bad() -> settings_module.NatsSettings:
+        raise ConfigError("NATS_URL must be a nats:// (or tls://) URL, got ''")
+
+    assert main(lambda: SETTINGS, bad) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["nats_ingress cannot start: NATS_URL must be a nats:// "
+                                                            "(or tls://) URL, got ''"]
+
+
+def test_healthz_answers_the_lag_and_last_error_503_while_disconnected():
+    import requests
+
+    from shared.nats_ingress.health import serve
+
+    health = Health()
+    server = serve(health, 0, host="127.0.0.1")
+    url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
+    try:
+        assert requests.get(url, timeout=5).status_code == 503
+        health.connected(True)
+        health.lag(12, 3)
+        health.failed("publish to dcm-status-ingress-osac failed: UNAVAILABLE")
+        answer = requests.get(url, timeout=5)
+        assert answer.status_code == 200
+        body = answer.json()
+        assert (body["lag"], body["ackPending"], body["retried"]) == (12, 3, 1) and "UNAVAILABLE" in body["lastError"]
+        assert requests.get(url.replace("/healthz", "/other"), timeout=5).status_code == 404
+    finally:
+        server.shutdown()

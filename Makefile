@@ -64,6 +64,7 @@ bench: install
 	$(PY) benchmarks/callbacks.py
 	$(PY) benchmarks/provider_kit.py
 	$(PY) benchmarks/fairness.py
+	$(PY) benchmarks/nats_ingress.py
 
 lint:
 	terraform fmt -check -recursive terraform

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import asyncio
 import hashlib
 import os
 import platform
@@ -46,7 +47,8 @@ from dcm_status_contracts.status_report import build_event, to_pubsub_message
 from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
 from google.api_core.exceptions import DeadlineExceeded, ServiceUnavailable
 
-from infra.local import emulators
+from infra import nats_accounts
+from infra.local import emulators, natsserver
 from infra.local.stack import REPO_ROOT, LocalStack, StackState, answers_http
 from infra.local.supervise import children, listening
 from shared.api import queries
@@ -95,6 +97,36 @@ class Ledger:
     published: int = 0
 
 
+class NatsProviders:
+    """The providers' side of NATS: each provider connected as its own NATS identity (an account of its own,
+    whose ``dcm.>`` the server imports into the platform's stream with its prefix), publishing with
+    JetStream as kubevirt and osac do. One event loop in a thread; each publish is a Future of the server's
+    ack (the event is in the stream)."""
+
+    def __init__(self, url: str, identities: dict[str, nats_accounts.Identity]):
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True, name="nats-providers").start()
+        self.connections = asyncio.run_coroutine_threadsafe(self._connect(url, identities), self.loop).result(30)
+
+    @staticmethod
+    async def _connect(url: str, identities: dict[str, nats_accounts.Identity]) -> dict:
+        import nats
+
+        return {p: await nats.connect(url, user=i.user, password=i.password, connect_timeout=5,
+                                      max_reconnect_attempts=-1) for p, i in identities.items()}
+
+    def publish(self, provider: str, subject: str, data: bytes) -> Future:
+        js = self.connections[provider].jetstream()
+        return asyncio.run_coroutine_threadsafe(js.publish(subject, data, timeout=60), self.loop)
+
+    def close(self) -> None:
+        async def close_all() -> None:
+            for connection in self.connections.values():
+                await connection.close()
+        asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
 class Harness:
     def __init__(self, stack: LocalStack, state: StackState):
         from google.cloud import firestore, pubsub_v1
@@ -106,6 +138,14 @@ class Harness:
             batch_settings=pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.01))
         self.topo = stack.topology(state)
         self.reporters: dict[tuple[str, str], Reporter] = {}
+        self.nats: NatsProviders | None = None
+
+    def open_nats(self, providers: list[str]) -> NatsProviders:
+        """The providers' NATS identities on this stack, connected (once)."""
+        if self.nats is None:
+            self.nats = NatsProviders(self.state.nats_url, {p: self.stack.nats_credentials(self.state, p)
+                                                            for p in providers})
+        return self.nats
 
     def topic(self, provider: str) -> str:
         return f"projects/{self.state.project}/topics/{self.topo.topic('ingress', provider)}"
@@ -132,12 +172,30 @@ class Harness:
     def close(self) -> None:
         for reporter in self.reporters.values():
             reporter.close()
+        if self.nats is not None:
+            self.nats.close()
 
     def report(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
                futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
         source = source or f"{provider}-reliability"
         futures.append(self.reporter(provider, source).publish_now(rtype, rid, status, f"{status.lower()}",
                                                                    time=timeutil.format(at), event_id=event_id))
+        self.record(ledger, provider, rid, status, at, event_id, rtype, source)
+
+    def report_nats(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
+                    futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
+        """The same report, published on NATS as an upstream provider does: the structured CloudEvent on
+        ``dcm.{type}``, with JetStream, as the provider's own NATS identity (``self.nats``)."""
+        assert self.nats is not None, "open_nats() first"
+        source = source or f"{provider}-reliability"
+        event = build_event(provider, rtype, rid, status, status.lower(), event_id=event_id,
+                            time=timeutil.format(at), source=source)
+        futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_message(event)[0]))
+        self.record(ledger, provider, rid, status, at, event_id, rtype, source)
+
+    def record(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
+               rtype: str, source: str) -> None:
+        """One published report in the ledger: its identity, and its resource's newest status."""
         key = f"{provider}/{rtype}/{rid}"
         ledger.events[event_identity(provider, source, event_id)] = (key, status)
         stamp = timeutil.format(at)
@@ -152,8 +210,9 @@ class Harness:
 
     def burst(self, ledger: Ledger, n: int, rng: random.Random, tag: str, providers: list[str] = PROVIDERS,
               duplicates: float = 0.10, reorder: float = 0.10, malformed: float = 0.05,
-              during: Callable[[int], None] | None = None) -> None:
-        """About ``n`` messages: lifecycles of many resources, with duplicates, reordering, malformed ones."""
+              during: Callable[[int], None] | None = None, report: Callable[..., None] | None = None) -> None:
+        """About ``n`` messages: lifecycles of many resources, with duplicates, reordering, malformed ones;
+        each event published by ``report`` (default: the provider kit on Pub/Sub)."""
         start = datetime.now(timezone.utc) - timedelta(hours=1)
         plan: list[tuple] = []
         i = 0
@@ -175,7 +234,7 @@ class Harness:
         invalid: list = []
         for k, item in enumerate(plan):
             if item[0] == "event":
-                self.report(ledger, *item[1:], futures)
+                (report or self.report)(ledger, *item[1:], futures)
             else:
                 self.malformed(ledger, item[1], rng, invalid)
             if during:
@@ -358,6 +417,89 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
     return row
 
 
+NATS_KILLS = 2  # kill -9 of the NATS ingress, each with messages forwarded but not yet acked
+NATS_BURST = 5000  # at most (issue 28: a 5,000-message burst through NATS)
+
+
+class IngressWatch:
+    """The NATS ingress's durable consumer, watched from a thread (its own connection, as the platform user):
+    kills the ingress (``kill -9``) each time another 1/(kills + 1) of the scenario's messages has been
+    delivered to it while some are delivered and not acked yet, i.e. mid-forwarding; then says when every one
+    is acked. (Not the ack floor: after a kill it stays below the messages in flight until ack_wait.)"""
+
+    def __init__(self, h: Harness, n: int, kills: int = NATS_KILLS):
+        self.h, self.n, self.kills = h, n, kills
+        self.killed: list[int] = []
+        self.base: int | None = None  # the consumer's delivered sequence when the scenario began (stream kept)
+        self.done = threading.Event()
+        self.error: str | None = None
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._watch()), daemon=True, name="ingress-watch")
+
+    def start(self) -> None:
+        self.thread.start()
+        while self.base is None and self.error is None:
+            time.sleep(0.01)
+
+    async def _watch(self) -> None:
+        import nats
+
+        state, spec = self.h.state, self.h.topo.nats
+        platform = natsserver.credentials(self.h.stack, state).platform
+        nc = await nats.connect(state.nats_url, user=platform.user, password=platform.password, connect_timeout=5,
+                                max_reconnect_attempts=-1)
+        js, deadline = nc.jetstream(), time.monotonic() + 300 + self.n / 5
+        try:
+            while time.monotonic() < deadline:
+                info = await js.consumer_info(spec.stream, spec.consumer)
+                delivered = info.delivered.stream_seq or 0
+                self.base = delivered if self.base is None else self.base
+                due = self.n * (len(self.killed) + 1) // (self.kills + 1)
+                if len(self.killed) < self.kills and delivered - self.base >= due and info.num_ack_pending:
+                    self._kill()
+                if delivered - self.base >= self.n and not info.num_pending and not info.num_ack_pending:
+                    self.done.set()
+                    return
+                await asyncio.sleep(0.005)
+            self.error = f"the ingress had {delivered - self.base} of {self.n} delivered, not all acked, in time"
+        except Exception as exc:  # reported in the row, never a hang
+            self.error = repr(exc)
+        finally:
+            self.done.set()
+            await nc.close()
+
+    def _kill(self) -> None:
+        pid = self.h.stack.server_pid(natsserver.NATS_INGRESS)
+        if pid and pid not in self.killed:
+            os.kill(pid, signal.SIGKILL)
+            self.killed.append(pid)
+
+
+def nats_killed(h: Harness, n: int, rng: random.Random) -> Row:
+    """A burst published on NATS by the providers' own identities (structured CloudEvents on ``dcm.vm``, 10%
+    duplicates, 10% reordered), the NATS ingress killed (``kill -9``) twice while forwarding it; its keeper
+    restarts it and JetStream delivers again, after ack_wait, what it had not acked: every event is applied
+    once, the redelivered ones end as duplicates."""
+    ledger, started = Ledger(), time.monotonic()
+    h.open_nats(PROVIDERS)
+    watch = IngressWatch(h, n)
+    watch.start()
+    h.burst(ledger, n, rng, f"n{uuid.uuid4().hex[:6]}", malformed=0.0, report=h.report_nats)
+    watch.done.wait()
+    # Every message is on Pub/Sub; the redelivered copies may be counted before the last originals are
+    # through ingest and upsert: wait on the events themselves (a real loss stays lost past the deadline).
+    h.settle(ledger, timeout=120 + n / 10)
+    deadline = time.monotonic() + 60 + n / 10
+    while h.lost(ledger) and time.monotonic() < deadline:
+        time.sleep(1)
+    row = h.row("nats ingress killed", ledger, started, timeout=120 + n / 10)
+    if watch.error or len(watch.killed) < NATS_KILLS:
+        row.errors += 1
+    row.note = (f"published on NATS as each provider's identity; kill -9 of the NATS ingress {len(watch.killed)} "
+                f"times mid-forwarding, restarted by its keeper; what it had not acked delivered again after "
+                f"ack_wait ({h.topo.nats.ack_wait_seconds} s)" + (f"; {watch.error}" if watch.error else ""))
+    return row
+
+
 def hot_resource(h: Harness, n: int) -> Row:
     ledger, started = Ledger(), time.monotonic()
     futures: list[Future] = []
@@ -520,7 +662,8 @@ def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
                       ("server killed under load", lambda: killed_under_load(h, loaded, rng, "server")),
                       ("worker killed under load", lambda: killed_under_load(h, loaded, rng, "worker")),
                       ("outage > retries", lambda: outage(h, 100 if quick else 300, rng,
-                                                          stack.outage_beyond_retries(state), "outage > retries"))]
+                                                          stack.outage_beyond_retries(state), "outage > retries")),
+                      ("nats ingress killed", lambda: nats_killed(h, min(events, NATS_BURST), rng))]
         for name, scenario in scenarios:
             if not selected(name, only):
                 continue
@@ -563,7 +706,11 @@ def markdown(rows: list[Row], events: int) -> str:
               "one of its workers, halfway through a paced burst with pushes in flight: the keeper ends a dead "
               "server's orphaned workers before restarting it (they held its port), the emulator sends a push "
               "cut mid-request again, and one never answered is failed at the push deadline (the ack "
-              "deadline, as in production): see `docs/local-stack.md`.", ""]
+              "deadline, as in production): see `docs/local-stack.md`.", "",
+              "`nats ingress killed` publishes its burst on NATS (the real nats-server), each provider as its own "
+              "NATS identity, and kills the NATS ingress twice while it has messages delivered and not acked: "
+              "JetStream delivers them again after ack_wait, a copy already on Pub/Sub is dropped as a duplicate "
+              "by ingest and upsert: see `docs/nats.md`.", ""]
     return "\n".join(lines)
 
 

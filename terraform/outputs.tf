@@ -87,3 +87,23 @@ output "firestore_ttl_fields" {
   description = "Collection => field carrying its TTL policy."
   value       = { for k, f in google_firestore_field.ttl : k => f.field }
 }
+
+output "nats_ingress_service" {
+  description = "Name of the NATS ingress's Cloud Run service (docs/nats.md); null when nats_url is not set."
+  value       = try(google_cloud_run_v2_service.nats_ingress[0].name, null)
+}
+
+output "nats_ingress_service_account" {
+  description = "Email of the NATS ingress's service account (publishes to the ingress topics and the dead-letter topic only); null when nats_url is not set."
+  value       = try(google_service_account.nats_ingress[0].email, null)
+}
+
+output "nats_credentials_secret" {
+  description = "Secret Manager secret to add the NATS ingress's password or creds file to (a version; docs/nats.md); null when nats_url is not set."
+  value       = try(google_secret_manager_secret.nats_credentials[0].id, null)
+}
+
+output "nats_image_repository" {
+  description = "Where to push the NATS ingress image (REGION-docker.pkg.dev/PROJECT/REPOSITORY); nats_ingress_image is <this>/nats-ingress@sha256:..."
+  value       = local.nats_image_repository
+}

@@ -154,4 +154,37 @@ locals {
     DCM_TOPIC_REPLAY              = local.topology.topics.replay.name
     DCM_INGRESS_SUBSCRIPTION      = join(",", [for s in local.topology.subscriptions : s.name if s.topic == "ingress"])
   }
+
+  # The NATS ingress (nats_ingress.tf, docs/nats.md): its stream, subjects, durable consumer and
+  # delivery limits, from the `nats:` section of infra/topology.yaml, as the local stack sets them
+  # (NatsSpec.env() of infra/topology.py). The first three are the settings of the same names of the
+  # DCM control-plane, which keeps its own consumer on the same stream.
+  nats_env = {
+    NATS_STREAM_NAME      = local.topology.nats.stream
+    NATS_STATUS_SUBJECT   = local.topology.nats.subjects
+    NATS_CONSUMER_NAME    = local.topology.nats.consumer
+    NATS_PROVIDER_PREFIX  = local.topology.nats.provider_prefix
+    NATS_ACK_WAIT_SECONDS = tostring(local.topology.nats.ack_wait_seconds)
+    NATS_MAX_DELIVER      = tostring(local.topology.nats.max_deliver)
+    NATS_MAX_AGE_SECONDS  = tostring(tonumber(trimsuffix(tostring(local.topology.nats.max_age), "s")))
+  }
+
+  # Where the ingress publishes: every provider's ingress topic (the provider is the one the NATS
+  # server's import prefix names, never one read from the event) and the dead-letter topic. Topic keys
+  # of local.topics; nothing else (no normalized, changed or replay topic: it may not skip ingest).
+  nats_ingress_publishes = concat(sort([for key, t in local.topics : key if t.key == "ingress"]), ["deadletter"])
+
+  # The ingress's environment (nats_ingress.tf): every function's settings (shared/runtime/settings.py),
+  # the NATS stream, subjects, consumer, the server and the user. Not its credential: the password is
+  # read from Secret Manager into NATS_PASSWORD, or the creds file mounted from there at nats_creds_dir.
+  nats_creds_dir  = "/etc/dcm-nats"
+  nats_creds_file = "ingress.creds"
+  nats_ingress_env = merge(local.topology_env, local.nats_env, {
+    DCM_PROJECT         = var.project_id
+    DCM_MAX_EVENT_BYTES = tostring(var.max_event_bytes)
+    NATS_URL            = var.nats_url
+    },
+    var.nats_credentials_kind == "password" ? { NATS_USER = var.nats_user } : {},
+    var.nats_credentials_kind == "creds" ? { NATS_CREDS = "${local.nats_creds_dir}/${local.nats_creds_file}" } : {},
+  )
 }

@@ -431,3 +431,76 @@ variable "firestore_delete_protection" {
   type        = bool
   default     = true
 }
+
+# ---- the NATS ingress (terraform/nats_ingress.tf, docs/nats.md) -------------
+
+variable "nats_url" {
+  description = "NATS server(s) of the DCM installation the NATS ingress reads (NATS_URL), comma-separated, e.g. \"tls://nats-1.example.com:4222,tls://nats-2.example.com:4222\". null (default): no NATS ingress is deployed. Never put credentials in it: they come from the secret nats_credentials_secret_id."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.nats_url == null ? true : alltrue([for u in split(",", var.nats_url) : can(regex("^(nats|tls|ws|wss)://[^\\s,@]+$", trimspace(u)))])
+    error_message = "nats_url must be nats://, tls://, ws:// or wss:// URLs separated by commas, without credentials (user:password@ is refused: they are read from Secret Manager)."
+  }
+}
+
+variable "nats_ingress_image" {
+  description = "Container image of the NATS ingress (functions/nats_ingress/Dockerfile), best by digest: REGION-docker.pkg.dev/PROJECT/REPOSITORY/nats-ingress@sha256:... (output nats_image_repository says where to push; cloudbuild.yaml passes it when _NATS_INGRESS=1). Required when nats_url is set."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.nats_ingress_image == null ? true : can(regex("^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(@sha256:[0-9a-f]{64}|:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$", var.nats_ingress_image))
+    error_message = "nats_ingress_image must be an image reference with a digest (@sha256:...) or a tag, e.g. europe-west1-docker.pkg.dev/my-project/dcm-status-images/nats-ingress@sha256:<64 hex>."
+  }
+}
+
+variable "nats_credentials_kind" {
+  description = "What the secret nats_credentials_secret_id holds: \"password\" (the password of nats_user, given to the ingress as NATS_PASSWORD) or \"creds\" (a NATS creds file, JWT and nkey seed, mounted read-only and named by NATS_CREDS)."
+  type        = string
+  default     = "password"
+
+  validation {
+    condition     = contains(["password", "creds"], var.nats_credentials_kind)
+    error_message = "nats_credentials_kind must be \"password\" or \"creds\"."
+  }
+}
+
+variable "nats_user" {
+  description = "NATS user the ingress connects as (NATS_USER), a user of the platform account (docs/nats.md); its password is the secret nats_credentials_secret_id. Required with nats_credentials_kind = \"password\"."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.nats_user == null ? true : can(regex("^[A-Za-z0-9_.-]{1,128}$", var.nats_user))
+    error_message = "nats_user must be 1-128 letters, digits, dots, hyphens or underscores."
+  }
+}
+
+variable "nats_credentials_secret_id" {
+  description = "Secret Manager secret holding the ingress's NATS password or creds file (nats_credentials_kind). Terraform creates the secret, never a version: add it yourself (docs/nats.md), so the credential never enters the Terraform state. Only the ingress's service account may read it."
+  type        = string
+  default     = "dcm-nats-ingress-credentials"
+
+  validation {
+    condition     = can(regex("^[a-zA-Z0-9_-]{1,255}$", var.nats_credentials_secret_id))
+    error_message = "nats_credentials_secret_id must be 1-255 letters, digits, hyphens or underscores (a Secret Manager secret id)."
+  }
+}
+
+variable "nats_ingress_sizing" {
+  description = "The NATS ingress service: vCPU and memory of an instance and its instance count. At least one instance always runs (it holds the JetStream pull consumer; CPU is always allocated). More than one share the durable consumer, but two instances forward one resource's events in parallel: keep one unless one cannot keep up (docs/nats.md)."
+  type = object({
+    cpu                = optional(string, "1")
+    memory             = optional(string, "512Mi")
+    min_instance_count = optional(number, 1)
+    max_instance_count = optional(number, 1)
+  })
+  default = {}
+
+  validation {
+    condition     = var.nats_ingress_sizing.min_instance_count >= 1 && var.nats_ingress_sizing.max_instance_count >= var.nats_ingress_sizing.min_instance_count
+    error_message = "nats_ingress_sizing: need 1 <= min_instance_count <= max_instance_count (the ingress never scales to zero: it pulls, nothing pushes to it)."
+  }
+}

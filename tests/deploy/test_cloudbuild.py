@@ -6,7 +6,7 @@ import yaml
 
 from tests.deploy.tf import REPO_ROOT
 
-STAGES = ["lint", "unit", "e2e", "package", "terraform-init", "terraform-fmt", "terraform-validate",
+STAGES = ["lint", "unit", "e2e", "package", "nats-ingress-image", "terraform-init", "terraform-fmt", "terraform-validate",
           "terraform-plan", "terraform-apply"]
 
 
@@ -44,3 +44,23 @@ def test_state_in_gcs_and_apply_only_on_the_deploy_branch():
     for s in doc["steps"]:
         if s["id"] != "terraform-apply":
             assert "apply" not in script(s).replace("apply tfplan", "").split(), s["id"]
+
+
+def test_the_nats_ingress_image_is_built_always_pushed_on_demand_and_deployed_by_digest():
+    """terraform/nats_ingress.tf: the image is built on every run from functions/nats_ingress/Dockerfile,
+    pushed to the stack's repository only with _NATS_INGRESS=1, and the plan takes it by digest."""
+    doc = pipeline()
+    by_id = {s["id"]: s for s in doc["steps"]}
+    image = by_id["nats-ingress-image"]
+    assert set(image["waitFor"]) == {"lint", "unit", "e2e"}, "an image only of what passed"
+    build = script(image)
+    assert 'docker build -f functions/nats_ingress/Dockerfile -t "$$IMAGE" .' in build
+    assert "${_REGION}-docker.pkg.dev/$PROJECT_ID/${_IMAGE_REPOSITORY}/nats-ingress:$BUILD_ID" in build
+    push = build.index("docker push")
+    assert build.rindex('if [ "${_NATS_INGRESS}" = "1" ]', 0, push) > build.index("docker build"), "pushed on demand"
+    assert "RepoDigests" in build[push:] and "/workspace/nats_ingress_image" in build[push:]
+    assert doc["substitutions"]["_NATS_INGRESS"] == "", "no NATS ingress unless asked for"
+    assert doc["substitutions"]["_IMAGE_REPOSITORY"] == "dcm-status-images", "terraform: <name_prefix>-images"
+    assert "nats-ingress-image" in by_id["terraform-init"]["waitFor"]
+    plan = script(by_id["terraform-plan"])
+    assert "-var nats_ingress_image=$$(cat /workspace/nats_ingress_image)" in plan and "$$IMAGE_VAR" in plan

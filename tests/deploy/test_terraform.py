@@ -453,10 +453,14 @@ def test_only_notify_and_the_api_can_read_the_callback_keys(config: tf.Config, t
     assert accessor["for_each"] == "${toset(local.callback_key_functions)}"
     assert accessor["secret_id"] == "${google_secret_manager_secret.callback_keys.secret_id}"
     assert accessor["member"] == "${google_service_account.function[each.key].member}"
-    # nothing else grants anything on a secret, or a Secret Manager role anywhere
+    # nothing else grants anything on a secret, or a Secret Manager role anywhere, but the NATS ingress's
+    # grant on its own credential (tests/deploy/test_nats_ingress.py)
     secret_grants = [key for key, body in config.resources.items()
                      if key[0].startswith("google_secret_manager_secret_iam") or "secretmanager" in str(body.get("role"))]
-    assert secret_grants == [("google_secret_manager_secret_iam_member", "callback_keys_accessor")]
+    assert sorted(secret_grants) == [("google_secret_manager_secret_iam_member", "callback_keys_accessor"),
+                                     ("google_secret_manager_secret_iam_member", "nats_credentials_accessor")]
+    nats = config.resource("google_secret_manager_secret_iam_member", "nats_credentials_accessor")
+    assert "callback_keys" not in nats["secret_id"] and nats["member"] == "${google_service_account.nats_ingress[0].member}"
     assert "secretmanager.googleapis.com" in tf.parse(tf.TF_DIR / "apis.tf")["locals"][0]["apis"]
     fn = config.resource("google_cloudfunctions2_function", "function")
     assert "${google_secret_manager_secret_iam_member.callback_keys_accessor}" in fn["depends_on"], \

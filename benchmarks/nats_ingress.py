@@ -32,10 +32,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+
 from infra import nats_accounts  # noqa: E402
 from infra.local import emulators, natsserver  # noqa: E402
 from infra.topology import load  # noqa: E402
-from shared.contracts.status_report import build_event, to_message  # noqa: E402
 
 EVENTS = int(os.environ.get("BENCH_NATS_EVENTS", "5000"))
 PROVIDERS = ["aws", "kubevirt", "osac"]
@@ -91,7 +92,7 @@ def messages(n: int) -> list[tuple[str, str, bytes]]:
         provider, rid = PROVIDERS[i % len(PROVIDERS)], f"vm-{i % 500}"
         event = build_event(provider, "vm", rid, ["RUNNING", "STOPPED"][i % 2], "bench", event_id=f"bench-{i}",
                             source=f"{provider}-bench")
-        out.append((provider, f"{provider}/vm/{rid}", to_message(event)[0]))
+        out.append((provider, f"{provider}/vm/{rid}", to_pubsub_message(event)[0]))
     return out
 
 

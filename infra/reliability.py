@@ -190,7 +190,7 @@ class Harness:
         source = source or f"{provider}-reliability"
         event = build_event(provider, rtype, rid, status, status.lower(), event_id=event_id,
                             time=timeutil.format(at), source=source)
-        futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_message(event)[0]))
+        futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_pubsub_message(event)[0]))
         self.record(ledger, provider, rid, status, at, event_id, rtype, source)
 
     def record(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,

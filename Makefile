@@ -21,7 +21,7 @@ install: $(STAMP) emulators
 $(STAMP): pyproject.toml shared/contracts/pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ./shared/contracts -e ./sdk -e '.[test,aws]'  # the wire contracts first: the kit and the platform depend on them
+	$(PY) -m pip install -q -e ./shared/contracts -e ./sdk -e '.[test,aws,local]'  # the wire contracts first: the kit and the platform depend on them
 	touch $(STAMP)
 
 emulators:

@@ -13,7 +13,8 @@ ingest already accepts, or the dead-letter topic with a reason.
   redelivery is recognisable. They are not ``dcm-*`` names (ingest strips those at ingress) because they
   vouch for nothing: a provider publishing to its Pub/Sub ingress topic directly could set them too, so
   nothing decides on them; deduplication stays the provider's (topic) + source + id.
-- The ordering key is the resource key as ingest computes it, when the event names one.
+- The resource key as ingest computes it, when the event names one: the ingress publishes each resource's
+  updates in NATS's order (shared/nats_ingress/forward.py), with no Pub/Sub ordering key.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class Outbound:
     topic: str  # short name of the provider's ingress topic
     data: bytes
     attributes: Mapping[str, str]
-    ordering_key: str = ""
+    resource_key: str = ""  # "" when the event names none ingest would accept (it dead-letters it)
 
 
 def binding_attributes(headers: Mapping[str, str]) -> dict[str, str]:
@@ -94,7 +95,7 @@ def as_pubsub(message: Inbound, topic: str | None) -> PubSubMessage:
                          message.published_at, topic)
 
 
-def _ordering_key(pubsub: PubSubMessage, provider: str, settings: Settings) -> str:
+def _resource_key(pubsub: PubSubMessage, provider: str, settings: Settings) -> str:
     """The resource key ingest will compute, or "" when the event names none ingest would accept."""
     event = decode(pubsub, settings.max_event_bytes)  # Rejected: not a CloudEvent at all
     try:
@@ -108,7 +109,7 @@ def route(message: Inbound, nats: NatsSettings, settings: Settings) -> Outbound:
     provider = provider_of(message, nats, settings)
     topic = settings.ingress_topic(provider)
     pubsub = as_pubsub(message, topic)
-    key = _ordering_key(pubsub, provider, settings)
+    key = _resource_key(pubsub, provider, settings)
     attributes = {**pubsub.attributes, STREAM_SEQUENCE: str(message.stream_sequence)}
     if message.msg_id:
         attributes[MSG_ID] = message.msg_id

@@ -247,12 +247,17 @@ def dockerfile() -> list[tuple[str, str]]:
 
 def test_the_image_holds_what_a_deploy_zip_of_the_worker_would(config: tf.Config):
     instructions = dockerfile()
-    copied = {args.split()[0].rstrip("/") for op, args in instructions if op == "COPY"} - {"pyproject.toml"}
+    copies = dict(args.split() for op, args in instructions if op == "COPY")
+    copied = {source.rstrip("/") for source in copies} - {"pyproject.toml"}
     shared = {f"shared/{name}" for name in package.SHARED_FOR_ALL + ("nats_ingress",)}
-    assert copied == shared | {"shared/__init__.py", "schemas", "functions/nats_ingress/main.py"}
+    assert copied == shared | {"shared/__init__.py", "shared/contracts", "schemas", "functions/nats_ingress/main.py"}
+    # the contracts as a zip carries them: under their one import name, the schemas inside (shared.contracts refuses)
+    assert copies["shared/contracts/"] == f"{package.CONTRACTS}/"
+    assert copies["schemas/"] == f"{package.CONTRACTS}/schemas/"
     run = " ".join(args for op, args in instructions if op == "RUN")
     assert "['dependencies']" in run, "the runtime dependencies of pyproject.toml, as infra/package.py writes them"
-    assert "-name samples" in run and "-name __pycache__" in run
+    assert f"startswith('{package.CONTRACTS_DIST}')" in run, "no index has the contracts: they are carried as source"
+    assert "-name samples" in run and "-name __pycache__" in run and "setup.py" in run
 
 
 def test_the_image_runs_the_worker_unprivileged_on_the_functions_python():
@@ -277,8 +282,12 @@ def image_layout(root: Path) -> Path:
         else:
             dst.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dst / src.name)
-    for samples in list((app / "schemas").rglob("samples")):
+    for samples in list(app.rglob("samples")):
         shutil.rmtree(samples)
+    for build_file in ("setup.py", "pyproject.toml", "README.md"):
+        (app / package.CONTRACTS / build_file).unlink(missing_ok=True)
+    for egg_info in list((app / package.CONTRACTS).glob("*.egg-info")):
+        shutil.rmtree(egg_info)
     return app
 
 
@@ -293,7 +302,7 @@ def probe():
         except urllib.error.HTTPError as answer:
             def files(mod):  # a namespace package (functions/) has a path, no file
                 return [mod.__file__] if getattr(mod, "__file__", None) else list(getattr(mod, "__path__", [""]))
-            outside = sorted(m for m, mod in list(sys.modules.items()) if m.split(".")[0] in ("shared", "functions", "infra")
+            outside = sorted(m for m, mod in list(sys.modules.items()) if m.split(".")[0] in ("shared", "functions", "infra", "dcm_status_contracts")
                              and not all(f.startswith(sys.path[0]) for f in files(mod)))
             print(json.dumps({"status": answer.code, "body": json.loads(answer.read()), "outside": outside}))
             sys.stdout.flush()

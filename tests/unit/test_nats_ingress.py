@@ -58,7 +58,7 @@ def test_a_subject_naming_no_provider_of_ours_is_unknown_provider(subject):
 def test_structured_keeps_the_payload_and_says_where_it_was_in_the_stream():
     out = route(inbound(headers={"Nats-Msg-Id": "m-1", "X-Trace": "t"}, seq=42), NATS, SETTINGS)
     assert out.attributes == {STREAM_SEQUENCE: "42", MSG_ID: "m-1"}  # no other header crosses
-    assert out.ordering_key == "osac/vm/vm-1"  # the resource key, as ingest computes it
+    assert out.resource_key == "osac/vm/vm-1"  # the resource key, as ingest computes it
 
 
 def test_binary_headers_become_the_pubsub_binding_attributes():
@@ -68,7 +68,7 @@ def test_binary_headers_become_the_pubsub_binding_attributes():
     assert binding_mode(out.attributes) is BindingMode.BINARY
     assert out.attributes == {**{k: v for k, v in headers.items() if k.startswith("ce-")},
                               "content-type": "application/json", STREAM_SEQUENCE: "7"}
-    assert out.ordering_key == "osac/vm/vm-2"
+    assert out.resource_key == "osac/vm/vm-2"
 
 
 @pytest.mark.parametrize("sample", UPSTREAM, ids=lambda s: s.name)
@@ -77,7 +77,7 @@ def test_every_upstream_golden_sample_goes_to_its_providers_topic_as_published(s
     assert out.topic == f"dcm-status-ingress-{sample.provider}" and out.data == sample.data
     assert {k: v for k, v in out.attributes.items() if k != STREAM_SEQUENCE} == \
         {k.lower(): v for k, v in sample.attributes.items()}
-    assert out.ordering_key == sample.expect["key"]
+    assert out.resource_key == sample.expect["key"]
 
 
 @pytest.mark.parametrize("data, reason", [(b"not json", Reason.MALFORMED_JSON), (b"[1, 2]", Reason.NOT_A_CLOUDEVENT),
@@ -90,27 +90,24 @@ def test_what_is_not_a_cloudevent_is_refused_with_ingests_reason(data, reason):
 
 def test_an_event_ingest_cannot_key_has_no_ordering_key_and_still_goes():
     out = route(inbound(osac_event(type="something.else")), NATS, SETTINGS)
-    assert out.ordering_key == ""  # ingest dead-letters it with its reason
+    assert out.resource_key == ""  # ingest dead-letters it with its reason
 
 
 # ---- forward ---------------------------------------------------------------------------------
 class FakePublisher:
     def __init__(self, fail_topics=()):
         self.fail_topics = set(fail_topics)
-        self.published: list[tuple[str, bytes, dict, str]] = []
-        self.resumed: list[tuple[str, str]] = []
+        self.fail_data: set[bytes] = set()
+        self.published: list[tuple[str, bytes, dict]] = []
 
-    def publish(self, topic, data, ordering_key="", retry=None, timeout=None, **attrs):
+    def publish(self, topic, data, retry=None, timeout=None, **attrs):  # no ordering key: forward.waves orders
         future: Future = Future()
-        if topic.rsplit("/", 1)[-1] in self.fail_topics:
+        if topic.rsplit("/", 1)[-1] in self.fail_topics or data in self.fail_data:
             future.set_exception(RuntimeError("UNAVAILABLE"))
         else:
-            self.published.append((topic.rsplit("/", 1)[-1], data, attrs, ordering_key))
+            self.published.append((topic.rsplit("/", 1)[-1], data, attrs))
             future.set_result(str(len(self.published)))
         return future
-
-    def resume_publish(self, topic, key):
-        self.resumed.append((topic, key))
 
 
 class FakeDelivery:
@@ -142,16 +139,41 @@ def test_a_failed_publish_is_nakd_with_a_backoff_never_acked():
     publisher = FakePublisher(fail_topics={"dcm-status-ingress-osac"})
     outcome, delivery, health = forward(inbound(delivered=2), publisher)
     assert outcome is Outcome.RETRYING and not delivery.acked and delivery.naks == [backoff(2)]
-    assert publisher.resumed == [("projects/p/topics/dcm-status-ingress-osac", "osac/vm/vm-1")]
     assert "UNAVAILABLE" in health.snapshot()["lastError"]
+
+
+def update(vm: str, n: int) -> bytes:
+    return osac_event(id=f"e-{vm}-{n}", data={"id": vm, "status": ["RUNNING", "STOPPED"][n % 2], "message": ""})
+
+
+def test_a_batch_publishes_each_resources_updates_in_natss_order_in_waves():
+    """No Pub/Sub ordering key (one request per key): a resource's later update waits for its earlier one."""
+    batch = [update("vm-1", 0), update("vm-2", 0), update("vm-1", 1), update("vm-1", 2), update("vm-3", 0)]
+    publisher = FakePublisher()
+    outcomes = asyncio.run(Forwarder(SETTINGS, NATS, publisher, Health()).forward(
+        [(inbound(data, seq=i), FakeDelivery()) for i, data in enumerate(batch)]))
+    assert outcomes == [Outcome.FORWARDED] * 5
+    assert [data for _, data, _ in publisher.published] == [batch[0], batch[1], batch[4], batch[2], batch[3]]
+
+
+def test_a_resources_update_waits_when_its_earlier_one_is_delivered_again():
+    batch = [update("vm-1", 0), update("vm-1", 1), update("vm-2", 0)]
+    publisher = FakePublisher()
+    publisher.fail_data = {batch[0]}
+    deliveries = [FakeDelivery() for _ in batch]
+    outcomes = asyncio.run(Forwarder(SETTINGS, NATS, publisher, Health()).forward(
+        [(inbound(data, seq=i), d) for i, (data, d) in enumerate(zip(batch, deliveries))]))
+    assert outcomes == [Outcome.RETRYING, Outcome.RETRYING, Outcome.FORWARDED]
+    assert [data for _, data, _ in publisher.published] == [batch[2]]  # vm-1's second never overtakes its first
+    assert deliveries[1].naks and not deliveries[1].acked
 
 
 def test_still_not_forwarded_after_max_deliver_it_is_dead_lettered_and_acked():
     publisher = FakePublisher(fail_topics={"dcm-status-ingress-osac"})
     outcome, delivery, _ = forward(inbound(delivered=NATS.max_deliver), publisher)
     assert outcome is Outcome.DEAD_LETTERED and delivery.acked
-    [(topic, data, attrs, key)] = publisher.published
-    assert topic == "dcm-status-deadletter" and data == osac_event() and key == ""
+    [(topic, data, attrs)] = publisher.published
+    assert topic == "dcm-status-deadletter" and data == osac_event()
     assert attrs[dl.REASON] == Reason.DELIVERY_EXHAUSTED.value and attrs[dl.PROVIDER] == "osac"
     assert attrs[dl.SOURCE_TOPIC] == "dcm-status-ingress-osac" and attrs[dl.REJECTED_BY] == "nats_ingress"
 
@@ -166,7 +188,7 @@ def test_a_non_cloudevent_is_dead_lettered_with_its_reason_at_once():
     publisher = FakePublisher()
     outcome, delivery, health = forward(inbound(b"hello"), publisher)
     assert outcome is Outcome.DEAD_LETTERED and delivery.acked
-    [(topic, data, attrs, _)] = publisher.published
+    [(topic, data, attrs)] = publisher.published
     assert (topic, data, attrs[dl.REASON]) == ("dcm-status-deadletter", b"hello", Reason.MALFORMED_JSON.value)
     assert health.snapshot()["deadLettered"] == 1
 
@@ -174,7 +196,7 @@ def test_a_non_cloudevent_is_dead_lettered_with_its_reason_at_once():
 def test_an_unknown_provider_is_dead_lettered_naming_no_topic():
     publisher = FakePublisher()
     outcome, _, _ = forward(inbound(subject="providers.nobody.dcm.vm"), publisher)
-    [(_, _, attrs, _)] = publisher.published
+    [(_, _, attrs)] = publisher.published
     assert outcome is Outcome.DEAD_LETTERED and attrs[dl.REASON] == Reason.UNKNOWN_PROVIDER.value
     assert attrs[dl.SOURCE_TOPIC] == "" and dl.PROVIDER not in attrs  # nothing to replay it into
 
@@ -262,3 +284,28 @@ def test_healthz_answers_the_lag_and_last_error_503_while_disconnected():
         assert requests.get(url.replace("/healthz", "/other"), timeout=5).status_code == 404
     finally:
         server.shutdown()
+
+
+class _HangingDrain:
+    """A NATS connection whose drain() never returns, as nats-py's does with a pull subscription bound."""
+
+    def __init__(self) -> None:
+        self.is_connected, self.calls = True, []
+
+    async def drain(self) -> None:
+        self.calls.append("drain")
+        await asyncio.Event().wait()
+
+    async def flush(self, timeout: float) -> None:
+        self.calls.append("flush")
+
+    async def close(self) -> None:
+        self.calls.append("close")
+
+
+def test_a_stop_flushes_the_acks_then_closes_and_never_waits_on_drain():
+    from shared.nats_ingress.worker import disconnect
+
+    nc = _HangingDrain()
+    asyncio.run(asyncio.wait_for(disconnect(nc), timeout=5))
+    assert nc.calls == ["flush", "close"]

@@ -42,14 +42,15 @@ FETCH_WAIT_SECONDS = 1.0
 SHUTDOWN_SECONDS = 5.0  # a stop's wait for the acks in flight (Cloud Run kills 10 s after SIGTERM)
 
 
-def publisher() -> Any:
+def publisher(ordered: bool = False) -> Any:
     """A Pub/Sub publisher for the ingress: small batches (a fetched batch goes out in few
     requests); on the emulator, a channel that reconnects within a second once Pub/Sub is back (gRPC's own
     back-off grows to two minutes while it is unreachable)."""
     from google.cloud import pubsub_v1
 
     options: dict[str, Any] = {
-        "batch_settings": pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.005)}
+        "batch_settings": pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.005),
+        "publisher_options": pubsub_v1.types.PublisherOptions(enable_message_ordering=ordered)}  # a benchmark's
     host = os.environ.get("PUBSUB_EMULATOR_HOST")
     if host:
         import grpc

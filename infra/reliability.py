@@ -39,7 +39,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey, event_identity
@@ -97,11 +97,17 @@ class Ledger:
     published: int = 0
 
 
+async def _quiet(exc: Exception) -> None:
+    """A NATS client's connection errors while nats-server restarts (the row kills it): the client reconnects,
+    a publish not acked is sent again; what counts is the row's accounting, not a traceback per reconnect."""
+
+
 class NatsProviders:
     """The providers' side of NATS: each provider connected as its own NATS identity (an account of its own,
     whose ``dcm.>`` the server imports into the platform's stream with its prefix), publishing with
     JetStream as kubevirt and osac do. One event loop in a thread; each publish is a Future of the server's
-    ack (the event is in the stream)."""
+    ack (the event is in the stream). A publish the server did not ack (it restarted) is sent again, as a
+    provider must, under the same ``Nats-Msg-Id``: the stream stores it once (its duplicate window)."""
 
     def __init__(self, url: str, identities: dict[str, nats_accounts.Identity]):
         self.loop = asyncio.new_event_loop()
@@ -113,11 +119,23 @@ class NatsProviders:
         import nats
 
         return {p: await nats.connect(url, user=i.user, password=i.password, connect_timeout=5,
-                                      max_reconnect_attempts=-1) for p, i in identities.items()}
+                                      max_reconnect_attempts=-1, error_cb=_quiet) for p, i in identities.items()}
 
-    def publish(self, provider: str, subject: str, data: bytes) -> Future:
+    def publish(self, provider: str, subject: str, data: bytes, msg_id: str) -> Future:
         js = self.connections[provider].jetstream()
-        return asyncio.run_coroutine_threadsafe(js.publish(subject, data, timeout=60), self.loop)
+        return asyncio.run_coroutine_threadsafe(self._publish(js, subject, data, msg_id), self.loop)
+
+    @staticmethod
+    async def _publish(js: Any, subject: str, data: bytes, msg_id: str) -> Any:
+        from nats.errors import Error as NatsError
+
+        for attempt in range(NATS_PUBLISH_ATTEMPTS):
+            try:
+                return await js.publish(subject, data, timeout=10, headers={"Nats-Msg-Id": msg_id})
+            except (NatsError, asyncio.TimeoutError):
+                if attempt == NATS_PUBLISH_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(1.0)
 
     def close(self) -> None:
         async def close_all() -> None:
@@ -190,7 +208,8 @@ class Harness:
         source = source or f"{provider}-reliability"
         event = build_event(provider, rtype, rid, status, status.lower(), event_id=event_id,
                             time=timeutil.format(at), source=source)
-        futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_pubsub_message(event)[0]))
+        futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_pubsub_message(event)[0],
+                                         uuid.uuid4().hex))  # one id per publication, its retries share it
         self.record(ledger, provider, rid, status, at, event_id, rtype, source)
 
     def record(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
@@ -418,18 +437,21 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
 
 
 NATS_KILLS = 2  # kill -9 of the NATS ingress, each with messages forwarded but not yet acked
+NATS_PUBLISH_ATTEMPTS = 10  # a provider's publish, sent again while nats-server restarts
 NATS_BURST = 5000  # at most (issue 28: a 5,000-message burst through NATS)
 
 
 class IngressWatch:
     """The NATS ingress's durable consumer, watched from a thread (its own connection, as the platform user):
     kills the ingress (``kill -9``) each time another 1/(kills + 1) of the scenario's messages has been
-    delivered to it while some are delivered and not acked yet, i.e. mid-forwarding; then says when every one
+    delivered to it while some are delivered and not acked yet, i.e. mid-forwarding, and nats-server itself
+    once (``kill -9``, its keeper restarts it on its data) between the first two; then says when every one
     is acked. (Not the ack floor: after a kill it stays below the messages in flight until ack_wait.)"""
 
     def __init__(self, h: Harness, n: int, kills: int = NATS_KILLS):
         self.h, self.n, self.kills = h, n, kills
         self.killed: list[int] = []
+        self.server_killed: int | None = None  # the pid of the nats-server killed
         self.base: int | None = None  # the consumer's delivered sequence when the scenario began (stream kept)
         self.done = threading.Event()
         self.error: str | None = None
@@ -442,20 +464,27 @@ class IngressWatch:
 
     async def _watch(self) -> None:
         import nats
+        from nats.errors import Error as NatsError
 
         state, spec = self.h.state, self.h.topo.nats
         platform = natsserver.credentials(self.h.stack, state).platform
         nc = await nats.connect(state.nats_url, user=platform.user, password=platform.password, connect_timeout=5,
-                                max_reconnect_attempts=-1)
+                                max_reconnect_attempts=-1, error_cb=_quiet)
         js, deadline = nc.jetstream(), time.monotonic() + 300 + self.n / 5
         try:
             while time.monotonic() < deadline:
-                info = await js.consumer_info(spec.stream, spec.consumer)
+                try:
+                    info = await js.consumer_info(spec.stream, spec.consumer)
+                except (NatsError, asyncio.TimeoutError):  # nats-server restarting: ask again
+                    await asyncio.sleep(0.2)
+                    continue
                 delivered = info.delivered.stream_seq or 0
                 self.base = delivered if self.base is None else self.base
                 due = self.n * (len(self.killed) + 1) // (self.kills + 1)
                 if len(self.killed) < self.kills and delivered - self.base >= due and info.num_ack_pending:
                     self._kill()
+                elif self.killed and self.server_killed is None and delivered - self.base >= self.n // 2:
+                    self._kill_server()
                 if delivered - self.base >= self.n and not info.num_pending and not info.num_ack_pending:
                     self.done.set()
                     return
@@ -466,6 +495,11 @@ class IngressWatch:
         finally:
             self.done.set()
             await nc.close()
+
+    def _kill_server(self) -> None:
+        self.server_killed = self.h.stack.server_pid(natsserver.NATS_SERVER)
+        if self.server_killed:
+            os.kill(self.server_killed, signal.SIGKILL)
 
     def _kill(self) -> None:
         pid = self.h.stack.server_pid(natsserver.NATS_INGRESS)
@@ -492,10 +526,11 @@ def nats_killed(h: Harness, n: int, rng: random.Random) -> Row:
     while h.lost(ledger) and time.monotonic() < deadline:
         time.sleep(1)
     row = h.row("nats ingress killed", ledger, started, timeout=120 + n / 10)
-    if watch.error or len(watch.killed) < NATS_KILLS:
+    if watch.error or len(watch.killed) < NATS_KILLS or not watch.server_killed:
         row.errors += 1
     row.note = (f"published on NATS as each provider's identity; kill -9 of the NATS ingress {len(watch.killed)} "
-                f"times mid-forwarding, restarted by its keeper; what it had not acked delivered again after "
+                f"times mid-forwarding and of nats-server {int(bool(watch.server_killed))} time, each restarted "
+                f"by its keeper; what the ingress had not acked delivered again after "
                 f"ack_wait ({h.topo.nats.ack_wait_seconds} s)" + (f"; {watch.error}" if watch.error else ""))
     return row
 

@@ -8,6 +8,7 @@ Firestore outage without losing the emulator's data.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -102,6 +103,7 @@ class E2EStack:
         env = {**os.environ, "DCM_STATE_DIR": str(self.stack.state_dir), **(env or {})}
         result = subprocess.run([str(Path(sys.executable).parent / "dcm-status"), *args], env=env, text=True,
                                 capture_output=True, timeout=120, input=input)
+        self.refresh()  # `up`, `provider add` ... restart processes: their pids are in the state file now
         if check and result.returncode != 0:
             pytest.fail(f"dcm-status {' '.join(args)} exited {result.returncode}: {result.stderr}")
         return result
@@ -113,7 +115,16 @@ class E2EStack:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=1)
 
     def restart_function(self, name: str) -> None:
+        self.refresh()
         self.stack.restart_function(self.state, name)
+
+    def refresh(self) -> None:
+        """The session's view of the stack, read again from its state file: whatever saves it next (a restart)
+        must not write back a process another command replaced (a keeper then reads as dead: unsupervised)."""
+        fresh = self.stack.load_state()
+        if fresh is not None:
+            for f in dataclasses.fields(fresh):
+                setattr(self.state, f.name, getattr(fresh, f.name))
 
     @property
     def api_url(self) -> str:

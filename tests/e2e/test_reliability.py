@@ -149,7 +149,10 @@ def test_a_purge_drops_every_backlog_and_the_pipeline_flows_again(e2e, uid):
     down) is dropped with its subscription's backlog; the subscriptions, declared again, push as before."""
     with e2e.firestore_outage():
         e2e.reporter("aws").publish_now("vm", f"purged-{uid}", "RUNNING", "never stored").result(timeout=30)
-        time.sleep(2)  # ingest forwarded it; upsert keeps failing on it
+        # ingest has forwarded it (a delivery ingest is still handling at the purge would still end, into the
+        # subscriptions declared again); upsert keeps failing on it
+        ingest_log = e2e.stack.log_dir / "ingest.log"
+        wait_until(lambda: f'"key":"aws/vm/purged-{uid}"' in ingest_log.read_text(), 30, what="ingest to forward it")
         assert e2e.stack.purge(e2e.state) == len(e2e.stack.topology(e2e.state).subscriptions)
         # a delivery in flight at the purge still ends: kept in the outage past its Firestore retries, it fails
         time.sleep(RETRY_DEADLINE + 1)

@@ -42,7 +42,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/deploy
 
 test-e2e: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile tests/e2e
+	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=10 tests/e2e
 
 test-reliability: $(STAMP)
 	$(PY) -m infra.reliability --quick

@@ -33,7 +33,7 @@ demo: install
 	@if [ -n "$(KEEP)" ]; then echo "stack left running: $(CLI) --help, then 'make down'"; else $(CLI) down; fi
 
 # The tiers side by side (each waits on emulators far more than it computes): unit, functional and deploy;
-# e2e on three local stacks at once (pytest-xdist, one stack per worker, whole files per worker); the quick
+# e2e on two local stacks at once (pytest-xdist, one stack per worker, whole files per worker); the quick
 # reliability run on a stack of its own.
 test: install
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-fast test-e2e test-reliability
@@ -42,7 +42,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/deploy
 
 test-e2e: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --durations=10 tests/e2e
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 tests/e2e
 
 test-reliability: $(STAMP)
 	$(PY) -m infra.reliability --quick

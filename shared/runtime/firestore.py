@@ -16,6 +16,7 @@ Pub/Sub's attempts are spent waiting in it instead of a second apart.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 from typing import Callable, Iterator
@@ -79,11 +80,22 @@ class Breaker:
 BREAKER = Breaker()  # one per function instance, like its Firestore client's channel
 
 
+_GUARDED: contextvars.ContextVar[bool] = contextvars.ContextVar("firestore_guarded", default=False)
+
+
 @contextlib.contextmanager
 def guard(what: str, breaker: Breaker = BREAKER) -> Iterator[None]:
-    """A Firestore outage in the block becomes ``Transient``; a refusal becomes ``Rejected(unstorable)``."""
+    """A Firestore outage in the block becomes ``Transient``; a refusal becomes ``Rejected(unstorable)``.
+
+    A guard inside another is part of the outer one's call: admitted with it (were it asked, the breaker
+    would refuse it while the outer one is the half-open probe, and that probe would never end), judged by it.
+    """
+    if _GUARDED.get():
+        yield
+        return
     if not breaker.admit():
         raise Transient(f"{what} not tried: Firestore failed less than {breaker.cool_off:.0f} s ago")
+    token = _GUARDED.set(True)
     try:
         yield
     except TRANSIENT_ERRORS as exc:
@@ -94,9 +106,12 @@ def guard(what: str, breaker: Breaker = BREAKER) -> Iterator[None]:
         raise Rejected(Reason.UNSTORABLE, f"{what} refused by Firestore: {exc.message}"[:1000],
                        {"error": type(exc).__name__}) from exc
     except Transient:
-        raise  # a guard inside this one has already judged
+        breaker.failed()  # a transient failure the block named itself: never leave a probe hanging
+        raise
     except BaseException:
         breaker.answered()  # not Firestore's failure: never leave a probe hanging
         raise
     else:
         breaker.answered()
+    finally:
+        _GUARDED.reset(token)

@@ -80,3 +80,28 @@ def test_an_inner_guards_verdict_stands():
             with guard("inner", breaker):
                 raise gexc.DeadlineExceeded("slow")
     assert breaker.open
+
+
+def test_a_probe_with_a_guard_inside_goes_through_and_closes_it():
+    """The half-open probe's own inner guard was refused ("not tried": the probe was running), the probe
+    never ended, and the breaker stayed open for good: every callback registration of the api a 503."""
+    clock = Clock()
+    breaker = Breaker(cool_off=1.0, clock=clock)
+    _fail(breaker)
+    clock.now += 1.5
+    with guard("registering a callback", breaker):
+        with guard("counting callbacks", breaker):
+            pass
+    assert not breaker.open and breaker.admit()
+
+
+def test_a_transient_failure_the_probe_names_itself_never_leaves_it_hanging():
+    clock = Clock()
+    breaker = Breaker(cool_off=1.0, clock=clock)
+    _fail(breaker)
+    clock.now += 1.5
+    with pytest.raises(Transient, match="contention"):
+        with guard("write", breaker):
+            raise Transient("contention")
+    clock.now += 1.5
+    assert breaker.admit()  # a new probe, after the cool-off

@@ -76,7 +76,9 @@ def waves(plans: Sequence[Plan]) -> list[list[int]]:
     out: list[list[int]] = []
     for i, plan in enumerate(plans):
         key = resource_key(plan)
-        n = seen[key] = seen.get(key, -1) + 1 if key else 0
+        n = seen.get(key, -1) + 1 if key else 0
+        if key:
+            seen[key] = n
         if n == len(out):
             out.append([])
         out[n].append(i)
@@ -99,7 +101,7 @@ class Forwarder:
         in NATS's order: a resource's later update in the batch goes in a later wave, once the earlier one is
         settled; the next batch is fetched once this one is. No Pub/Sub ordering key: the ingest subscriptions
         deliver unordered (upsert orders by event time), and the client publishes one request per key, a
-        third of the throughput (benchmarks/nats_ingress.py)."""
+        quarter of the throughput (benchmarks/nats_ingress.py)."""
         plans = [self.plan(inbound, delivery) for inbound, delivery in batch]
         outcomes: dict[int, Outcome] = {}
         held: set[str] = set()  # resources whose earlier update goes again later: so do their next ones

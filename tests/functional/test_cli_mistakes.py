@@ -184,3 +184,16 @@ def test_a_hung_firestore_is_an_error_in_bounded_time_not_a_hang(env, listener, 
     for args in (["get", "aws/vm/i-1"], ["list"], ["dlq", "show", "0123abcd"]):
         result = CliRunner().invoke(cli, args, env=_runner_env(hung))
         _one_clear_line(result.exit_code, result.stderr, 1, "did not answer in time")
+
+
+@pytest.mark.parametrize("stopped, says", [
+    (True, "local stack stopped; its emulator data (resources, dead letters, undelivered messages) is gone"),
+    (False, "local stack was not running")])
+def test_down_says_what_goes_with_the_stack(env, monkeypatch, stopped, says):
+    """`down` says the emulators keep nothing (their data goes with them) when it stopped a stack; the
+    real stop is the e2e session's teardown."""
+    from infra.local.stack import LocalStack
+
+    monkeypatch.setattr(LocalStack, "down", lambda self: stopped)
+    result = CliRunner().invoke(cli, ["down"], env=env)
+    assert result.exit_code == 0 and result.stderr.strip() == says

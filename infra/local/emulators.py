@@ -16,6 +16,7 @@ the JDK's default for connections that set none).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import requests
 
@@ -95,17 +97,35 @@ class Process:
             return True
 
     def stop(self, timeout: float = 3.0) -> None:
+        stop_all([self], timeout)
+
+    def terminate(self) -> bool:
+        """SIGTERM to its process group; False when there is none left to stop."""
         try:
             os.killpg(self.pid, signal.SIGTERM)
         except OSError:
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.alive():
-            time.sleep(0.1)
-        try:
+            return False
+        return True
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
             os.killpg(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
+
+
+def stop_all(processes: Iterable[Process], timeout: float = 3.0) -> None:
+    """Stop these together: each is sent SIGTERM, all are given one grace period (not one each, in turn:
+    a stack's fifteen processes took 15-26 s to stop one by one), then what is still alive is killed."""
+    stopping = [p for p in processes if p.terminate()]
+    _wait_gone(stopping, timeout)
+    for p in stopping:
+        p.kill()
+    _wait_gone(stopping, 1.0)  # SIGKILL is not instant: what restarts on the same port waits for it
+
+
+def _wait_gone(processes: list[Process], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(p.alive() for p in processes):
+        time.sleep(0.05)
 
 
 def reachable(host: str, timeout: float = 1.0) -> bool:

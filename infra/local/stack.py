@@ -390,8 +390,7 @@ class LocalStack:
             self._revive_nats(state)
             return state
         except BaseException:
-            for p in started + [Process(**p) for p in (state.nats, state.nats_ingress) if p and p["pid"]]:
-                p.stop()
+            emulators.stop_all(started + [Process(**p) for p in (state.nats, state.nats_ingress) if p and p["pid"]])
             self.state_file.unlink(missing_ok=True)
             raise
 
@@ -473,9 +472,8 @@ class LocalStack:
         state = self.load_state()
         if state is None:
             return False
-        for p in reversed(state.processes()):
-            if _is_ours(p.pid):  # a stale state file may name pids the system has reused since
-                p.stop()
+        # a stale state file may name pids the system has reused since
+        emulators.stop_all(p for p in state.processes() if _is_ours(p.pid))
         self.state_file.unlink(missing_ok=True)
         self.outage_flag.unlink(missing_ok=True)
         self.pubsub_outage_flag.unlink(missing_ok=True)

@@ -172,13 +172,21 @@ def java_options(base: str | None, push_timeout: float | None = None) -> str:
 def start(kind: str, log_dir: Path, port: int | None = None, push_timeout: float | None = None) -> Process:
     """Start emulator ``kind``; ``push_timeout`` (Pub/Sub): seconds after which an unanswered push fails
     and its message is delivered again, as production does at the subscription's ack deadline."""
+    proc = launch(kind, log_dir, port, push_timeout)
+    wait_ready(proc, kind, log_dir)
+    return proc
+
+
+def launch(kind: str, log_dir: Path, port: int | None = None, push_timeout: float | None = None) -> Process:
+    """Start emulator ``kind`` without waiting for it (``wait_ready``): the two JVMs boot side by side."""
     port = port or free_port()
     env = dict(os.environ)
     env["JAVA_TOOL_OPTIONS"] = java_options(env.get("JAVA_TOOL_OPTIONS"), push_timeout)
-    log_path = log_dir / f"{kind}-emulator.log"
-    proc = Process(spawn(launch_command(kind, port), log_path, env), port)
-    wait_http(proc, f"{kind} emulator", log_path)
-    return proc
+    return Process(spawn(launch_command(kind, port), log_dir / f"{kind}-emulator.log", env), port)
+
+
+def wait_ready(proc: Process, kind: str, log_dir: Path) -> None:
+    wait_http(proc, f"{kind} emulator", log_dir / f"{kind}-emulator.log")
 
 
 def reset_firestore(host: str, project: str) -> None:

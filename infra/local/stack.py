@@ -365,10 +365,12 @@ class LocalStack:
         self.pubsub_outage_flag.unlink(missing_ok=True)
         started: list[Process] = []
         try:
-            pubsub = emulators.start("pubsub", self.log_dir, push_timeout=push_timeout(load(providers)))
+            pubsub = emulators.launch("pubsub", self.log_dir, push_timeout=push_timeout(load(providers)))
             started.append(pubsub)
-            firestore = emulators.start("firestore", self.log_dir)
+            firestore = emulators.launch("firestore", self.log_dir)
             started.append(firestore)
+            emulators.wait_ready(pubsub, "pubsub", self.log_dir)
+            emulators.wait_ready(firestore, "firestore", self.log_dir)
             state = StackState(self.project, asdict(pubsub), asdict(firestore), providers=sorted(set(providers)))
             if chaos:
                 proxy = self._start_proxy(firestore)

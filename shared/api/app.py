@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 import flask
 import orjson
@@ -30,6 +31,8 @@ from werkzeug.routing import Map, Rule
 
 from shared.api import queries
 from shared.api.callbacks import Callbacks
+from shared.api.dcm import PREFIX as DCM_PREFIX
+from shared.api.dcm import DcmApi
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
 from shared.api.identity import Caller, caller_of, check_mutation
 from shared.api.queries import ResourceFilter, Sort
@@ -56,7 +59,7 @@ ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint,
     ("/v1/resources", "resources", ["GET"]),
     ("/v1/resources/<provider>/<rtype>/<path:rid>/history", "history", ["GET"]),
     ("/v1/resources/<provider>/<rtype>/<path:rid>/callback", "resource_callback", ["GET", "PUT"]),
-    ("/v1/resources/<provider>/<rtype>/<path:rid>", "resource", ["GET"]),
+    ("/v1/resources/<provider>/<rtype>/<path:rid>", "resource", ["GET", "PUT"]),  # PUT: the tracker's ?track_hook=
     ("/v1/changes", "changes", ["GET"]),
     ("/v1/changes/stream", "stream", ["GET"]),
     ("/v1/summary", "summary", ["GET"]),
@@ -66,6 +69,7 @@ ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint,
     ("/v1/callbacks", "callbacks", ["GET", "POST"]),
     ("/v1/callbacks/<cid>", "callback", ["GET", "DELETE"]),
     ("/v1/callbacks/<cid>/<any(rotate, enable, test):action>", "callback_action", ["POST"]),
+    (f"{DCM_PREFIX}/<path:rest>", "dcm", ["GET"]),  # the DCM control-plane's read API: shared/api/dcm.py
 )], strict_slashes=False, merge_slashes=False)
 MAX_BODY_BYTES = 16 * 1024
 
@@ -151,6 +155,7 @@ class Api:
         self.stream_seconds = stream_seconds
         self.static = {p.name: p.read_bytes() for p in STATIC_DIR.iterdir() if p.suffix in STATIC_TYPES}
         self.openapi = (schemas_dir() / OPENAPI / OPENAPI_FILE).read_bytes()
+        self.dcm = DcmApi(db, READ_OPTIONS, json_response)
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Api":
@@ -220,8 +225,10 @@ class Api:
         return json_response(body)
 
     def _resource(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
-        p = Params(request.args, ("at",))
         key = _key(provider, rtype, rid)
+        if request.method == "PUT":  # the tracker's PUT /instances/42?track_hook=URL
+            return self._put_callback(request, str(key))
+        p = Params(request.args, ("at",))
         at = p.text("at", 64)
         if at is not None:
             at = queries.canonical_time(at, "at")
@@ -232,7 +239,9 @@ class Api:
         doc = queries.get_resource(self.db, key, READ_OPTIONS)
         if doc is None:
             raise NotFound(f"no resource {key}")
-        return json_response(doc)
+        href = f"/v1/resources/{provider}/{rtype}/{quote(rid, safe='')}/callback"
+        return json_response({**doc, "callback": self.callbacks.element_of(str(key), href,
+                                                                           self.guards.caller(request))})
 
     def _history(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
         p = Params(request.args, ("pageSize", "pageToken"))
@@ -292,19 +301,25 @@ class Api:
         Params(request.args, ())
         return json_response({**queries.stats(self.db, READ_OPTIONS), "windowDays": self.feed.retention_days})
 
+    # ---- the DCM control-plane's read API --------------------------------------------------------
+    def _dcm(self, request: flask.Request, rest: str) -> flask.Response:
+        return self.dcm(request)
+
     # ---- webhook callbacks ----------------------------------------------------------------------
     def _resource_callback(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
         key = str(_key(provider, rtype, rid))
-        caller = self.guards.caller(request)
         if request.method == "GET":
             Params(request.args, ())
-            return json_response({"callback": self.callbacks.of_resource(key, caller)})
-        p = Params(request.args, ("hook", "token", "retrySeconds"))
-        hook = p.text("hook", callback.MAX_HOOK_CHARS)
-        if hook is None:
-            raise InvalidRequest("hook: required (the URL to POST changes to, or none to delete the callback)", "hook")
+            return json_response({"callback": self.callbacks.of_resource(key, self.guards.caller(request))})
+        return self._put_callback(request, key)
+
+    def _put_callback(self, request: flask.Request, key: str) -> flask.Response:
+        """Set or delete (``none``) a resource's callback: ``?hook=URL&token=``, or the tracker's own
+        spelling ``?track_hook=URL&track_token=``."""
+        p = Params(request.args, HOOK_PARAMETERS)
+        hook, token = _hook_and_token(p)
         retry = p.integer("retrySeconds", None, 1, callback.MAX_RETRY_SECONDS)
-        done = self.callbacks.register_resource(key, hook, p.text("token", callback.MAX_TOKEN_CHARS), retry, caller)
+        done = self.callbacks.register_resource(key, hook, token, retry, self.guards.caller(request))
         if done is None:
             return flask.Response(status=204)
         shown, secret, created = done
@@ -346,6 +361,27 @@ class Api:
         if action == "enable":
             return json_response({"callback": self.callbacks.enable(cid, caller)})
         return json_response(self.callbacks.test(cid, caller))
+
+
+HOOK_PARAMETERS = ("hook", "token", "track_hook", "track_token", "retrySeconds")
+
+
+def _hook_and_token(p: Params) -> tuple[str, str | None]:
+    """A resource callback's hook and token, as ``hook``/``token`` or the tracker's ``track_hook``/``track_token``
+    (one spelling of each, not both)."""
+    found = []
+    for name in ("hook", "token"):
+        ours, trackers = p.text(name, LIMITS[name]), p.text(f"track_{name}", LIMITS[name])
+        if ours is not None and trackers is not None:
+            raise InvalidRequest(f"{name} and track_{name}: give one or the other", f"track_{name}")
+        found.append(ours if ours is not None else trackers)
+    if found[0] is None:
+        raise InvalidRequest("hook (or track_hook): required, the URL to POST changes to, or none to delete the "
+                             "callback", "hook")
+    return found[0], found[1]
+
+
+LIMITS = {"hook": callback.MAX_HOOK_CHARS, "token": callback.MAX_TOKEN_CHARS}
 
 
 def _registered(shown: dict[str, Any], secret: str | None, created: bool) -> flask.Response:

@@ -53,8 +53,9 @@ def acceptable(case) -> bool:
 
 
 def with_a_hook_we_may_call(case):
-    if case.query and "hook" in case.query and case.query["hook"] != "none":
-        case.query["hook"] = CONTRACT_HOOK
+    for name in ("hook", "track_hook"):  # the tracker's spelling too (PUT of the resource and of .../callback)
+        if case.query and name in case.query and case.query[name] != "none":
+            case.query[name] = CONTRACT_HOOK
     if isinstance(case.body, dict) and "hook" in case.body:
         case.body["hook"] = CONTRACT_HOOK
     return case

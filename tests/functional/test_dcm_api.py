@@ -1,63 +1,26 @@
 """The DCM control-plane's resource-manager read API (shared/api/dcm.py) through functions-framework's
-test client, on the Firestore emulator: every answer validated against the upstream OpenAPI documents.
-
-Contract sources (vendored, schemas/upstream/README.md):
-- dcm-project/control-plane ``api/sp/v1alpha1/resource_manager/openapi.yaml`` at ``1c577bc`` (``agent_name``)
-  and at ``74967d8`` (``provider`` / ``provider_name``, what the DCM CLI at ``b80a859`` sends and reads);
-- the health answer from dcm-project/control-plane ``internal/app/health.go`` at ``32ff3e8`` (no document).
-
-One deviation is served on purpose (docs/api.md, "DCM compatibility"): ``deletion_status`` is ``DELETED``
-for a deleted resource, as the control-plane's store writes it (``service_instance.go`` at ``1c577bc``),
-though both documents' enums lack it; deleted instances are validated against the documents with that
-one value added, and every other instance against the documents as they are.
-"""
+test client, on the Firestore emulator: every answer validated against the upstream contract
+(tests/dcm_contract.py: control-plane ``openapi.yaml`` at 1c577bc and 74967d8, ``health.go`` at 32ff3e8)."""
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import flask
 import jsonschema
 import orjson
 import pytest
-import yaml
 from dcm_status_contracts import tokens
 from google.api_core import exceptions as gexc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openapi_core import Config, OpenAPI
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 from werkzeug.test import EnvironBuilder
 
 from shared.api import dcm
-from tests.functional.conftest import REPO
+from tests import dcm_contract
 from tests.functional.test_api import seed
-
-UPSTREAM = REPO / "schemas" / "upstream" / "control-plane" / "resource_manager"
-DOCUMENTS = {"1c577bc": UPSTREAM / "openapi.yaml", "74967d8": UPSTREAM / "openapi-74967d8.yaml"}
-CONFIG = Config(extra_media_type_deserializers={"application/problem+json": orjson.loads})
-# internal/app/health.go at 32ff3e8: healthResponse{Status, Path, Checks map[string]string `omitempty`}
-HEALTH = {"type": "object", "required": ["status", "path"],
-          "properties": {"status": {"enum": ["ok", "unhealthy"]}, "path": {"const": "/api/v1alpha1/health"},
-                         "checks": {"type": "object", "additionalProperties": {"enum": ["ok", "unavailable"]}}}}
-
-
-def document(path: Path, deleted_too: bool) -> OpenAPI:
-    spec = yaml.safe_load(path.read_text())
-    if deleted_too:
-        status = spec["components"]["schemas"]["ServiceTypeInstance"]["properties"]["deletion_status"]
-        status["enum"] = [*status["enum"], "DELETED"]
-    return OpenAPI.from_dict(copy.deepcopy(spec), config=CONFIG)
-
-
-AS_WRITTEN = {name: document(path, False) for name, path in DOCUMENTS.items()}
-WITH_DELETED = {name: document(path, True) for name, path in DOCUMENTS.items()}
-
-
-def instances_in(body: Any) -> list[dict[str, Any]]:
-    return body.get("instances", []) if "instances" in body else [body] if "spec" in body else []
 
 
 class Dcm:
@@ -69,17 +32,11 @@ class Dcm:
 
     def get(self, path: str, **kwargs: Any):
         response = self.client.get(path, **kwargs)
-        body = response.get_json(force=True, silent=True)
-        if path.startswith(dcm.HEALTH_PATH):
-            jsonschema.validate(body, HEALTH)
-            return response
-        deleted = any(i.get("deletion_status") for i in instances_in(body or {}))
         sent = EnvironBuilder(path, method="GET", **kwargs).get_request()
-        for openapi in (WITH_DELETED if deleted else AS_WRITTEN).values():
-            openapi.validate_response(WerkzeugOpenAPIRequest(sent), WerkzeugOpenAPIResponse(response))
+        dcm_contract.check(path, response.status_code, response.get_json(force=True, silent=True),
+                           WerkzeugOpenAPIRequest(sent), WerkzeugOpenAPIResponse(response))
         if response.status_code >= 400:
             assert response.mimetype == "application/problem+json"
-            assert body["type"] and body["status"] == response.status_code and body["detail"]  # CLI: Type != ""
         return response
 
 
@@ -218,11 +175,11 @@ class Unreachable:
 
 
 def test_health_is_a_503_unhealthy_when_the_state_store_does_not_answer():
-    answer = dcm.DcmApi(Unreachable(), {}, lambda body: __import__("flask").Response(orjson.dumps(body)))
-    response = answer(__import__("flask").Request(EnvironBuilder(dcm.HEALTH_PATH).get_environ()))
+    answer = dcm.DcmApi(Unreachable(), {}, lambda body: flask.Response(orjson.dumps(body)))
+    response = answer(flask.Request(EnvironBuilder(dcm.HEALTH_PATH).get_environ()))
     assert response.status_code == 503
     body = orjson.loads(response.get_data())
-    jsonschema.validate(body, HEALTH)
+    jsonschema.validate(body, dcm_contract.HEALTH)
     assert body["status"] == "unhealthy" and body["checks"] == {"firestore": "unavailable"}
 
 

@@ -35,6 +35,7 @@ from shared.api.dcm import PREFIX as DCM_PREFIX
 from shared.api.dcm import DcmApi
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
 from shared.api.identity import Caller, caller_of, check_mutation
+from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.runtime import firestore as fs
 from shared.runtime import secretbox
@@ -50,7 +51,6 @@ STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; ch
 OPENAPI_FILE = "status-api-v1.json"
 # An API read waits 5 s at most (retried while Firestore is unavailable), then answers 503.
 READ_OPTIONS = {"retry": gretry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=5.0), "timeout": 5.0}
-MAX_TEXT = 256
 
 ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint, methods in (  # HEAD comes with GET
     ("/", "dashboard", ["GET"]),
@@ -78,50 +78,6 @@ def json_response(body: Any) -> flask.Response:
     response = flask.Response(orjson.dumps(body, default=str), 200, mimetype="application/json")
     response.headers["Cache-Control"] = "no-store"
     return response
-
-
-class Params:
-    """The query parameters of one request, checked: each known, given once, of its type and range."""
-
-    def __init__(self, args: Any, allowed: tuple[str, ...]):
-        self.args = args
-        unknown = sorted(set(args) - set(allowed))
-        if unknown:
-            raise InvalidRequest(f"unknown parameter {unknown[0]!r}; this endpoint takes: "
-                                 f"{', '.join(allowed) or 'none'}", unknown[0])
-        for name in args:
-            if len(args.getlist(name)) > 1:
-                raise InvalidRequest(f"{name}: given more than once", name)
-
-    def text(self, name: str, max_len: int = MAX_TEXT) -> str | None:
-        value = self.args.get(name)
-        if value is None:
-            return None
-        if not value or len(value) > max_len:
-            raise InvalidRequest(f"{name}: expected 1 to {max_len} characters", name)
-        return value
-
-    def integer(self, name: str, default: int | None, low: int, high: int) -> int | None:
-        value = self.args.get(name)
-        if value is None:
-            return default
-        if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
-            raise InvalidRequest(f"{name}: expected an integer from {low} to {high}, got {value[:40]!r}", name)
-        return int(value)
-
-    def boolean(self, name: str) -> bool:
-        value = self.args.get(name)
-        if value is None:
-            return False
-        if value.lower() not in ("true", "false", "1", "0"):
-            raise InvalidRequest(f"{name}: expected true or false, got {value[:40]!r}", name)
-        return value.lower() in ("true", "1")
-
-    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
-        value = self.args.get(name, default)
-        if value not in choices:
-            raise InvalidRequest(f"{name}: expected one of {', '.join(choices)}, got {value[:40]!r}", name)
-        return value
 
 
 @dataclass(frozen=True)
@@ -227,7 +183,7 @@ class Api:
     def _resource(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
         key = _key(provider, rtype, rid)
         if request.method == "PUT":  # the tracker's PUT /instances/42?track_hook=URL
-            return self._put_callback(request, str(key))
+            return self._put_callback(request, str(key), TRACKER_PARAMETERS)
         p = Params(request.args, ("at",))
         at = p.text("at", 64)
         if at is not None:
@@ -311,13 +267,13 @@ class Api:
         if request.method == "GET":
             Params(request.args, ())
             return json_response({"callback": self.callbacks.of_resource(key, self.guards.caller(request))})
-        return self._put_callback(request, key)
+        return self._put_callback(request, key, HOOK_PARAMETERS)
 
-    def _put_callback(self, request: flask.Request, key: str) -> flask.Response:
-        """Set or delete (``none``) a resource's callback: ``?hook=URL&token=``, or the tracker's own
-        spelling ``?track_hook=URL&track_token=``."""
-        p = Params(request.args, HOOK_PARAMETERS)
-        hook, token = _hook_and_token(p)
+    def _put_callback(self, request: flask.Request, key: str, allowed: tuple[str, ...]) -> flask.Response:
+        """Set or delete (``none``) a resource's callback: ``?hook=URL&token=`` or the tracker's own spelling
+        ``?track_hook=URL&track_token=``, as ``allowed``."""
+        p = Params(request.args, allowed)
+        hook, token = _hook_and_token(p, "hook" in allowed)
         retry = p.integer("retrySeconds", None, 1, callback.MAX_RETRY_SECONDS)
         done = self.callbacks.register_resource(key, hook, token, retry, self.guards.caller(request))
         if done is None:
@@ -363,12 +319,13 @@ class Api:
         return json_response(self.callbacks.test(cid, caller))
 
 
-HOOK_PARAMETERS = ("hook", "token", "track_hook", "track_token", "retrySeconds")
+HOOK_PARAMETERS = ("hook", "token", "track_hook", "track_token", "retrySeconds")  # PUT .../callback
+TRACKER_PARAMETERS = ("track_hook", "track_token", "retrySeconds")  # PUT of the resource: the tracker's spelling only
 
 
-def _hook_and_token(p: Params) -> tuple[str, str | None]:
-    """A resource callback's hook and token, as ``hook``/``token`` or the tracker's ``track_hook``/``track_token``
-    (one spelling of each, not both)."""
+def _hook_and_token(p: Params, ours_too: bool) -> tuple[str, str | None]:
+    """A resource callback's hook and token, as the tracker's ``track_hook``/``track_token`` or (``ours_too``)
+    ``hook``/``token``: one spelling of each, not both."""
     found = []
     for name in ("hook", "token"):
         ours, trackers = p.text(name, LIMITS[name]), p.text(f"track_{name}", LIMITS[name])
@@ -376,8 +333,9 @@ def _hook_and_token(p: Params) -> tuple[str, str | None]:
             raise InvalidRequest(f"{name} and track_{name}: give one or the other", f"track_{name}")
         found.append(ours if ours is not None else trackers)
     if found[0] is None:
-        raise InvalidRequest("hook (or track_hook): required, the URL to POST changes to, or none to delete the "
-                             "callback", "hook")
+        name = "hook" if ours_too else "track_hook"
+        raise InvalidRequest(f"{'hook (or track_hook)' if ours_too else name}: required, the URL to POST changes to, "
+                             "or none to delete the callback", name)
     return found[0], found[1]
 
 

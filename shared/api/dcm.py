@@ -30,6 +30,7 @@ from werkzeug.exceptions import NotFound as NoRoute
 from werkzeug.routing import Map, Rule
 
 from shared.api import queries
+from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.runtime import firestore as fs
 from shared.state.model import RESOURCES
@@ -81,26 +82,8 @@ class InstanceQuery:
 
 
 # ---- parameters ----------------------------------------------------------------------------------
-class DcmParams:
-    """The query parameters of one DCM request, checked: each known, given once, of its type and range."""
-
-    def __init__(self, args: Any, allowed: tuple[str, ...]):
-        self.args = args
-        unknown = sorted(set(args) - set(allowed))
-        if unknown:
-            raise InvalidRequest(f"unknown parameter {unknown[0][:64]!r}; this endpoint takes: "
-                                 f"{', '.join(allowed) or 'none'}", unknown[0][:64])
-        repeated = [name for name in args if len(args.getlist(name)) > 1]
-        if repeated:
-            raise InvalidRequest(f"{repeated[0]}: given more than once", repeated[0])
-
-    def text(self, name: str, max_len: int = MAX_FILTER_CHARS) -> str | None:
-        value = self.args.get(name)
-        if value is None:
-            return None
-        if not value or len(value) > max_len:
-            raise InvalidRequest(f"{name}: expected 1 to {max_len} characters", name)
-        return value
+class DcmParams(Params):
+    """The query parameters of one DCM request, checked as the api's are; booleans read as upstream reads them."""
 
     def boolean(self, name: str) -> bool:
         """As the upstream server (Go's strconv.ParseBool) reads one."""
@@ -112,27 +95,18 @@ class DcmParams:
         return value in ("true", "True", "TRUE", "1", "t", "T")
 
     def page_size(self) -> int:
-        value = self.args.get("max_page_size")
-        if value is None:
-            return MAX_PAGE_SIZE
-        if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_PAGE_SIZE:
-            raise InvalidRequest(f"max_page_size: expected an integer from 1 to {MAX_PAGE_SIZE}, got {value[:40]!r}",
-                                 "max_page_size")
-        return int(value)
+        return self.integer("max_page_size", MAX_PAGE_SIZE, 1, MAX_PAGE_SIZE)
 
     def case(self) -> StatusCase:
-        value = self.args.get("status_case", StatusCase.UPPER.value)
-        try:
-            return StatusCase(value)
-        except ValueError:
-            raise InvalidRequest(f"status_case: expected upper or lower, got {value[:40]!r}", "status_case") from None
+        return StatusCase(self.choice("status_case", tuple(c.value for c in StatusCase), StatusCase.UPPER.value))
 
     def query(self) -> InstanceQuery:
-        agent, provider = self.text("agent_name"), self.text("provider")
+        agent, provider = self.text("agent_name", MAX_FILTER_CHARS), self.text("provider", MAX_FILTER_CHARS)
         if agent is not None and provider is not None and agent != provider:
             raise InvalidRequest("agent_name and provider name the same thing (provider is its older name): "
                                  "give one, or both alike", "provider")
-        return InstanceQuery(agent or provider, self.text("service_type"), self.boolean("show_deleted"), self.case())
+        service_type = self.text("service_type", MAX_FILTER_CHARS)
+        return InstanceQuery(agent or provider, service_type, self.boolean("show_deleted"), self.case())
 
 
 LIST_PARAMETERS = ("service_type", "agent_name", "provider", "show_deleted", "max_page_size", "page_token",

@@ -94,7 +94,9 @@ def test_show_deleted_adds_the_deleted_with_deletion_status_deleted(api_dcm, fle
 
 
 def test_filters_by_service_type_and_agent_name_or_the_older_provider(api_dcm, fleet):
-    ids = lambda q: sorted(i["id"] for i in api_dcm.get(f"{dcm.PREFIX}/service-type-instances?{q}").json["instances"])  # noqa: E731
+    def ids(query: str) -> list[str]:
+        return sorted(i["id"] for i in api_dcm.get(f"{dcm.PREFIX}/service-type-instances?{query}").json["instances"])
+
     assert ids("service_type=vm&agent_name=kubevirt") == ["vm-1", "vm-2"]
     assert ids("service_type=vm&provider=kubevirt") == ["vm-1", "vm-2"]
     assert ids("agent_name=osac&provider=osac") == ["123e4567-e89b-12d3-a456-426614174000", "k-1"]

@@ -34,7 +34,7 @@ def test_track_hook_and_track_token_register_the_callback_the_resource_then_show
 
 @pytest.mark.parametrize("path", [RESOURCE, f"{RESOURCE}/callback"])
 def test_track_hook_none_removes_the_callback(api, resource, path):
-    assert write(api, "PUT", path, query_string={"hook": LOCAL_HOOK}).status_code == 201
+    assert write(api, "PUT", path, query_string={"track_hook": LOCAL_HOOK}).status_code == 201
     assert write(api, "PUT", path, query_string={"track_hook": "none"}).status_code == 204
     assert api.get(RESOURCE).json["callback"] is None
     assert api.get(f"{RESOURCE}/callback").status_code == 404
@@ -53,14 +53,17 @@ def test_a_resource_without_a_callback_shows_callback_null(api, resource):
     assert api.get(RESOURCE).json["callback"] is None
 
 
-@pytest.mark.parametrize("query, parameter", [
-    ({"hook": LOCAL_HOOK, "track_hook": LOCAL_HOOK}, "track_hook"),
-    ({"track_hook": LOCAL_HOOK, "token": "a", "track_token": "b"}, "track_token"),
-    ({"track_token": "a"}, "hook"), ({}, "hook"), ({"track_hook": "x" * 2049}, "track_hook"),
-    ({"track_hook": "http://169.254.169.254/latest/meta-data"}, "hook"),  # vetted as hook= is (SSRF)
-    ({"track_hook": LOCAL_HOOK, "at": "2026-01-01T00:00:00Z"}, "at"),
+@pytest.mark.parametrize("path, query, parameter", [
+    *[(path, query, parameter) for path in (RESOURCE, f"{RESOURCE}/callback") for query, parameter in [
+        ({"track_hook": "x" * 2049}, "track_hook"),
+        ({"track_hook": "http://169.254.169.254/latest/meta-data"}, "hook"),  # vetted as hook= is (SSRF)
+        ({"track_hook": LOCAL_HOOK, "at": "2026-01-01T00:00:00Z"}, "at")]],
+    (f"{RESOURCE}/callback", {"hook": LOCAL_HOOK, "track_hook": LOCAL_HOOK}, "track_hook"),
+    (f"{RESOURCE}/callback", {"track_hook": LOCAL_HOOK, "token": "a", "track_token": "b"}, "track_token"),
+    (f"{RESOURCE}/callback", {"track_token": "a"}, "hook"), (f"{RESOURCE}/callback", {}, "hook"),
+    (RESOURCE, {"track_token": "a"}, "track_hook"), (RESOURCE, {}, "track_hook"),
+    (RESOURCE, {"hook": LOCAL_HOOK}, "hook"),  # the resource itself takes the tracker's spelling only
 ])
-@pytest.mark.parametrize("path", [RESOURCE, f"{RESOURCE}/callback"])
 def test_a_bad_tracker_put_is_a_400_naming_the_parameter(api, resource, path, query, parameter):
     refused = write(api, "PUT", path, query_string=query)
     assert refused.status_code == 400 and refused.json["parameter"] == parameter

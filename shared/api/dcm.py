@@ -40,7 +40,7 @@ HEALTH_PATH = f"{PREFIX}/health"
 INSTANCES = "service-type-instances"
 MAX_PAGE_SIZE = 100  # the upstream document's maximum (and default)
 MAX_ID_CHARS = 1024
-MAX_FILTER_CHARS = 64
+MAX_FILTER_CHARS = 256
 FILL_ROUNDS = 5  # pages read at most to fill one page when deleted instances are left out
 HEALTH_TIMEOUT = 1.0  # seconds: the upstream checker's cap per dependency
 DELETED = CommonStatus.DELETED.value
@@ -94,6 +94,11 @@ class DcmParams(Params):
             raise InvalidRequest(f"{name}: expected true or false, got {value[:40]!r}", name)
         return value in ("true", "True", "TRUE", "1", "t", "T")
 
+    def optional(self, name: str, max_len: int = MAX_FILTER_CHARS) -> str | None:
+        """A filter or a page token; empty or blank is none, as upstream reads it (``strings.TrimSpace(v) != ""``)."""
+        value = self.args.get(name)
+        return None if value is None or not value.strip() else self.text(name, max_len)
+
     def page_size(self) -> int:
         return self.integer("max_page_size", MAX_PAGE_SIZE, 1, MAX_PAGE_SIZE)
 
@@ -101,11 +106,11 @@ class DcmParams(Params):
         return StatusCase(self.choice("status_case", tuple(c.value for c in StatusCase), StatusCase.UPPER.value))
 
     def query(self) -> InstanceQuery:
-        agent, provider = self.text("agent_name", MAX_FILTER_CHARS), self.text("provider", MAX_FILTER_CHARS)
+        agent, provider = self.optional("agent_name"), self.optional("provider")
         if agent is not None and provider is not None and agent != provider:
             raise InvalidRequest("agent_name and provider name the same thing (provider is its older name): "
                                  "give one, or both alike", "provider")
-        service_type = self.text("service_type", MAX_FILTER_CHARS)
+        service_type = self.optional("service_type")
         return InstanceQuery(agent or provider, service_type, self.boolean("show_deleted"), self.case())
 
 
@@ -216,7 +221,7 @@ class DcmApi:
     def _instances(self, request: flask.Request) -> flask.Response:
         p = DcmParams(request.args, LIST_PARAMETERS)
         query, size = p.query(), p.page_size()
-        found, token = instance_page(self.db, query, size, p.text("page_token", 2048), self.options)
+        found, token = instance_page(self.db, query, size, p.optional("page_token", 2048), self.options)
         return self.respond({"instances": found, **({"next_page_token": token} if token else {})})
 
     def _instance(self, request: flask.Request, instance_id: str) -> flask.Response:

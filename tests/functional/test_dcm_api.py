@@ -101,6 +101,7 @@ def test_filters_by_service_type_and_agent_name_or_the_older_provider(api_dcm, f
     assert ids("service_type=vm&provider=kubevirt") == ["vm-1", "vm-2"]
     assert ids("agent_name=osac&provider=osac") == ["123e4567-e89b-12d3-a456-426614174000", "k-1"]
     assert ids("service_type=database") == []
+    assert ids("agent_name=&service_type=%20&page_token=") == ids("")  # blank is no filter, as upstream has it
 
 
 def test_status_is_upper_case_by_default_and_lower_case_when_asked(api_dcm, fleet):
@@ -191,7 +192,7 @@ def test_health_is_a_503_unhealthy_when_the_state_store_does_not_answer():
     ("max_page_size=ten", "max_page_size"), ("show_deleted=yes", "show_deleted"),
     ("page_token=bm90LWEtdG9rZW4", "page_token"), ("page_token=" + tokens.encode(["key", "__x__"]), "page_token"),
     ("status_case=title", "status_case"), ("agent_name=a&provider=b", "provider"), ("colour=red", "colour"),
-    ("agent_name=a&agent_name=b", "agent_name"), ("service_type=" + "x" * 65, "service_type"),
+    ("agent_name=a&agent_name=b", "agent_name"), ("service_type=" + "x" * 257, "service_type"),
 ])
 def test_a_bad_parameter_is_a_400_problem_naming_it(api_dcm, fleet, query, parameter):
     refused = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?{query}")

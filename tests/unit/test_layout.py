@@ -218,3 +218,22 @@ def test_reference_providers_are_on_the_kit_alone():
         for module in imports(path):
             assert infra_room(module) is None and module.split(".")[0] != "shared", \
                 f"{path.relative_to(REPO)} imports {module}"
+
+
+def _path_literals(path: Path) -> set[str]:
+    """The string literals of a module that are no docstring."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs}
+
+
+def test_vendored_upstream_documents_are_read_by_tests_only():
+    """schemas/upstream/ (other projects' API documents, schemas/upstream/README.md) is left out of the
+    contracts wheel (shared/contracts/setup.py): no code that ships names it."""
+    for path in python_files(SHARED, REPO / "functions", REPO / "infra", REPO / "sdk"):
+        if path == CONTRACTS / "setup.py":
+            continue
+        named = {s for s in _path_literals(path) if s == "upstream" or "schemas/upstream" in s}
+        assert not named, f"{path.relative_to(REPO)} names the vendored upstream documents: {named}"

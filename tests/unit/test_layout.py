@@ -102,7 +102,7 @@ def declared_dependencies() -> set[str]:
 
 
 # Import names of the declared dependencies that differ from the distribution's name (jsonschema brings referencing).
-IMPORT_NAMES = {"referencing": "jsonschema"}
+IMPORT_NAMES = {"referencing": "jsonschema", "opentelemetry": "opentelemetry_api"}
 
 
 def absolute_imports(path: Path) -> set[str]:

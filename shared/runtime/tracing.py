@@ -43,6 +43,7 @@ SPAN_FILE_SUFFIX = ".spans.jsonl"
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
+_tracer: trace.Tracer | None = None  # the provider's, made once (getting it costs more than a span)
 
 
 class EdgeSampler(Sampler):
@@ -107,14 +108,14 @@ def exporter_for(service: str, settings: Settings) -> SpanExporter | None:
 def configure(service: str, settings: Settings, exporter: SpanExporter | None = None) -> TracerProvider:
     """This process's spans: named for ``service``, sampled at ``settings.trace_sample_ratio``, exported in
     batches to ``exporter`` (by default the one the settings name). Again: replaces the previous one."""
-    global _provider
+    global _provider, _tracer
     provider = TracerProvider(sampler=EdgeSampler(settings.trace_sample_ratio),
                               resource=Resource.create({"service.name": service}))
     chosen = exporter or exporter_for(service, settings)
     if chosen is not None:
         provider.add_span_processor(BatchSpanProcessor(chosen))
     with _lock:
-        previous, _provider = _provider, provider
+        previous, _provider, _tracer = _provider, provider, provider.get_tracer(TRACER_NAME)
     if previous is not None:
         previous.shutdown()
     return provider
@@ -122,8 +123,7 @@ def configure(service: str, settings: Settings, exporter: SpanExporter | None = 
 
 def tracer() -> trace.Tracer:
     """The configured tracer; unconfigured, the API's no-op one (context still flows through)."""
-    provider = _provider
-    return provider.get_tracer(TRACER_NAME) if provider is not None else trace.get_tracer(TRACER_NAME)
+    return _tracer if _tracer is not None else trace.get_tracer(TRACER_NAME)
 
 
 @contextlib.contextmanager

@@ -218,3 +218,19 @@ def test_reference_providers_are_on_the_kit_alone():
         for module in imports(path):
             assert infra_room(module) is None and module.split(".")[0] != "shared", \
                 f"{path.relative_to(REPO)} imports {module}"
+
+
+def test_every_message_a_function_publishes_goes_through_the_one_publish_that_carries_the_trace():
+    """shared/runtime/publishing.py ``publish`` puts the current span's trace context on every message
+    (docs/tracing.md); a client's own ``.publish(...)`` elsewhere would break the event's trace. The NATS
+    ingress publishes asynchronously and injects the context itself (shared/nats_ingress/forward.py)."""
+    allowed = {SHARED / "runtime" / "publishing.py", SHARED / "nats_ingress" / "forward.py"}
+    for path in python_files(SHARED):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                assert node.func.attr != "publish", f"{path.relative_to(REPO)}:{node.lineno} publishes past " \
+                                                    "shared/runtime/publishing.publish (no trace context)"
+    forward = (SHARED / "nats_ingress" / "forward.py").read_text()
+    assert "trace_context.inject(attributes)" in forward

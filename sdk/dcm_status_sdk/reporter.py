@@ -10,6 +10,8 @@ mistake raises ``Rejected`` with ingest's reason code, before anything is publis
 waits on the network: it returns the event id at once, or raises ``Backlogged`` after
 ``max_block_seconds`` when ``max_pending`` resources already wait.
 
+Each report carries W3C trace context (``traceparent``/``tracestate`` message attributes): the OpenTelemetry
+span current when ``report`` is called, else a new trace (dcm_status_contracts.trace_context.for_report).
 The background thread debounces and rate limits (``coalesce.py``), publishes with the resource
 key as ordering key (batched by the Pub/Sub client), and retries a failed publish with back-off
 until it succeeds, a newer report of the resource replaces it, or the reporter closes. The last

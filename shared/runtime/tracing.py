@@ -19,6 +19,7 @@ every hop follows its parent (our own functions' decision), so a trace is record
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import threading
@@ -40,6 +41,10 @@ TRACER_NAME = "dcm-status"
 EDGE = "dcm.edge"  # a span's attribute: its parent context is a provider's claim (sampling decides afresh)
 PUBLISHED_AT = "dcm.published_at"  # when the message a span handles was published (RFC 3339): the hop's wait
 SPAN_FILE_SUFFIX = ".spans.jsonl"
+
+# OpenTelemetry warns (one unstructured stderr line) for each malformed tracestate it parses: a provider could
+# write a log line per message. A malformed context is simply none (docs/security.md); its errors still show.
+logging.getLogger("opentelemetry.trace").setLevel(logging.ERROR)
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None

@@ -8,23 +8,13 @@ import pytest
 from dcm_status_contracts import deadletter as dl
 
 from tests import samples
-from tests.functional.conftest import client_for, post_push
+from tests.functional.conftest import post_push
 
 PROVIDER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PROVIDER_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{PROVIDER_TRACE}-{PROVIDER_SPAN}-01"
 VALID = next(s for s in samples.load("valid") if s.name == "vm-common-status")
 INVALID = next(s for s in samples.load("invalid") if s.name == "schema-invalid-status-type")
-
-
-@pytest.fixture(scope="module")
-def billing():
-    return client_for("billing")
-
-
-@pytest.fixture(scope="module")
-def deadletter():
-    return client_for("deadletter")
 
 
 def ids(traceparent: str) -> tuple[str, str]:

@@ -52,6 +52,13 @@ def test_a_malformed_traceparent_is_no_context_never_an_error(value):
     assert not trace_context.is_valid(trace_context.extract({"traceparent": value, "tracestate": "a=b"}))
 
 
+def test_a_malformed_tracestate_is_dropped_without_a_log_line(caplog):
+    caplog.set_level(logging.DEBUG)
+    carried = trace_context.extract({"traceparent": TRACEPARENT, "tracestate": "=bad,=worse" + ",k=v" * 40})
+    assert trace_context.is_valid(carried) and "tracestate" not in trace_context.inject({}, carried)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("opentelemetry")]
+
+
 def test_without_a_span_the_attributes_go_on_as_they_came():
     assert trace_context.inject({"traceparent": TRACEPARENT}) == {"traceparent": TRACEPARENT}
 

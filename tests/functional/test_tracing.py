@@ -93,3 +93,18 @@ def test_a_provider_cannot_force_its_events_into_the_sample(ingest, publisher):
         assert not recorder.spans()
     finally:
         tracing.configure("test", settings.from_env())
+
+
+def test_what_the_sweep_publishes_carries_its_ticks_trace_on_to_upsert(upsert, sweep, firestore, publisher, spans):
+    from dcm_status_contracts.resync import ResyncMark
+
+    from tests.functional.test_sweep import AT, report, tick
+
+    report(upsert, "gone", "RUNNING", "2026-11-22T09:00:00Z", "old-gone")
+    report(upsert, "i-0", "RUNNING", "2026-11-22T10:00:05Z", "snap-0", ResyncMark("b-trace", 1, 0, AT, ("vm",)))
+    assert tick(sweep, publisher, upsert) == ["aws/vm/gone"]
+    [swept] = spans("sweep")
+    deletion = publisher.normalized()[-1]
+    assert ids(deletion.attributes["traceparent"]) == hex_ids(swept)
+    applied = [s for s in spans("upsert") if s.context.trace_id == swept.context.trace_id]
+    assert [s.parent.span_id for s in applied] == [swept.context.span_id]

@@ -145,7 +145,7 @@ resource "google_cloudfunctions2_function" "function" {
       # functions-framework runs one gunicorn worker with THREADS threads:
       # as many as the requests an instance is given.
       THREADS = tostring(each.value.settings.max_instance_request_concurrency)
-    }, local.function_env[each.key])
+    }, local.trace_env, local.function_env[each.key])
   }
 
   lifecycle {

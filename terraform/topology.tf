@@ -177,9 +177,14 @@ locals {
   # The ingress's environment (nats_ingress.tf): every function's settings (shared/runtime/settings.py),
   # the NATS stream, subjects, consumer, the server and the user. Not its credential: the password is
   # read from Secret Manager into NATS_PASSWORD, or the creds file mounted from there at nats_creds_dir.
+  # every function's and the NATS ingress's spans go to Cloud Trace (tracing.tf, docs/tracing.md)
+  trace_env = {
+    DCM_TRACE_EXPORTER     = "cloud_trace"
+    DCM_TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
+  }
   nats_creds_dir  = "/etc/dcm-nats"
   nats_creds_file = "ingress.creds"
-  nats_ingress_env = merge(local.topology_env, local.nats_env, {
+  nats_ingress_env = merge(local.topology_env, local.nats_env, local.trace_env, {
     DCM_PROJECT         = var.project_id
     DCM_MAX_EVENT_BYTES = tostring(var.max_event_bytes)
     NATS_URL            = var.nats_url

@@ -158,6 +158,17 @@ variable "hook_timeout_seconds" {
   }
 }
 
+variable "trace_sample_ratio" {
+  description = "Share of new traces recorded and exported to Cloud Trace (DCM_TRACE_SAMPLE_RATIO), decided by the platform at the edge whatever a provider's traceparent asks; every log line carries its trace id either way (docs/tracing.md)."
+  type        = number
+  default     = 0.1
+
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio must be from 0 to 1."
+  }
+}
+
 variable "callback_concurrency" {
   description = "Calls one notify instance makes at once to one webhook receiver that has shown it answers fast (DCM_CALLBACK_CONCURRENCY); a receiver not known to be fast gets one at a time (docs/callbacks.md)."
   type        = number

@@ -26,6 +26,7 @@ from infra.cli.errors import Group
 from infra.cli.live import logs, watch
 from infra.cli.natspublish import Via, subject_of
 from infra.cli.natspublish import publish as nats_publish
+from infra.cli.trace import trace
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
 from infra.local.stack import Condition, LocalStack
 from shared.api import queries
@@ -499,6 +500,7 @@ cli.add_command(billing)
 cli.add_command(callbacks)
 cli.add_command(watch)
 cli.add_command(logs)
+cli.add_command(trace)
 
 
 def main() -> None:

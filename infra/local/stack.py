@@ -190,6 +190,7 @@ class LocalStack:
         self.callback_keys = self.state_dir / "callback-keys.json"
         self.nats_dir = self.state_dir / "nats"  # the server's configuration, passwords (0600), JetStream data
         self.pubsub_outage_flag = self.state_dir / "pubsub-outage"  # chaos: the NATS ingress's Pub/Sub cut off
+        self.trace_dir = self.state_dir / "traces"  # the functions' spans, JSON lines (dcm-status trace EVENT_ID)
         self.repo_root = REPO_ROOT
         self._providers_changed = False  # by this `up`: the NATS ingress is started again to know them
         self._ingress_stale = False  # its environment changed (a Pub/Sub fault proxy): started again
@@ -415,7 +416,7 @@ class LocalStack:
     def function_env(self, state: StackState) -> dict[str, str]:
         passed = ("DCM_SCHEMAS_DIR", "DCM_LEDGER_TTL_DAYS", "DCM_MAX_EVENT_BYTES", "DCM_DEADLETTER_TTL_DAYS",
                   "DCM_FEED_SETTLE_SECONDS", "DCM_STREAM_SECONDS",
-                  "DCM_HOOK_TIMEOUT_SECONDS", "DCM_CALLBACK_CONCURRENCY")
+                  "DCM_HOOK_TIMEOUT_SECONDS", "DCM_CALLBACK_CONCURRENCY", "DCM_TRACE_SAMPLE_RATIO")
         env = {k: v for k, v in os.environ.items()
                if k in passed or not k.startswith(("DCM_", "PUBSUB_", "FIRESTORE_"))}
         env.update(self.client_env(state))
@@ -429,6 +430,11 @@ class LocalStack:
             "PYTHONPATH": str(REPO_ROOT),
             "PYTHONUNBUFFERED": "1",
             "THREADS": os.environ.get("DCM_FUNCTION_THREADS", "16"),
+            # every span to a file of its process under the state directory (docs/tracing.md), exported in
+            # batches every 200 ms (OpenTelemetry's own setting; 5 s by default): `dcm-status trace` soon after
+            "DCM_TRACE_EXPORTER": "file",
+            "DCM_TRACE_DIR": str(self.trace_dir),
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
         })
         return env
 

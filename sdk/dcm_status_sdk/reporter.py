@@ -10,6 +10,8 @@ mistake raises ``Rejected`` with ingest's reason code, before anything is publis
 waits on the network: it returns the event id at once, or raises ``Backlogged`` after
 ``max_block_seconds`` when ``max_pending`` resources already wait.
 
+Each report carries W3C trace context (``traceparent``/``tracestate`` message attributes): the OpenTelemetry
+span current when ``report`` is called, else a new trace (dcm_status_contracts.trace_context.for_report).
 The background thread debounces and rate limits (``coalesce.py``), publishes with the resource
 key as ordering key (batched by the Pub/Sub client), and retries a failed publish with back-off
 until it succeeds, a newer report of the resource replaces it, or the reporter closes. The last
@@ -33,13 +35,13 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cloudevents.http import CloudEvent
 from dcm_status_contracts import cloud_native_event as cne
-from dcm_status_contracts import resync, status_report, timeutil
+from dcm_status_contracts import resync, status_report, timeutil, trace_context
 from dcm_status_contracts.errors import DcmError
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.resync import ResyncMark
@@ -118,6 +120,12 @@ class _Outgoing:
     event: CloudEvent
     reported_at: float  # the reporter's clock when report() took it
     attempt: int = 0
+    trace: Mapping[str, str] = field(default_factory=dict)  # traceparent (and tracestate) when report() took it
+
+    def message(self, binding: BindingMode) -> tuple[bytes, dict[str, str]]:
+        """The Pub/Sub message: the event in its binding, with its trace context as attributes."""
+        data, attrs = to_pubsub_message(self.event, binding)
+        return data, {**attrs, **self.trace}
 
 
 @dataclass
@@ -141,7 +149,7 @@ def _inherit_resync(old: _Outgoing, new: _Outgoing) -> _Outgoing:
         return new
     marker = {a: attrs[a] for a in resync.ATTRIBUTES if a in attrs}
     return _Outgoing(CloudEvent({**new.event.get_attributes(), **marker}, new.event.get_data()), new.reported_at,
-                     new.attempt)
+                     new.attempt, new.trace)
 
 
 class Reporter:
@@ -184,7 +192,7 @@ class Reporter:
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
                               last_transition_time)
         key, event, terminal = self._build(state, time=time, event_id=event_id)
-        self._offer([Offer(key, _Outgoing(event, self._clock()), terminal)])
+        self._offer([Offer(key, _Outgoing(event, self._clock(), trace=trace_context.for_report()), terminal)])
         return event["id"]
 
     def resync(self, snapshot: Iterable[ResourceState], taken_at: str | None = None,
@@ -209,7 +217,8 @@ class Reporter:
         built = [self._build(s, extensions=ResyncMark(batch, len(states), i, at, types).attributes())
                  for i, s in enumerate(states)]
         now = self._clock()
-        self._offer([Offer(key, _Outgoing(event, now), terminal, immediate=True) for key, event, terminal in built])
+        self._offer([Offer(key, _Outgoing(event, now, trace=trace_context.for_report()), terminal, immediate=True)
+                     for key, event, terminal in built])
         return batch
 
     def report_values(self, values: Sequence[cne.Value], *, event_type: str, source: str, time: str | None = None,
@@ -226,7 +235,8 @@ class Reporter:
         if not cne.is_cloud_native(decoded):
             raise ValueError(f"event type {event_type!r} is DCM's own: report() sends DCM status events")
         cne.check(decoded, self.config.topic_name, self.config.provider)
-        self._offer([Offer(f"cne:{event['id']}", _Outgoing(event, self._clock()), immediate=True)])
+        self._offer([Offer(f"cne:{event['id']}", _Outgoing(event, self._clock(), trace=trace_context.for_report()),
+                           immediate=True)])
         return event["id"]
 
     def publish_now(self, resource_type: str, resource_id: str, status: str | MappedStatus, message: str = "", *,
@@ -241,7 +251,7 @@ class Reporter:
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
                               last_transition_time)
         _, event, _ = self._build(state, time=time, event_id=event_id, sequenced=False)
-        data, attrs = to_pubsub_message(event, self.config.binding)
+        data, attrs = _Outgoing(event, self._clock(), trace=trace_context.for_report()).message(self.config.binding)
         return self._publisher.publish(self._topic, data, **attrs)
 
     def _build(self, state: ResourceState, *, time: str | None = None, event_id: str | None = None,
@@ -311,7 +321,7 @@ class Reporter:
             self._executor.submit(self._send, out)
 
     def _send(self, offers: list[Offer[_Outgoing]]) -> None:
-        messages = [(*to_pubsub_message(o.item.event, self.config.binding), o.key) for o in offers]
+        messages = [(*o.item.message(self.config.binding), o.key) for o in offers]
         try:
             failures = self._sender.send(self._topic, messages)
         except Exception as exc:  # what may pass is retried: the report must reach the topic

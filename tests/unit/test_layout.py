@@ -102,7 +102,7 @@ def declared_dependencies() -> set[str]:
 
 
 # Import names of the declared dependencies that differ from the distribution's name (jsonschema brings referencing).
-IMPORT_NAMES = {"referencing": "jsonschema"}
+IMPORT_NAMES = {"referencing": "jsonschema", "opentelemetry": "opentelemetry_api"}
 
 
 def absolute_imports(path: Path) -> set[str]:
@@ -237,3 +237,19 @@ def test_vendored_upstream_documents_are_read_by_tests_only():
             continue
         named = {s for s in _path_literals(path) if s == "upstream" or "schemas/upstream" in s}
         assert not named, f"{path.relative_to(REPO)} names the vendored upstream documents: {named}"
+
+
+def test_every_message_a_function_publishes_goes_through_the_one_publish_that_carries_the_trace():
+    """shared/runtime/publishing.py ``publish`` puts the current span's trace context on every message
+    (docs/tracing.md); a client's own ``.publish(...)`` elsewhere would break the event's trace. The NATS
+    ingress publishes asynchronously and injects the context itself (shared/nats_ingress/forward.py)."""
+    allowed = {SHARED / "runtime" / "publishing.py", SHARED / "nats_ingress" / "forward.py"}
+    for path in python_files(SHARED):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                assert node.func.attr != "publish", f"{path.relative_to(REPO)}:{node.lineno} publishes past " \
+                                                    "shared/runtime/publishing.publish (no trace context)"
+    forward = (SHARED / "nats_ingress" / "forward.py").read_text()
+    assert "trace_context.inject(attributes)" in forward

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from dcm_status_contracts import limits, timeutil
 from dcm_status_contracts.errors import ConfigError
+from dcm_status_contracts.outputs import Redaction
 
 from shared.state.model import FlapPolicy
 
@@ -61,6 +62,13 @@ def _flapping(text: str) -> FlapPolicy:
         raise ConfigError(f"DCM_FLAPPING must be a JSON object {{changes, window}}: {exc}") from exc
 
 
+def _redaction(text: str | None) -> Redaction:
+    try:
+        return Redaction.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"DCM_OUTPUT_REDACT: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class Settings:
     project: str
@@ -99,6 +107,8 @@ class Settings:
     min_rotation_grace_seconds: int = 60  # a rotation's previous secret signs at least this long
     max_streams: int = 100  # open /v1/changes/stream per api instance
     max_streams_per_caller: int = 10  # ... and per caller on one instance
+    # output values readers see as "[redacted]" (DCM_OUTPUT_REDACT: key names and JSON pointers, or "none")
+    output_redaction: Redaction = field(default_factory=Redaction.default)
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -213,6 +223,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         min_rotation_grace_seconds=int(env.get("DCM_MIN_ROTATION_GRACE_SECONDS", "60")),
         max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
         max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
+        output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
     )
 
 

@@ -390,11 +390,12 @@ def _applied(d: _Decision) -> tuple[Result, list[_Write]]:
     current, update = d.current or {}, d.update
     after = {**d.after, "recentChanges": current.get("recentChanges") or [], "flapping": current.get("flapping")}
     change = None
-    if current.get("status") != update.status or after["lastTransitionTime"] != current.get("lastTransitionTime"):
+    transition = (current.get("status") != update.status
+                  or after["lastTransitionTime"] != current.get("lastTransitionTime"))
+    if transition:
         after["recentChanges"], after["flapping"] = d.store.flapping.judge(after["recentChanges"],
                                                                            after["lastTransitionTime"])
-        change = status_changed.build(update, d.current, after, late=False, redaction=d.store.redaction)
-    elif differ(current, after):
+    if transition or differ(current, after):
         change = status_changed.build(update, d.current, after, late=False, redaction=d.store.redaction)
     after["createdAt"] = current.get("createdAt", d.now)
     after["updates"] = current.get("updates", 0) + 1

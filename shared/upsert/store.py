@@ -31,7 +31,7 @@ from dcm_status_contracts import status_changed, timeutil
 from dcm_status_contracts.errors import Transient
 from dcm_status_contracts.identity import PLATFORM_SOURCE
 from dcm_status_contracts.model import CommonStatus
-from dcm_status_contracts.outputs import Redaction, carried, differ, kept
+from dcm_status_contracts.outputs import OUTPUT_FIELDS, Redaction, carried, differ, kept
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.status_changed import ChangeEvent
 from dcm_status_contracts.status_update import StatusUpdate
@@ -280,7 +280,14 @@ class _Decision:
                 "observedAt": u.observed_at, "lastTransitionTime": u.last_transition_time, "eventId": u.event_id,
                 "eventSource": u.event_source, "sequence": u.sequence, "publishedAt": u.published_at,
                 "recordedAt": self.now, "previousStatus": self.current.get("status") if self.current else None,
-                "outcome": outcome.value, **carried({"output_spec": u.output_spec, "outputs": u.outputs})}
+                "outcome": outcome.value, **self.output_maps(outcome)}
+
+    def output_maps(self, outcome: Outcome) -> dict[str, Any]:
+        """The output maps a history entry records: the resource's after an applied update (so that ``?at=``
+        shows them), the update's own for a stale one."""
+        if outcome is Outcome.APPLIED:
+            return {f: self.after[f] for f in OUTPUT_FIELDS if f in self.after}
+        return carried({"output_spec": self.update.output_spec, "outputs": self.update.outputs})
 
 
 def decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: Any,

@@ -57,14 +57,17 @@ def test_a_map_is_stored_replaced_whole_and_kept_when_an_event_omits_it(upsert, 
     post(upsert, normalized("STOPPED", "2026-01-01T10:03:00Z", "e4", transition=False, outputs={}), "n-4")
     assert resource(firestore)["outputs"] == {}  # {} clears, as the control-plane's non-nil empty map does
     entries = history(firestore)
-    assert [e.get("output_spec") for e in entries] == [SPEC, {"host": "10.0.1.6"}, None, None]
-    assert [e.get("outputs") for e in entries] == [{"port": 1}, None, None, {}]
+    assert [e.get("output_spec") for e in entries] == [SPEC] + [{"host": "10.0.1.6"}] * 3  # as held after each
+    assert [e.get("outputs") for e in entries] == [{"port": 1}] * 3 + [{}]
 
 
 def test_a_stale_event_never_touches_the_maps(upsert, firestore, publisher):
     post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1", output_spec={"host": "new"}))
     post(upsert, normalized("PROVISIONING", "2026-01-01T09:00:00Z", "e0", output_spec={"host": "old"}), "n-0")
     assert resource(firestore)["output_spec"] == {"host": "new"}
+    stale, applied = history(firestore)
+    assert (stale["outcome"], stale["output_spec"]) == ("stale", {"host": "old"})  # what it said, not applied
+    assert applied["output_spec"] == {"host": "new"}
 
 
 def test_new_outputs_alone_are_a_change_announced_with_pointers_and_the_same_ones_a_re_report(

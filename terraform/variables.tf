@@ -375,6 +375,17 @@ variable "max_streams_per_caller" {
   }
 }
 
+variable "output_redact" {
+  description = "Values of the output_spec and outputs maps of status events that the api, change events and webhook receivers see as \"[redacted]\": key names (any depth, case-insensitive) and JSON pointers such as /output_spec/db (DCM_OUTPUT_REDACT, docs/security.md item 13). Default []: the platform's list of credential names (password, secret, token, ...); [\"none\"]: nothing hidden."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.output_redact : !startswith(e, "/") || can(regex("^/(output_spec|outputs)/.+", e))])
+    error_message = "output_redact: a JSON pointer names a key inside /output_spec or /outputs (e.g. /output_spec/db/password)."
+  }
+}
+
 variable "hook_ports" {
   description = "Ports a webhook may be called on besides 443 (DCM_HOOK_PORTS, docs/callbacks.md). Default: none."
   type        = list(number)

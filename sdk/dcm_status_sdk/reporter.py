@@ -44,6 +44,7 @@ from dcm_status_contracts import cloud_native_event as cne
 from dcm_status_contracts import resync, status_report, timeutil, trace_context
 from dcm_status_contracts.errors import DcmError
 from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.outputs import carried
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.schemas import status_token
 from dcm_status_contracts.status_report import (
@@ -113,6 +114,11 @@ class ResourceState:
     metadata: Mapping[str, Any] | None = None
     resource_specific: Mapping[str, Any] | None = None
     last_transition_time: str | None = None
+    # what the resource offers others (hosts, ports, connection strings): None leaves the stored map as it is,
+    # a map replaces it whole ({} clears it). ``output_spec`` is the DCM control-plane's name, ``outputs`` the
+    # cross-provider-outputs proposal's (docs/providers.md)
+    output_spec: Mapping[str, Any] | None = None
+    outputs: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,22 @@ def _inherit_resync(old: _Outgoing, new: _Outgoing) -> _Outgoing:
                      new.attempt, new.trace)
 
 
+def _inherit_outputs(old: _Outgoing, new: _Outgoing) -> _Outgoing:
+    """A report replacing one that carried an output map it does not carry sends that map too."""
+    old_data, new_data = old.event.get_data(), new.event.get_data()
+    if not isinstance(old_data, dict) or not isinstance(new_data, dict):
+        return new
+    missing = {k: v for k, v in carried(old_data).items() if k not in carried(new_data)}
+    if not missing:
+        return new
+    return _Outgoing(CloudEvent(new.event.get_attributes(), {**new_data, **missing}), new.reported_at, new.attempt)
+
+
+def _merge(old: _Outgoing, new: _Outgoing) -> _Outgoing:
+    """What replaces ``old`` when ``new`` comes for its resource: ``new``, with what ``old`` must not lose."""
+    return _inherit_outputs(old, _inherit_resync(old, new))
+
+
 class Reporter:
     """Thread-safe; ``report`` is safe to call from asyncio code (it never waits on the network)."""
 
@@ -169,7 +191,7 @@ class Reporter:
         self._clock = clock
         self._sequence = SequenceCounter(config.sequence_file)
         self._coalescer: Coalescer[_Outgoing] = Coalescer(
-            config.debounce_seconds, TokenBucket(config.rate_per_second, config.burst), merge=_inherit_resync)
+            config.debounce_seconds, TokenBucket(config.rate_per_second, config.burst), merge=_merge)
         self._cond = threading.Condition()
         self._stats = Stats()
         self._closed = False
@@ -185,12 +207,15 @@ class Reporter:
     def report(self, resource_type: str, resource_id: str, status: str | MappedStatus, message: str = "", *,
                reason: str | None = None, metadata: Mapping[str, Any] | None = None,
                resource_specific: Mapping[str, Any] | None = None, last_transition_time: str | None = None,
-               time: str | None = None, event_id: str | None = None) -> str:
+               time: str | None = None, event_id: str | None = None, output_spec: Mapping[str, Any] | None = None,
+               outputs: Mapping[str, Any] | None = None) -> str:
         """Queue one status report; returns its event id. ``Rejected`` (ingest's reason) when ingest
         would refuse it. A ``MappedStatus`` (``mapping.py``) sends its status and, unless ``reason``
-        is given, its raw state as the reason."""
+        is given, its raw state as the reason. ``output_spec`` / ``outputs``: what the resource offers
+        others (``ResourceState``); a report that replaces one inside the debounce window without a map
+        of its own sends the replaced report's (the platform would otherwise keep an older one)."""
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
-                              last_transition_time)
+                              last_transition_time, output_spec, outputs)
         key, event, terminal = self._build(state, time=time, event_id=event_id)
         self._offer([Offer(key, _Outgoing(event, self._clock(), trace=trace_context.for_report()), terminal)])
         return event["id"]
@@ -242,14 +267,15 @@ class Reporter:
     def publish_now(self, resource_type: str, resource_id: str, status: str | MappedStatus, message: str = "", *,
                     reason: str | None = None, metadata: Mapping[str, Any] | None = None,
                     resource_specific: Mapping[str, Any] | None = None, last_transition_time: str | None = None,
-                    time: str | None = None, event_id: str | None = None) -> Any:
+                    time: str | None = None, event_id: str | None = None, output_spec: Mapping[str, Any] | None = None,
+                    outputs: Mapping[str, Any] | None = None) -> Any:
         """The thin, synchronous mode: one report built and checked as ``report`` does it, published at
         once, past the debounce window, the rate limit, the queue and the retries, with no ``sequence``
         (its event time orders it) and no ordering key. Returns the publisher's future (its result is
         Pub/Sub's message id). For tests and tools that need every report on the topic as made, whatever
         its time (the platform's own tests); a provider uses ``report``."""
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
-                              last_transition_time)
+                              last_transition_time, output_spec, outputs)
         _, event, _ = self._build(state, time=time, event_id=event_id, sequenced=False)
         data, attrs = _Outgoing(event, self._clock(), trace=trace_context.for_report()).message(self.config.binding)
         return self._publisher.publish(self._topic, data, **attrs)
@@ -263,7 +289,7 @@ class Reporter:
             self.config.provider, state.resource_type, state.resource_id, status, state.message,
             event_id=event_id, time=time, reason=reason, last_transition_time=state.last_transition_time,
             metadata=state.metadata, resource_specific=state.resource_specific, source=self.config.source,
-            form=self.config.form,
+            form=self.config.form, output_spec=state.output_spec, outputs=state.outputs,
             extensions={**({"sequence": self._sequence.next()} if sequenced else {}), **(extensions or {})})
         data, attrs = to_pubsub_message(event, self.config.binding)
         checked = check(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.provider,

@@ -21,6 +21,7 @@ from dcm_status_contracts.callback import Scope
 from dcm_status_contracts.change_feed import Cursor
 from dcm_status_contracts.errors import InvalidRequest, NotFound, TooManyRequests, Transient
 from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.outputs import Redaction
 from dcm_status_contracts.schemas import OPENAPI, schemas_dir
 from dcm_status_contracts.status_changed import parse_label
 from google.api_core import exceptions as gexc
@@ -99,8 +100,10 @@ class Guards:
 class Api:
     def __init__(self, db: Any, providers: tuple[str, ...], retention_days: int, settle: float,
                  stream_seconds: float, callbacks: Callbacks | None = None,
-                 deadline: Callable[[str], int | None] = lambda provider: None, guards: Guards = Guards()):
+                 deadline: Callable[[str], int | None] = lambda provider: None, guards: Guards = Guards(),
+                 redaction: Redaction = Redaction.default()):
         self.db = db
+        self.redaction = redaction  # output values every reader sees as "[redacted]" (docs/security.md)
         self.deadline = deadline
         self.guards = guards
         self.callbacks = callbacks or Callbacks(db, local_mode=False)
@@ -111,7 +114,7 @@ class Api:
         self.stream_seconds = stream_seconds
         self.static = {p.name: p.read_bytes() for p in STATIC_DIR.iterdir() if p.suffix in STATIC_TYPES}
         self.openapi = (schemas_dir() / OPENAPI / OPENAPI_FILE).read_bytes()
-        self.dcm = DcmApi(db, READ_OPTIONS, json_response)
+        self.dcm = DcmApi(db, READ_OPTIONS, json_response, redaction)
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Api":
@@ -122,7 +125,7 @@ class Api:
                              keys=secretbox.for_settings(s), hook_ports=s.hook_ports),
                    lambda provider: s.stale_after(provider, ""),
                    Guards(s.local_mode, s.api_iap, s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
-                          s.max_streams_per_caller))
+                          s.max_streams_per_caller), s.output_redaction)
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
@@ -175,7 +178,8 @@ class Api:
         with_counts = p.boolean("withCounts")
         total = queries.count_later(where.query(self.db), READ_OPTIONS)  # while the page is read
         docs, token = queries.resource_page(self.db, where, sort, size, p.text("pageToken", 2048), READ_OPTIONS)
-        body: dict[str, Any] = {"resources": docs, "nextPageToken": token, "total": total.result()}
+        body: dict[str, Any] = {"resources": [self.redaction.resource(d) for d in docs], "nextPageToken": token,
+                                "total": total.result()}
         if with_counts:
             body["counts"] = queries.status_counts_of(self.db, where, READ_OPTIONS)
         return json_response(body)
@@ -191,13 +195,13 @@ class Api:
             state = queries.state_at(self.db, key, at, READ_OPTIONS)
             if state is None:
                 raise NotFound(f"nothing was known of {key} at {at}")
-            return json_response({"key": str(key), "at": at, "state": state})
+            return json_response({"key": str(key), "at": at, "state": self.redaction.resource(state)})
         doc = queries.get_resource(self.db, key, READ_OPTIONS)
         if doc is None:
             raise NotFound(f"no resource {key}")
         href = f"/v1/resources/{provider}/{rtype}/{quote(rid, safe='')}/callback"
-        return json_response({**doc, "callback": self.callbacks.element_of(str(key), href,
-                                                                           self.guards.caller(request))})
+        return json_response({**self.redaction.resource(doc),
+                              "callback": self.callbacks.element_of(str(key), href, self.guards.caller(request))})
 
     def _history(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
         p = Params(request.args, ("pageSize", "pageToken"))
@@ -206,7 +210,8 @@ class Api:
         entries, token = queries.history_page(self.db, key, size, p.text("pageToken", 2048), READ_OPTIONS)
         if not entries and not p.text("pageToken", 2048) and queries.get_resource(self.db, key, READ_OPTIONS) is None:
             raise NotFound(f"no resource {key}")
-        return json_response({"key": str(key), "entries": entries, "nextPageToken": token})
+        return json_response({"key": str(key), "entries": [self.redaction.resource(e) for e in entries],
+                              "nextPageToken": token})
 
     # ---- the change feed ----------------------------------------------------------------------
     def _feed_filter(self, p: Params) -> FeedFilter:

@@ -24,6 +24,7 @@ from urllib.parse import quote
 import flask
 from dcm_status_contracts.errors import Conflict, InvalidRequest, NotFound, Transient
 from dcm_status_contracts.model import CommonStatus, ResourceKey
+from dcm_status_contracts.outputs import Redaction
 from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.base_query import FieldFilter
 from werkzeug.exceptions import NotFound as NoRoute
@@ -206,10 +207,12 @@ class DcmApi:
     """The DCM routes under ``/api/v1alpha1``: ``__call__`` answers a request or raises the api's
     errors (InvalidRequest and its kin, Transient), which the api turns into problems."""
 
-    def __init__(self, db: Any, options: Mapping[str, Any], respond: Callable[[Any], flask.Response]):
+    def __init__(self, db: Any, options: Mapping[str, Any], respond: Callable[[Any], flask.Response],
+                 redaction: Redaction):
         self.db = db
         self.options = options
         self.respond = respond  # the api's JSON answer
+        self.redaction = redaction  # output values every reader sees as "[redacted]", as on /v1
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
@@ -222,13 +225,14 @@ class DcmApi:
         p = DcmParams(request.args, LIST_PARAMETERS)
         query, size = p.query(), p.page_size()
         found, token = instance_page(self.db, query, size, p.optional("page_token", 2048), self.options)
-        return self.respond({"instances": found, **({"next_page_token": token} if token else {})})
+        return self.respond({"instances": [self.redaction.resource(i) for i in found],
+                             **({"next_page_token": token} if token else {})})
 
     def _instance(self, request: flask.Request, instance_id: str) -> flask.Response:
         p = DcmParams(request.args, GET_PARAMETERS)
         if len(instance_id) > MAX_ID_CHARS or not _utf8(instance_id):
             raise InvalidRequest(f"instanceId: expected 1 to {MAX_ID_CHARS} characters", "instanceId")
-        return self.respond(find_instance(self.db, instance_id, p.query(), self.options))
+        return self.respond(self.redaction.resource(find_instance(self.db, instance_id, p.query(), self.options)))
 
     def _health(self, request: flask.Request) -> flask.Response:
         DcmParams(request.args, ())

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from dcm_status_contracts import limits, timeutil
 from dcm_status_contracts.errors import ConfigError
+from dcm_status_contracts.outputs import Redaction
 
 from shared.state.model import FlapPolicy
 
@@ -92,6 +93,13 @@ def _ratio(env: Mapping[str, str], name: str) -> float:
     return ratio
 
 
+def _redaction(text: str | None) -> Redaction:
+    try:
+        return Redaction.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"DCM_OUTPUT_REDACT: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class Settings:
     project: str
@@ -133,6 +141,8 @@ class Settings:
     trace_exporter: TraceExporter = TraceExporter.NONE  # DCM_TRACE_EXPORTER (docs/tracing.md)
     trace_dir: str | None = None  # DCM_TRACE_DIR: the span files, when the exporter is "file"
     trace_sample_ratio: float = 1.0  # DCM_TRACE_SAMPLE_RATIO: the share of new traces recorded
+    # output values readers see as "[redacted]" (DCM_OUTPUT_REDACT: key names and JSON pointers, or "none")
+    output_redaction: Redaction = field(default_factory=Redaction.default)
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -250,6 +260,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         trace_exporter=_trace_exporter(env),
         trace_dir=env.get("DCM_TRACE_DIR") or None,
         trace_sample_ratio=_ratio(env, "DCM_TRACE_SAMPLE_RATIO"),
+        output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
     )
 
 

@@ -33,8 +33,8 @@ class Upsert:
     @classmethod
     def build(cls, runtime: Runtime) -> "Upsert":
         s = runtime.settings
-        return cls(StateStore(runtime.firestore, s.ledger_ttl_days, s.stale_after, s.flapping), runtime.publisher,
-                   s.topic_path(s.topic_changed))
+        return cls(StateStore(runtime.firestore, s.ledger_ttl_days, s.stale_after, s.flapping, s.output_redaction),
+                   runtime.publisher, s.topic_path(s.topic_changed))
 
     def __call__(self, message: PubSubMessage) -> Result:
         return self.apply(status_update.decode(message.data))

@@ -64,6 +64,8 @@ DEAD = _dead_port()
 CASES = [
     # (name, args, extra env, exit code, what stderr says)
     ("bad provider name", [*PUBLISH, "--provider", "AWS!"], {}, 2, "invalid provider name 'AWS!'"),
+    ("output spec not JSON", [*PUBLISH, "--provider", "aws", "--output-spec", "{host"], {}, 2, "--output-spec"),
+    ("outputs not a map", [*PUBLISH, "--provider", "aws", "--outputs", "[1]"], {}, 2, "expected a JSON object"),
     ("negative limit", ["list", "--limit", "-1"], {}, 2, "--limit"),
     ("empty demo", ["demo", "--resources", "0"], {}, 2, "--resources"),
     ("huge duration", ["billing", "report", "--from", "99999999999d"], {}, 2, "before the year 1"),

@@ -12,6 +12,7 @@ import jsonschema
 import orjson
 import pytest
 from dcm_status_contracts import tokens
+from dcm_status_contracts.outputs import Redaction
 from google.api_core import exceptions as gexc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -121,6 +122,20 @@ def test_outputs_stored_on_the_resource_show_on_the_instance(api_dcm, fleet, fir
     assert "outputs" not in api_dcm.get(f"{dcm.PREFIX}/service-type-instances/vm-2").json
 
 
+def test_outputs_on_an_instance_are_redacted_as_on_v1(api_dcm, fleet, firestore):
+    """The redaction list (DCM_OUTPUT_REDACT, by default credential names and a URL's password: item 13 of
+    docs/security.md) holds on the DCM routes too: one instance and the list."""
+    ref = firestore.collection("resources").document("kubevirt~vm~vm-1")
+    ref.update({"output_spec": {"host": "10.0.0.5", "password": "s3cret",
+                                "url": "postgres://app:pw@db:5432/x"}, "outputs": {"token": "t0k"}})
+    shown = api_dcm.get(f"{dcm.PREFIX}/service-type-instances/vm-1").json
+    listed = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?agent_name=kubevirt").json["instances"]
+    for instance in (shown, next(i for i in listed if i["id"] == "vm-1")):
+        assert instance["output_spec"]["host"] == "10.0.0.5"
+        assert "s3cret" not in orjson.dumps(instance).decode() and ":pw@" not in instance["output_spec"]["url"]
+        assert "t0k" not in orjson.dumps(instance).decode()
+
+
 # ---- get ---------------------------------------------------------------------------------------------
 def test_every_listed_id_gets_the_same_instance(api_dcm, fleet):
     found, _ = every_page(api_dcm, "&show_deleted=true")
@@ -178,7 +193,7 @@ class Unreachable:
 
 
 def test_health_is_a_503_unhealthy_when_the_state_store_does_not_answer():
-    answer = dcm.DcmApi(Unreachable(), {}, lambda body: flask.Response(orjson.dumps(body)))
+    answer = dcm.DcmApi(Unreachable(), {}, lambda body: flask.Response(orjson.dumps(body)), Redaction.default())
     response = answer(flask.Request(EnvironBuilder(dcm.HEALTH_PATH).get_environ()))
     assert response.status_code == 503
     body = orjson.loads(response.get_data())

@@ -121,6 +121,8 @@ def test_every_resource_type_declared_is_checked(schema):
     assert {k.split("_", 1)[0] for k in others} <= set(OTHER_PROVIDERS), others
     versions = tf.parse(tf.TF_DIR / "versions.tf")["terraform"][0]["required_providers"][0]
     assert {versions[p]["source"] for p in {k.split("_", 1)[0] for k in others}} <= set(OTHER_PROVIDERS.values())
+    assert {"google_monitoring_alert_policy", "google_logging_metric", "google_monitoring_dashboard",
+            "google_firestore_backup_schedule", "google_bigquery_table", "google_pubsub_subscription"} <= kinds
 
 
 # ---- the schema package: the version versions.tf allows, the one pinned, read right ------------------

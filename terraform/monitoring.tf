@@ -7,7 +7,9 @@
 
 locals {
   metric_prefix = "logging.googleapis.com/user/${var.name_prefix}"
-  run_services  = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=starts_with(\"${var.name_prefix}-\")"
+  # the functions' Cloud Run services, in a Monitoring filter and in a Logging query
+  run_services = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=starts_with(\"${var.name_prefix}-\")"
+  log_services = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=~\"^${var.name_prefix}-\""
 
   # name => a counter of log lines (DELTA, INT64); labels: metric label => its extractor from the line
   log_counters = {
@@ -148,6 +150,21 @@ locals {
     { for name, e in local.exports : name => e.oldest_unacked_alert if e.oldest_unacked_alert != null },
   )
 
+  # every alert policy: the ones above, and one per subscription for its oldest unacked message
+  alert_policies = merge(local.alerts, {
+    for name, seconds in local.oldest_unacked_alerts : "oldest_unacked/${name}" => {
+      display_name = "dcm-status: ${name} oldest unacked message above ${seconds} s"
+      runbook      = "oldest-unacked-message"
+      filter       = "metric.type=\"pubsub.googleapis.com/subscription/oldest_unacked_message_age\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${name}\""
+      period       = "60s"
+      aligner      = "ALIGN_MAX"
+      reducer      = "REDUCE_MAX"
+      group_by     = []
+      threshold    = seconds
+      duration     = "60s"
+    }
+  })
+
   runbook = "${var.runbook_url}#"
 }
 
@@ -157,7 +174,7 @@ resource "google_logging_metric" "counter" {
   project     = var.project_id
   name        = "${var.name_prefix}/${each.key}"
   description = each.value.description
-  filter      = "${local.run_services} AND ${each.value.filter}"
+  filter      = "${local.log_services} AND ${each.value.filter}"
 
   metric_descriptor {
     metric_kind = "DELTA"
@@ -183,7 +200,7 @@ resource "google_logging_metric" "publish_to_stored" {
   project         = var.project_id
   name            = "${var.name_prefix}/publish_to_stored"
   description     = "Milliseconds from a provider's publish on its ingress topic to upsert's commit in Firestore."
-  filter          = "${local.run_services} AND jsonPayload.logger=\"dcm.upsert\" AND jsonPayload.storedAfterPublishMs:*"
+  filter          = "${local.log_services} AND jsonPayload.logger=\"dcm.upsert\" AND jsonPayload.storedAfterPublishMs:*"
   value_extractor = "EXTRACT(jsonPayload.storedAfterPublishMs)"
 
   metric_descriptor {
@@ -214,7 +231,7 @@ resource "google_logging_metric" "publish_to_stored" {
 }
 
 resource "google_monitoring_alert_policy" "alert" {
-  for_each = local.alerts
+  for_each = local.alert_policies
 
   project               = var.project_id
   display_name          = each.value.display_name
@@ -255,50 +272,12 @@ resource "google_monitoring_alert_policy" "alert" {
     }
   }
 
-  depends_on = [google_logging_metric.counter, google_logging_metric.publish_to_stored]
-}
-
-resource "google_monitoring_alert_policy" "oldest_unacked" {
-  for_each = local.oldest_unacked_alerts
-
-  project               = var.project_id
-  display_name          = "dcm-status: ${each.key} oldest unacked message above ${each.value} s"
-  combiner              = "OR"
-  notification_channels = var.notification_channels
-  user_labels           = merge(var.labels, { app = "dcm-status" })
-
-  conditions {
-    display_name = "${each.key}: oldest unacked message age > ${each.value} s"
-
-    condition_threshold {
-      filter          = "metric.type=\"pubsub.googleapis.com/subscription/oldest_unacked_message_age\" AND resource.type=\"pubsub_subscription\" AND resource.labels.subscription_id=\"${each.key}\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = each.value
-      duration        = "60s"
-
-      aggregations {
-        alignment_period   = "60s"
-        per_series_aligner = "ALIGN_MAX"
-      }
-
-      trigger {
-        count = 1
-      }
-    }
-  }
-
-  documentation {
-    mime_type = "text/markdown"
-    subject   = "dcm-status: ${each.key} is not keeping up"
-    content   = "Runbook: ${local.runbook}oldest-unacked-message (what it means, what to do)."
-
-    links {
-      display_name = "Runbook"
-      url          = "${local.runbook}oldest-unacked-message"
-    }
-  }
-
-  depends_on = [google_pubsub_subscription.subscription, google_pubsub_subscription.export]
+  depends_on = [
+    google_logging_metric.counter,
+    google_logging_metric.publish_to_stored,
+    google_pubsub_subscription.subscription,
+    google_pubsub_subscription.export,
+  ]
 }
 
 # The pipeline, as the local dashboard shows it: events/s by outcome, backlog per subscription, p50/p99

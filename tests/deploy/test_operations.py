@@ -42,6 +42,10 @@ def test_each_log_metric_reads_fields_its_function_writes(config: tf.Config):
         latency["label_extractors"]))
     assert set(metrics) >= {"updates", "dead_letters", "callback_deliveries", "sweep_failures", "provider_states",
                             "quota_errors", "publish_to_stored"}
+    # a log metric's filter is a Logging query (=~ regex), not a Monitoring filter (starts_with)
+    assert "starts_with" not in config.locals["log_services"] and "=~" in config.locals["log_services"]
+    for metric in (*config.of_type("google_logging_metric").values(),):
+        assert metric["filter"].startswith("${local.log_services} AND ")
     for name, (filter_, extractors) in metrics.items():
         logger = re.search(r'jsonPayload\.logger=\\?"(dcm\.\w+)', filter_)
         code = source_of(logger.group(1)) if logger else (SHARED / "runtime" / "entrypoint.py").read_text()
@@ -67,11 +71,14 @@ def test_every_alert_has_its_runbook_and_its_threshold_documented(config: tf.Con
 
 
 def test_every_alert_policy_notifies_the_channels_and_links_its_runbook(config: tf.Config):
-    for name in ("alert", "oldest_unacked"):
-        policy = config.resource("google_monitoring_alert_policy", name)
-        assert policy["notification_channels"] == "${var.notification_channels}"
-        doc = block(policy, "documentation")
-        assert "${local.runbook}" in doc["content"] and "${local.runbook}" in block(doc, "links")["url"]
+    assert list(config.of_type("google_monitoring_alert_policy")) == ["alert"]
+    policy = config.resource("google_monitoring_alert_policy", "alert")
+    assert policy["for_each"] == "${local.alert_policies}"
+    assert policy["notification_channels"] == "${var.notification_channels}"
+    doc = block(policy, "documentation")
+    assert "${local.runbook}${each.value.runbook}" in doc["content"]
+    assert block(doc, "links")["url"] == "${local.runbook}${each.value.runbook}"
+    assert block(block(policy, "conditions"), "condition_threshold")["threshold_value"] == "${each.value.threshold}"
     assert config.locals["runbook"] == "${var.runbook_url}#"
     assert config.variables["notification_channels"]["type"] == "${list(string)}"
 
@@ -84,10 +91,28 @@ def test_oldest_unacked_alerts_are_the_subscriptions_of_the_topology(config: tf.
             if s.oldest_unacked_alert is not None}
     assert got == want
     assert "dcm-deadletter-archive" not in got and got["dcm-sweep"] == 180 and got["dcm-changes-bigquery"] == 600
-    policy = config.resource("google_monitoring_alert_policy", "oldest_unacked")
-    assert policy["for_each"] == "${local.oldest_unacked_alerts}"
-    condition = block(block(policy, "conditions"), "condition_threshold")
-    assert "oldest_unacked_message_age" in condition["filter"] and condition["threshold_value"] == "${each.value}"
+    policies = config.locals["alert_policies"]
+    assert "local.alerts" in policies and "local.oldest_unacked_alerts" in policies
+    assert "oldest_unacked_message_age" in policies and "subscription_id" in policies
+
+
+def monitoring_locals() -> str:
+    """The locals block of monitoring.tf (variables and topology only), for ``terraform console``."""
+    text = (tf.TF_DIR / "monitoring.tf").read_text()
+    return text[text.index("locals {"):text.index('\nresource "')]
+
+
+def test_the_alert_policies_terraform_creates(terraform):
+    got = tf.evaluate({"policies": "local.alert_policies"}, terraform=terraform,
+                      extra={"monitoring_locals.tf": monitoring_locals()})["policies"]
+    t = topo.load()
+    subscriptions = {s.name for s in (*t.subscriptions, *t.exports) if s.oldest_unacked_alert is not None}
+    assert {k.removeprefix("oldest_unacked/") for k in got if k.startswith("oldest_unacked/")} == subscriptions
+    sweep = got["oldest_unacked/dcm-sweep"]
+    assert (sweep["threshold"], sweep["runbook"]) == (180, "oldest-unacked-message")
+    assert 'subscription_id="dcm-sweep"' in sweep["filter"]
+    assert got["function_5xx"]["filter"].count('starts_with("dcm-status-")') == 1  # a Monitoring filter
+    assert all(p["runbook"] and p["display_name"].startswith("dcm-status: ") for p in got.values())
 
 
 def test_the_dashboard_renders_and_plots_declared_metrics(config: tf.Config):

@@ -218,3 +218,9 @@ def test_reference_providers_are_on_the_kit_alone():
         for module in imports(path):
             assert infra_room(module) is None and module.split(".")[0] != "shared", \
                 f"{path.relative_to(REPO)} imports {module}"
+
+
+def test_the_export_schema_generator_reads_the_declaration_only():
+    """infra/bigquery_schema.py writes terraform/bigquery/ from JSON schemas: the topology, nothing running."""
+    assert infra_arrows()["bigquery_schema"] <= {"topology"}
+    assert not [m for m in imports(INFRA / "bigquery_schema.py") if m.split(".")[0] == "shared"]

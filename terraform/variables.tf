@@ -448,6 +448,17 @@ variable "firestore_point_in_time_recovery" {
   default     = true
 }
 
+variable "firestore_backup_retention_days" {
+  description = "Days each daily Firestore backup is kept (google_firestore_backup_schedule; Firestore allows up to 14 weeks)."
+  type        = number
+  default     = 14
+
+  validation {
+    condition     = var.firestore_backup_retention_days >= 1 && var.firestore_backup_retention_days <= 98 && floor(var.firestore_backup_retention_days) == var.firestore_backup_retention_days
+    error_message = "firestore_backup_retention_days must be a whole number of days from 1 to 98 (14 weeks)."
+  }
+}
+
 variable "firestore_delete_protection" {
   description = "Refuse to delete the Firestore database (also through `terraform destroy`)."
   type        = bool
@@ -525,4 +536,38 @@ variable "nats_ingress_sizing" {
     condition     = var.nats_ingress_sizing.min_instance_count >= 1 && var.nats_ingress_sizing.max_instance_count >= var.nats_ingress_sizing.min_instance_count
     error_message = "nats_ingress_sizing: need 1 <= min_instance_count <= max_instance_count (the ingress never scales to zero: it pulls, nothing pushes to it)."
   }
+}
+
+variable "bigquery_location" {
+  description = "Location of the BigQuery dataset of the exports (infra/topology.yaml exports:); null: the region."
+  type        = string
+  default     = null
+}
+
+variable "export_partition_expiration_days" {
+  description = "Days each daily partition of an export table is kept; null: kept until deleted."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.export_partition_expiration_days == null || try(var.export_partition_expiration_days >= 1, false)
+    error_message = "export_partition_expiration_days must be at least 1, or null."
+  }
+}
+
+variable "notification_channels" {
+  description = "Cloud Monitoring notification channels (projects/P/notificationChannels/ID) every alert policy notifies (monitoring.tf); empty: alerts open incidents without notifying anyone."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "Each notification channel must be a name like projects/PROJECT/notificationChannels/ID."
+  }
+}
+
+variable "runbook_url" {
+  description = "Where operators read docs/operations.md (e.g. its URL in your repository host); each alert links an anchor of it."
+  type        = string
+  default     = "docs/operations.md"
 }

@@ -29,7 +29,7 @@ from infra.cli.natspublish import Via, subject_of
 from infra.cli.natspublish import publish as nats_publish
 from infra.cli.trace import trace
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
-from infra.local.stack import Condition, LocalStack
+from infra.local.stack import Condition, LocalStack, production_only
 from shared.api import queries
 
 
@@ -78,6 +78,8 @@ def up(providers: str | None, chaos: bool) -> None:
     if state.nats:
         click.echo(f"NATS (JetStream): {state.nats_url}  (a provider's identity: dcm-status provider "
                    "nats-credentials NAME --json)", err=True)
+    for line in production_only(stack.topology(state)):
+        click.echo(f"  {line}", err=True)
     if "api" in state.functions:
         click.echo(f"dashboard and status API: {stack.function_url(state, 'api')}", err=True)
     if "notify" in state.functions:

@@ -192,3 +192,23 @@ def wait_ready(proc: Process, kind: str, log_dir: Path) -> None:
 def reset_firestore(host: str, project: str) -> None:
     requests.delete(f"http://{host}/emulator/v1/projects/{project}/databases/(default)/documents",
                     timeout=30).raise_for_status()
+
+
+def export_firestore(host: str, project: str, directory: Path) -> Path:
+    """Export every document of the emulator into ``directory`` in the managed export's format (what
+    ``gcloud firestore export`` writes); returns its ``.overall_export_metadata`` file. The rehearsal of
+    docs/operations.md#restore: the emulator has no backups or restore (its admin API answers 404)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    requests.post(f"http://{host}/emulator/v1/projects/{project}:export", timeout=60,
+                  json={"database": f"projects/{project}/databases/(default)",
+                        "export_directory": str(directory)}).raise_for_status()
+    [metadata] = sorted(directory.glob("*/*.overall_export_metadata"))[-1:]
+    return metadata
+
+
+def import_firestore(host: str, project: str, metadata: Path) -> None:
+    """Import an export into the running emulator, as ``gcloud firestore import`` does: a document of the
+    export overwrites the one of the same path; documents the export does not hold are left alone."""
+    requests.post(f"http://{host}/emulator/v1/projects/{project}:import", timeout=60,
+                  json={"database": f"projects/{project}/databases/(default)",
+                        "export_directory": str(metadata)}).raise_for_status()

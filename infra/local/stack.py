@@ -165,6 +165,12 @@ class Health:
     detail: str = ""  # the NATS ingress: its lag (pending messages) and last error
 
 
+def production_only(topology: Topology) -> list[str]:
+    """What the declaration deploys in production only and this stack skips, one line each (`dcm-status up`)."""
+    return [f"export {e.name}: {e.topic} -> BigQuery {e.dataset}.{e.table}: production only, skipped here (the "
+            "emulator has no BigQuery subscriptions; terraform/exports.tf)" for e in topology.exports]
+
+
 def answers_http(host: str, timeout: float = 2.0) -> bool:
     """Whether something answers HTTP at ``host`` (host:port), whatever the status."""
     try:

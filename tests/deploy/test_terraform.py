@@ -24,7 +24,8 @@ from tests.deploy.tf import block, dynamic
 
 REPO_ROOT = tf.REPO_ROOT
 SUB_KEYS = ("name", "topic_name", "push", "enable_message_ordering", "dead_letter", "ack_deadline_seconds",
-            "max_delivery_attempts", "minimum_backoff", "maximum_backoff", "retention", "filter")
+            "max_delivery_attempts", "minimum_backoff", "maximum_backoff", "retention", "filter",
+            "oldest_unacked_alert")
 
 
 def expected_subscription(s: topo.SubscriptionSpec) -> dict:
@@ -33,13 +34,14 @@ def expected_subscription(s: topo.SubscriptionSpec) -> dict:
             "enable_message_ordering": s.enable_message_ordering, "dead_letter": s.dead_letter,
             "ack_deadline_seconds": s.ack_deadline_seconds, "max_delivery_attempts": s.max_delivery_attempts,
             "minimum_backoff": f"{s.minimum_backoff}s", "maximum_backoff": f"{s.maximum_backoff}s",
-            "retention": f"{s.message_retention}s", "filter": s.filter}
+            "retention": f"{s.message_retention}s", "filter": s.filter,
+            "oldest_unacked_alert": s.oldest_unacked_alert}
 
 
 def expansion(terraform: str, **variables) -> dict:
     return tf.evaluate({"topics": "local.topics", "subscriptions": "local.subscriptions",
                         "functions": "local.functions", "providers": "local.cloud_providers",
-                        "topic_retention": "local.topic_retention"},
+                        "topic_retention": "local.topic_retention", "exports": "local.exports"},
                        variables, terraform)
 
 
@@ -56,6 +58,9 @@ def assert_same_topology(got: dict, want: topo.Topology) -> None:
     for name in wanted:
         assert subs[name] == wanted[name], f"subscription {name} differs from the local stack's"
     assert sorted(got["functions"]) == sorted(want.functions)
+    assert got["exports"] == {e.name: {"name": e.name, "topic": e.topic_key, "topic_name": e.topic,
+                                       "dataset": e.dataset, "table": e.table, "event_schema": e.event_schema,
+                                       "oldest_unacked_alert": e.oldest_unacked_alert} for e in want.exports}
 
 
 # ---- the expansion of infra/topology.yaml --------------------------------------
@@ -84,6 +89,9 @@ def test_expansion_follows_the_declaration_not_a_copy(terraform, tmp_path):
     """Edit the YAML (drop, add, change subscriptions and defaults): Terraform follows."""
     doc = topo.read()
     doc["defaults"]["max_delivery_attempts"] = 9
+    doc["defaults"]["oldest_unacked_alert"] = "120s"
+    doc["exports"].append({"name": "dcm-deadletters-bigquery", "topic": "deadletter", "dataset": "d", "table": "t",
+                           "event_schema": "schemas/events/status-changed-v1.json", "oldest_unacked_alert": False})
     doc["defaults"]["retry_policy"]["maximum_backoff"] = "45s"
     doc["subscriptions"] = [s for s in doc["subscriptions"] if s["name"] != "dcm-billing"]
     doc["subscriptions"].append({"name": "dcm-audit-{provider}", "topic": "ingress", "pull": True,

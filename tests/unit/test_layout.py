@@ -253,3 +253,9 @@ def test_every_message_a_function_publishes_goes_through_the_one_publish_that_ca
                                                     "shared/runtime/publishing.publish (no trace context)"
     forward = (SHARED / "nats_ingress" / "forward.py").read_text()
     assert "trace_context.inject(attributes)" in forward
+
+
+def test_the_export_schema_generator_reads_the_declaration_only():
+    """infra/bigquery_schema.py writes terraform/bigquery/ from JSON schemas: the topology, nothing running."""
+    assert infra_arrows()["bigquery_schema"] <= {"topology"}
+    assert not [m for m in imports(INFRA / "bigquery_schema.py") if m.split(".")[0] == "shared"]

@@ -84,8 +84,12 @@ def test_a_report_replacing_one_in_its_window_sends_the_output_map_it_would_have
         r.report("vm", "i-1", "RUNNING", output_spec={"host": "h"})
         r.report("vm", "i-1", "RUNNING", "still", outputs={"port": 1})  # replaces the one before, in the window
         r.flush(timeout=30)
-    last = pub.events()[-1]["data"]
-    assert (last["message"], last["output_spec"], last["outputs"]) == ("still", {"host": "h"}, {"port": 1})
+    # what a consumer stores (a map replaced when an event carries one, kept when it omits it), whether the
+    # second report was replaced in the window or (a loaded machine) sent before the third was made
+    stored: dict = {}
+    for event in pub.events():
+        stored.update({k: v for k, v in event["data"].items() if k in ("message", "output_spec", "outputs")})
+    assert (stored["message"], stored.get("output_spec"), stored.get("outputs")) == ("still", {"host": "h"}, {"port": 1})
 
 
 def test_the_january_form_on_request():

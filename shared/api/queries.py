@@ -132,8 +132,8 @@ def resource_page(db: firestore.Client, where: ResourceFilter, sort: str = Sort.
     if where.search:
         sort = Sort.SEARCH
         query = query.order_by("resourceId").order_by("__name__")
-    elif sort == Sort.RECENT:
-        query = (query.order_by("updatedAt", direction=firestore.Query.DESCENDING)
+    elif sort == Sort.RECENT:  # updatedAt is sharded (shared/state/model.py): read every shard, merged
+        query = (resources.in_every_shard(query).order_by("updatedAt", direction=firestore.Query.DESCENDING)
                  .order_by("__name__", direction=firestore.Query.DESCENDING))
     else:
         query = query.order_by("__name__")

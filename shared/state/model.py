@@ -22,6 +22,7 @@ change feed is read by. No I/O.
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -40,6 +41,41 @@ PROVIDERS = "providers"
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"
 CHANGE = "change"
+
+# ---- sharded timestamps ------------------------------------------------------------------------------
+# Firestore holds a collection whose documents carry a sequentially increasing *indexed* value to about
+# 500 writes/s (docs/scale.md). Every such field written at the event rate is either not indexed at all
+# (a single-field index exemption, terraform/data_model.tf) or sharded: the document carries ``shard``
+# (a fixed function of its resource key) and every index on the timestamp has ``shard`` in front of it,
+# so the writes spread over SHARDS index ranges. A query reads all of them at once (``shard in
+# SHARD_SPACE``, ordered by the timestamp: Firestore merges the ranges), so its order and its cursors are
+# those of one unsharded index. A disjunction takes at most 30 values, hence 30 shards.
+SHARD = "shard"
+SHARDS = 30
+SHARD_SPACE = tuple(range(SHARDS))  # what a query reads: every shard a writer may use (any count <= SHARDS)
+
+# collection => its fields written at the event rate with sequentially increasing values, and how each
+# is kept off one index range: "sharded" (composite indexes with SHARD in front; the single-field index
+# exempted) or "unindexed" (a single-field index exemption; never queried). A map field's exemption
+# covers its subfields. terraform/data_model.tf declares the same (tests/deploy/test_terraform.py).
+SHARDED, UNINDEXED = "sharded", "unindexed"
+SEQUENTIAL_FIELDS: dict[str, dict[str, str]] = {
+    LEDGER: {COMMITTED_AT: SHARDED, "processedAt": UNINDEXED, "changeAnnouncedAt": UNINDEXED,
+             "ingressMessageId": UNINDEXED, "eventId": UNINDEXED, "change.body": UNINDEXED,
+             "change.attributes": UNINDEXED, "state": UNINDEXED},
+    RESOURCES: {"updatedAt": SHARDED, "staleAt": SHARDED, "writtenAt": SHARDED, "lastSeenAt": UNINDEXED,
+                "observedAt": UNINDEXED, "publishedAt": UNINDEXED, "reportedTime": UNINDEXED,
+                "lastTransitionTime": UNINDEXED, "createdAt": UNINDEXED, "recentChanges": UNINDEXED,
+                "resync.at": UNINDEXED, "resync.index": UNINDEXED},
+}
+
+
+def shard_of(key: str, shards: int = SHARDS) -> int:
+    """The shard of a resource's documents: its ledger entries and its resource document share it, so
+    one resource's changes stay in one index range, in commit order."""
+    if not 1 <= shards <= SHARDS:
+        raise ValueError(f"shards must be 1..{SHARDS} (a query reads SHARD_SPACE), got {shards}")
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
 
 
 class Outcome(enum.StrEnum):

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.model import LEDGER, newest_state
+from shared.state.model import LEDGER, SHARD, SHARD_SPACE, newest_state
 
 # More than the updates of one resource ever decided at once. Hot deciders do not conflict (each writes its own
 # ledger entry), so those that read before the newest state was committed leave entries with an older state,
@@ -34,3 +34,10 @@ def newest(db: firestore.Client, doc: Mapping[str, Any] | None, **options: Any) 
     if not doc or not doc.get("hot"):
         return doc
     return newest_state(doc, coalesced_states(db, doc["key"], **options))
+
+
+def in_every_shard(query: Any) -> Any:
+    """``query`` over every shard at once (``shard in SHARD_SPACE``): Firestore merges the shards' index
+    ranges in the query's order, so its results and cursors are those of one unsharded index
+    (shared/state/model.py says why the sequential fields are sharded)."""
+    return query.where(filter=FieldFilter(SHARD, "in", list(SHARD_SPACE)))

@@ -18,6 +18,7 @@ from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsu
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.state import resources
+from shared.state.model import SHARD, shard_of
 from shared.sweep.handler import Sweep
 from tests.functional.conftest import SHAPES
 
@@ -225,7 +226,7 @@ def test_an_idle_tick_reads_no_more_at_a_thousand_resources_than_at_one(firestor
             for i in range(start, min(n, start + 500)):
                 batch.set(firestore.document(f"resources/aws~vm~idle-{i}"), {
                     "key": f"aws/vm/idle-{i}", "provider": "aws", "resourceType": "vm", "status": "RUNNING",
-                    "staleAt": fresh, "lastSeenAt": timeutil.now_str()})
+                    "staleAt": fresh, "lastSeenAt": timeutil.now_str(), SHARD: shard_of(f"aws/vm/idle-{i}")})
             batch.commit()
 
     hold(1)

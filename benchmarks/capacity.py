@@ -1,0 +1,335 @@
+"""Capacity model: every documented limit of Pub/Sub, Cloud Run and Firestore that stands between this
+design and a fleet, with what the design puts against it, for the fleets of docs/scale.md.
+
+The design is read from its declarations, so a change to them changes the model:
+
+- infra/topology.yaml (infra/topology.py): topics and subscriptions per provider and shared ones, the
+  report interval (steady re-reports: every resource once per ``freshness.report_every``);
+- terraform/data_model.tf (python-hcl2, as tests/deploy reads it): the composite indexes, the fields
+  written at the event rate with sequentially increasing values and how each is kept off one index
+  range (sharded or unindexed), the TTL fields;
+- the code's constants: shards (shared/state/model.py), the hot-document write rate, the sweep's and
+  the feed's batches.
+
+Per-event work is counted, not assumed: Firestore reads and writes, Pub/Sub publishes and function
+invocations per applied change and per re-report are ``benchmarks/cost.py``'s counted figures (run it
+to refresh them: ``--counted`` takes its numbers), priced with cost.py's list prices. The CPU per event
+is ``benchmarks/pipeline.py``'s measured figure, an input (``--cpu-ms``): this model runs nothing.
+
+Prints a table per fleet; asserts nothing (run: make bench). Sources checked 2026-11-25 (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import hcl2  # noqa: E402
+
+from infra.topology import load as load_topology  # noqa: E402
+from infra.topology import seconds  # noqa: E402
+from shared.state import model  # noqa: E402
+from shared.sweep import handler as sweep  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+DATA_MODEL = REPO / "terraform" / "data_model.tf"
+HCL = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
+TARGET = 0.70  # a limit used beyond this is "over" (headroom for bursts and the ramp-up)
+MONTH_SECONDS = 30 * 24 * 3600
+
+# benchmarks/cost.py's counted figures per event (2026-11-25 run, on this branch): reads, writes, publishes,
+# invocations, CPU seconds in the functions, $ per event. Refresh with --counted R,W,P,I for a change.
+COUNTED_CHANGE = {"reads": 5.0, "writes": 6.0, "publishes": 2.0, "invocations": 5.0}
+COUNTED_REREPORT = {"reads": 2.0, "writes": 2.0, "publishes": 1.0, "invocations": 2.0}
+MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
+CPU_MS = 12.0  # benchmarks/pipeline.py: ingest + upsert CPU ms per event from /proc (functions only), rounded up
+
+S = {  # the sources, as cited in docs/scale.md
+    "shard": "https://cloud.google.com/firestore/native/docs/solutions/shard-timestamp",
+    "bestpractices": "https://cloud.google.com/firestore/docs/best-practices",
+    "quotas": "https://cloud.google.com/firestore/quotas",
+    "ramp": "https://cloud.google.com/firestore/docs/best-practices#ramping_up_traffic",
+    "pubsub": "https://cloud.google.com/pubsub/quotas",
+    "push": "https://cloud.google.com/pubsub/docs/push",
+    "concurrency": "https://cloud.google.com/run/docs/about-concurrency",
+    "maxinst": "https://cloud.google.com/run/docs/configuring/max-instances",
+    "count": "https://cloud.google.com/firestore/docs/query-data/aggregation-queries",
+    "in": "https://cloud.google.com/firestore/docs/query-data/queries#in_not-in_and_array-contains-any",
+}
+
+
+@dataclass(frozen=True)
+class Fleet:
+    name: str
+    providers: int
+    resources: int
+    changes: float  # applied changes/s (peak)
+    rereports: float | None = None  # re-reports/s beyond the steady heartbeat; None: the heartbeat only
+    callbacks: float = 0.1  # webhook deliveries per change
+    readers: int = 10  # change-feed followers polling a page a second, and dashboards
+    hottest: float = 0.5  # events/s of the busiest resource
+    burst_seconds: float | None = None  # a re-report burst that lasts this long (a storm, a resync)
+
+
+FLEETS = (
+    Fleet("DCM lab", 10, 10_000, 10),
+    Fleet("region", 200, 1_000_000, 500, readers=100),
+    Fleet("hyperscale", 5_000, 10_000_000, 10_000, readers=1_000),
+    Fleet("hyperscale resync", 5_000, 10_000_000, 10_000, rereports=100_000, readers=1_000,
+          burst_seconds=100),
+    Fleet("storm (region re-reported in 10 min)", 200, 1_000_000, 500, rereports=1_000_000 / 600,
+          readers=100, burst_seconds=600),
+)
+
+
+@dataclass(frozen=True)
+class Design:
+    """What the declarations say."""
+
+    topics_per_provider: int
+    shared_topics: int
+    subs_per_provider: int
+    shared_subs: int
+    max_subs_per_topic: int
+    report_every: int
+    sequential: dict[str, dict[str, str]]
+    indexes: list[dict[str, Any]]
+    ttl: dict[str, str]
+    shards: int = model.SHARDS
+    hot_rate: float = model.HOT_RATE
+    cpu_ms: float = CPU_MS
+    change: dict[str, float] = field(default_factory=lambda: dict(COUNTED_CHANGE))
+    rereport: dict[str, float] = field(default_factory=lambda: dict(COUNTED_REREPORT))
+
+    def composite(self, collection: str, order_by: str) -> list[tuple[str, ...]]:
+        return [tuple(f["field_path"] for f in i["fields"]) for i in self.indexes
+                if i["collection"] == collection and i["fields"][-1]["field_path"] == order_by]
+
+
+def data_model(path: Path = DATA_MODEL) -> dict[str, Any]:
+    """The data model's locals, with ``local.x`` references resolved and the indexes expanded as
+    data_model.tf expands them."""
+    with path.open() as f:
+        doc = hcl2.load(f, serialization_options=HCL)
+    local: dict[str, Any] = {}
+    for block in doc["locals"]:
+        local.update(block)
+    specs = [{**s, "equality": _resolve(s["equality"], local)} for s in local["firestore_index_specs"]]
+    return {"sequential": local["firestore_sequential_fields"], "ttl": local["firestore_ttl_fields"],
+            "shard": local["firestore_shard_field"], "indexes": _expand(specs, local["firestore_shard_field"])}
+
+
+def _resolve(value: Any, local: dict[str, Any]) -> Any:
+    if isinstance(value, str) and value.startswith("${local."):
+        return local[value[len("${local."):-1]]
+    return value
+
+
+def _expand(specs: list[dict[str, Any]], shard: str) -> list[dict[str, Any]]:
+    out = []
+    for spec in specs:
+        for eq in spec["equality"]:
+            for order in spec["orders"]:
+                middle = [{"field_path": shard, "order": "ASCENDING"}] if spec.get("sharded") else []
+                out.append({"collection": spec["collection"], "fields": [
+                    {"field_path": eq, "order": "ASCENDING"}, *middle, {"field_path": spec["order_by"], "order": order}]})
+    return out
+
+
+def sequential_indexed_fields(dm: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """collection => {field: sharded|unindexed}: what the data model declares (the test keeps it equal
+    to shared/state/model.py's SEQUENTIAL_FIELDS)."""
+    return {c: dict(fields) for c, fields in dm["sequential"].items()}
+
+
+def design(cpu_ms: float = CPU_MS, counted: tuple[float, ...] | None = None) -> Design:
+    topo = load_topology(providers=["p1", "p2"])
+    per_topic: dict[str, int] = {}
+    for sub in topo.subscriptions:
+        per_topic[sub.topic] = per_topic.get(sub.topic, 0) + 1
+    dm = data_model()
+    d = Design(topics_per_provider=sum(1 for t in topo.topics if t.provider == "p1"),
+               shared_topics=sum(1 for t in topo.topics if t.provider is None),
+               subs_per_provider=sum(1 for s in topo.subscriptions if s.provider == "p1"),
+               shared_subs=sum(1 for s in topo.subscriptions if s.provider is None),
+               max_subs_per_topic=max(per_topic.values()),
+               report_every=seconds(topo.freshness["report_every"]),
+               sequential=sequential_indexed_fields(dm), indexes=dm["indexes"], ttl=dm["ttl"], cpu_ms=cpu_ms)
+    if counted:
+        d.change.update(zip(("reads", "writes", "publishes", "invocations"), counted))
+    return d
+
+
+# ---- what the design puts against each limit ---------------------------------------------------------
+
+def rates(f: Fleet, d: Design) -> dict[str, float]:
+    heartbeat = f.resources / d.report_every
+    rereports = heartbeat + (f.rereports or 0.0)
+    return {"changes": f.changes, "rereports": rereports, "events": f.changes + rereports,
+            "heartbeat": heartbeat, "hot": min(f.changes + rereports, f.resources * 0.0001 * model.HOT_RATE)}
+
+
+# field => which events write it (shared/upsert/store.py: a change writes the feed entry and the
+# document; a re-report writes the document's last-seen, order fields and deadline)
+# writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep
+# deletes the field once it is quiet), at most HOT_RATE each; the busiest 0.01% of resources taken as hot.
+WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("resources", "updatedAt"): "changes",
+              ("resources", "staleAt"): "events", ("resources", "writtenAt"): "hot"}
+
+
+@dataclass(frozen=True)
+class Row:
+    limit: str
+    capacity: float
+    demand: float
+    unit: str
+    source: str
+    note: str = ""
+
+    @property
+    def use(self) -> float:
+        return self.demand / self.capacity if self.capacity else 0.0
+
+
+def firestore_rows(f: Fleet, d: Design) -> list[Row]:
+    r = rates(f, d)
+    rows = []
+    for collection, fields in sorted(d.sequential.items()):
+        for name, how in sorted(fields.items()):
+            written = r[WRITTEN_BY.get((collection, name), "events")]
+            behind = {c[-2] for c in d.composite(collection, name) if len(c) > 1}
+            if how == model.SHARDED:
+                rows.append(Row(f"{collection}.{name}: writes/s per index range (sharded x{d.shards})", 500,
+                                written / d.shards, "writes/s", S["shard"], f"indexes behind {sorted(behind)}"))
+            elif behind - {"key"}:
+                rows.append(Row(f"{collection}.{name}: writes/s, indexed unsharded!", 500, written, "writes/s",
+                                S["shard"]))
+    rows.append(Row("events.processedAt behind key: writes/s per resource", 500, f.hottest, "writes/s", S["shard"],
+                    "only one resource's entries share a range"))
+    rows.append(Row("one document: sustained writes/s (busiest resource)", 1, min(f.hottest, d.hot_rate),
+                    "writes/s", S["bestpractices"], f"beyond {d.hot_rate}/s updates coalesce on the ledger"))
+    fan_out = max(len(d.composite(c, o)) for c in ("resources", "events") for o in ("updatedAt", "committedAt"))
+    rows.append(Row("index entries per document (composite, per ordering)", 40_000, fan_out * 2 + 40, "entries",
+                    S["quotas"], "+ ~40 single-field entries; fan-out is write latency"))
+    writes = r["changes"] * d.change["writes"] + r["rereports"] * d.rereport["writes"]
+    ramp = max(0.0, math.log(max(writes, 500) / 500, 1.5) * 5)
+    rows.append(Row("database writes/s (no hard cap; 500/50/5 ramp-up rule)", 1, 0, "", S["ramp"],
+                    f"{writes:,.0f} writes/s, reached after {ramp:.0f} min of +50%/5 min from 500/s"))
+    return rows
+
+
+def pubsub_rows(f: Fleet, d: Design) -> list[Row]:
+    r = rates(f, d)
+    topics = d.topics_per_provider * f.providers + d.shared_topics
+    subs = d.subs_per_provider * f.providers + d.shared_subs
+    in_flight = r["changes"] * 0.2  # a shared fan-out subscription: changes/s x ~200 ms per push
+    return [
+        Row("publish throughput per ordering key (one resource)", 1_000_000, f.hottest * MESSAGE_BYTES, "B/s",
+            S["pubsub"]),
+        Row("topics per project", 10_000, topics, "topics", S["pubsub"],
+            f"{d.topics_per_provider} per provider + {d.shared_topics}"),
+        Row("subscriptions per project", 10_000, subs, "subscriptions", S["pubsub"],
+            f"{d.subs_per_provider} per provider + {d.shared_subs}"),
+        Row("subscriptions per topic", 10_000, d.max_subs_per_topic, "subscriptions", S["pubsub"]),
+        Row("push: outstanding messages per subscription (dcm-status-changed)", 3_000, in_flight, "messages",
+            S["push"], "changes/s x 200 ms in flight"),
+    ]
+
+
+def run_rows(f: Fleet, d: Design, concurrency: int = 16, max_instances: int = 1000) -> list[Row]:
+    r = rates(f, d)
+    vcpu = r["events"] * d.cpu_ms / 2 / 1000  # the busiest function, upsert: half of ingest + upsert's CPU
+    instances = math.ceil(vcpu / 0.6)  # 1 vCPU each, scaled out at 60% CPU
+    return [
+        Row("Cloud Run instances of upsert (1 vCPU, scaled at 60% CPU)", max_instances, instances, "instances",
+            S["maxinst"], f"{vcpu:,.0f} vCPU at {d.cpu_ms / 2} ms/event; max instances: a quota, raised on request"),
+        Row("concurrent requests per instance (declared 16)", 1000, concurrency, "requests", S["concurrency"]),
+    ]
+
+
+def read_rows(f: Fleet, d: Design) -> list[Row]:
+    sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
+    return [
+        Row("sweep tick duration (providers' queries at 20 ms, within the 60 s tick)", 60,
+            sweep_queries * 0.020 + 2, "s", S["quotas"], f"{f.providers} reads + <= {sweep.FRESHNESS_BATCH} stale"),
+        Row("summary count at 10M resources: reads per call", 1, 0, "", S["count"],
+            f"{math.ceil(f.resources / 1000):,} reads per count (1 per 1,000 entries)"),
+    ]
+
+
+ROWS: tuple[Callable[[Fleet, Design], list[Row]], ...] = (firestore_rows, pubsub_rows, run_rows, read_rows)
+
+
+def monthly_usd(f: Fleet, d: Design) -> float:
+    from benchmarks import cost  # its list prices
+
+    r = rates(f, d)
+    steady = r["changes"] + r["heartbeat"]  # a burst is not a month
+
+    def per(counted: dict[str, float]) -> float:
+        return (counted["reads"] * cost.FIRESTORE_READ + counted["writes"] * cost.FIRESTORE_WRITE
+                + counted["publishes"] * 2 * max(1000, MESSAGE_BYTES) / cost.TIB * cost.PUBSUB_PER_TIB
+                + counted["invocations"] * cost.FUNCTION_INVOCATION
+                + counted["invocations"] * d.cpu_ms / 1000 / 2 * (cost.VCPU_SECOND + cost.MEMORY_GIB * cost.GIB_SECOND))
+    usd = (f.changes * per(d.change) + r["heartbeat"] * per(d.rereport)) * MONTH_SECONDS
+    return usd if steady else 0.0
+
+
+def report(f: Fleet, d: Design) -> list[str]:
+    rows = [row for rows_of in ROWS for row in rows_of(f, d)]
+    r = rates(f, d)
+    lines = [f"== {f.name}: {f.providers:,} providers, {f.resources:,} resources, {f.changes:,.0f} changes/s, "
+             f"{r['rereports']:,.0f} re-reports/s ({r['heartbeat']:,.0f} heartbeat)",
+             f"{'limit':<74}{'limit':>12}{'design':>14}{'use':>8}  source / note"]
+    for row in rows:
+        use = f"{row.use:>7.0%}" if row.capacity != 1 or row.demand else "      -"
+        lines.append(f"{row.limit:<74}{row.capacity:>12,.0f}{row.demand:>14,.1f}{use}{' !' if row.use > TARGET else '  '}"
+                     f" {row.source} {row.note}")
+    over = sorted((row for row in rows if row.use > TARGET), key=lambda row: -row.use)
+    lines.append(f"first limit to break: {over[0].limit} ({over[0].use:.0%})" if over else
+                 f"first limit to break: none above {TARGET:.0%} (highest: "
+                 f"{max(rows, key=lambda row: row.use).limit}, {max(row.use for row in rows):.0%})")
+    lines += degradation(f, d, over)
+    lines.append(f"monthly cost at the steady rate (changes + heartbeat): ${monthly_usd(f, d):,.0f}")
+    return lines
+
+
+def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
+    """A burst beyond a range's 70%: upsert admits what the ranges take (its max instances), Pub/Sub keeps
+    the rest (7 days), drained once the burst ends."""
+    if not f.burst_seconds or not over:
+        return []
+    r = rates(f, d)
+    admitted = d.shards * 500 * TARGET  # events/s the busiest sharded range takes at 70%
+    backlog = max(0.0, (r["events"] - admitted) * f.burst_seconds)
+    spare = admitted - (f.changes + r["heartbeat"])
+    drain = (f"drains in {backlog / spare / 60:,.0f} min after the burst" if spare > 0 else
+             "drains once the change rate falls below the admitted rate")
+    return [f"degrades: upsert admits {admitted:,.0f} events/s (its max instances), a backlog of {backlog:,.0f} "
+            f"events waits in Pub/Sub (7 days retained) and {drain}; changes queue behind the re-reports of "
+            "their provider's lane meanwhile (later, never lost)"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-ms", type=float, default=CPU_MS,
+                        help="CPU ms per event in ingest + upsert (benchmarks/pipeline.py measures it)")
+    parser.add_argument("--counted", help="reads,writes,publishes,invocations per applied change "
+                                          "(benchmarks/cost.py counts them)")
+    args = parser.parse_args(argv)
+    counted = tuple(float(x) for x in args.counted.split(",")) if args.counted else None
+    d = design(args.cpu_ms, counted)
+    print(f"design: {d.shards} shards, {d.topics_per_provider} topics and {d.subs_per_provider} subscriptions "
+          f"per provider, heartbeat every {d.report_every}s, {args.cpu_ms} CPU ms/event; target use <= {TARGET:.0%}")
+    for f in FLEETS:
+        print("\n".join(report(f, d)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -101,7 +101,8 @@ class Design:
     sequential: dict[str, dict[str, str]]
     indexes: list[dict[str, Any]]
     ttl: dict[str, str]
-    shards: int = model.SHARDS
+    shards: dict[str, int] = field(default_factory=lambda: {model.LEDGER: model.SHARDS,
+                                                            model.RESOURCES: model.RESOURCE_SHARDS})
     hot_rate: float = model.HOT_RATE
     cpu_ms: float = CPU_MS
     change: dict[str, float] = field(default_factory=lambda: dict(COUNTED_CHANGE))
@@ -205,8 +206,9 @@ def firestore_rows(f: Fleet, d: Design) -> list[Row]:
             written = r[WRITTEN_BY.get((collection, name), "events")]
             behind = {c[-2] for c in d.composite(collection, name) if len(c) > 1}
             if how == model.SHARDED:
-                rows.append(Row(f"{collection}.{name}: writes/s per index range (sharded x{d.shards})", 500,
-                                written / d.shards, "writes/s", S["shard"], f"indexes behind {sorted(behind)}"))
+                shards = d.shards[collection]
+                rows.append(Row(f"{collection}.{name}: writes/s per index range (sharded x{shards})", 500,
+                                written / shards, "writes/s", S["shard"], f"indexes behind {sorted(behind)}"))
             elif behind - {"key"}:
                 rows.append(Row(f"{collection}.{name}: writes/s, indexed unsharded!", 500, written, "writes/s",
                                 S["shard"]))
@@ -232,13 +234,16 @@ def pubsub_rows(f: Fleet, d: Design) -> list[Row]:
     return [
         Row("publish throughput per ordering key (one resource)", 1_000_000, f.hottest * MESSAGE_BYTES, "B/s",
             S["pubsub"]),
+        Row("publish throughput per region (large region)", 200_000_000,
+            (r["events"] * 2 + r["changes"] * (1 + f.callbacks)) * MESSAGE_BYTES, "B/s", S["pubsub"],
+            "ingress + normalised per event, changed + callbacks per change"),
         Row("topics per project", 10_000, topics, "topics", S["pubsub"],
             f"{d.topics_per_provider} per provider + {d.shared_topics}"),
         Row("subscriptions per project", 10_000, subs, "subscriptions", S["pubsub"],
             f"{d.subs_per_provider} per provider + {d.shared_subs}"),
         Row("subscriptions per topic", 10_000, d.max_subs_per_topic, "subscriptions", S["pubsub"]),
         Row("push: outstanding messages per subscription (dcm-status-changed)", 3_000, in_flight, "messages",
-            S["push"], "changes/s x 200 ms in flight"),
+            S["push"], "changes/s x 200 ms in flight; push adapts its rate to the acks (docs/scale.md)"),
     ]
 
 
@@ -306,7 +311,7 @@ def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
     if not f.burst_seconds or not over:
         return []
     r = rates(f, d)
-    admitted = d.shards * 500 * TARGET  # events/s the busiest sharded range takes at 70%
+    admitted = d.shards[model.RESOURCES] * 500 * TARGET  # events/s: each writes staleAt, sharded, at 70% a range
     backlog = max(0.0, (r["events"] - admitted) * f.burst_seconds)
     spare = admitted - (f.changes + r["heartbeat"])
     drain = (f"drains in {backlog / spare / 60:,.0f} min after the burst" if spare > 0 else

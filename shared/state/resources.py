@@ -7,12 +7,15 @@ One indexed read (ledger: key ==, processedAt desc), only for a hot resource.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import heapq
+from datetime import datetime
+from itertools import islice
+from typing import Any, Mapping, Sequence
 
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.model import LEDGER, SHARD, SHARD_SPACE, newest_state
+from shared.state.model import LEDGER, MAX_IN, SHARD, newest_state
 
 # More than the updates of one resource ever decided at once. Hot deciders do not conflict (each writes its own
 # ledger entry), so those that read before the newest state was committed leave entries with an older state,
@@ -36,8 +39,29 @@ def newest(db: firestore.Client, doc: Mapping[str, Any] | None, **options: Any) 
     return newest_state(doc, coalesced_states(db, doc["key"], **options))
 
 
-def in_every_shard(query: Any) -> Any:
-    """``query`` over every shard at once (``shard in SHARD_SPACE``): Firestore merges the shards' index
-    ranges in the query's order, so its results and cursors are those of one unsharded index
-    (shared/state/model.py says why the sequential fields are sharded)."""
-    return query.where(filter=FieldFilter(SHARD, "in", list(SHARD_SPACE)))
+def shard_groups(query: Any, space: Sequence[int]) -> list[Any]:
+    """``query`` over every shard of ``space``: one query per MAX_IN shards (``shard in [...]``; Firestore
+    merges those shards' index ranges in the query's order). Order, bound and limit each the same way,
+    then ``merged`` (shared/state/model.py says why the sequential fields are sharded)."""
+    return [query.where(filter=FieldFilter(SHARD, "in", list(space[i:i + MAX_IN])))
+            for i in range(0, len(space), MAX_IN)]
+
+
+def merged(queries: Sequence[Any], field: str | None, descending: bool, limit: int, **options: Any) -> list[Any]:
+    """The first ``limit`` snapshots of queries each ordered by (``field``, __name__), in that order: as
+    one query over one index would give them (each query reads at most ``limit``)."""
+    if len(queries) == 1:
+        return list(queries[0].limit(limit).stream(**options))
+    streams = [list(q.limit(limit).stream(**options)) for q in queries]
+    key = (lambda s: (_order_of(s.get(field)), s.id)) if field else (lambda s: ((), s.id))
+    return list(islice(heapq.merge(*streams, key=key, reverse=descending), limit))
+
+
+def _order_of(value: Any) -> tuple[Any, ...]:
+    """Firestore's order of values of mixed types: null, booleans, numbers, timestamps, strings."""
+    if value is None:
+        return (0,)
+    for rank, kinds in ((1, bool), (2, (int, float)), (3, datetime), (4, str)):
+        if isinstance(value, kinds):
+            return (rank, value)
+    return (9, repr(value))

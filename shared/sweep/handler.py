@@ -6,9 +6,10 @@ timer) runs it.
 Freshness: a resource whose deadline passed (``staleAt``, set by upsert at each provider report to
 now + report_every + grace, ``Settings.stale_after``) gets a synthesised UNKNOWN, reason
 ``NotReported``, its last known status and last report kept (``extra``), at the deadline (so the
-provider's next report, later than that, restores it). The query reads the index on (shard, ``staleAt``) up
-to now, every shard at once (``staleAt`` is sharded: shared/state/model.py): only the resources past their deadline, at most ``FRESHNESS_BATCH`` a tick (the rest on the
-next ones); with none stale it costs one read, at 10,000 resources as at 1,000,000.
+provider's next report, later than that, restores it). The query reads the index on (shard, ``staleAt``)
+up to now, every shard (``staleAt`` is sharded: shared/state/model.py; two queries of 30 shards, merged):
+only the resources past their deadline, at most ``FRESHNESS_BATCH`` a tick (the rest on the next ones);
+with none stale it costs one read a query, at 10,000 resources as at 1,000,000.
 
 A provider silent as a whole (none of its resources reported within its deadline) is said once, as a
 provider-level event (``shared/contracts/provider_event.py``) published to ``dcm-status-providers`` and
@@ -66,6 +67,7 @@ from shared.state.model import (
     DOCUMENT_WRITES,
     HOT_QUIET,
     PROVIDERS,
+    RESOURCE_SHARD_SPACE,
     RESOURCES,
     RESYNCS,
     PlatformReason,
@@ -174,9 +176,10 @@ class Sweep:
     def _newest_deadline(self, provider: str) -> dict[str, Any] | None:
         """The provider's resource with the newest freshness deadline (one indexed read)."""
         of_provider = self.db.collection(RESOURCES).where(filter=FieldFilter("provider", "==", provider))
-        query = resources.in_every_shard(of_provider).order_by("staleAt", direction=firestore.Query.DESCENDING)
+        queries = [q.order_by("staleAt", direction=firestore.Query.DESCENDING)
+                   for q in resources.shard_groups(of_provider, RESOURCE_SHARD_SPACE)]
         with fs.guard("Firestore query"):
-            return next((s.to_dict() for s in query.limit(1).stream(timeout=fs.TIMEOUT)), None)
+            return next((s.to_dict() for s in resources.merged(queries, "staleAt", True, 1, timeout=fs.TIMEOUT)), None)
 
     def _announce(self, event: ProviderTransition, now: str) -> None:
         """Publish first, then record: a failed record republishes the same event (same id) next tick."""
@@ -194,10 +197,11 @@ class Sweep:
         """Mark the resources past their freshness deadline NotReported (``providerSilent`` those of the
         ``silent`` providers); returns how many."""
         now = timeutil.format(now_dt)
-        query = (resources.in_every_shard(self.db.collection(RESOURCES))
-                 .where(filter=FieldFilter("staleAt", "<=", now)).order_by("staleAt").limit(FRESHNESS_BATCH))
+        queries = [q.where(filter=FieldFilter("staleAt", "<=", now)).order_by("staleAt")
+                   for q in resources.shard_groups(self.db.collection(RESOURCES), RESOURCE_SHARD_SPACE)]
         with fs.guard("Firestore query"):
-            stale = [s.to_dict() for s in query.stream(timeout=fs.TIMEOUT)]
+            stale = [s.to_dict() for s in resources.merged(queries, "staleAt", False, FRESHNESS_BATCH,
+                                                           timeout=fs.TIMEOUT)]
         for doc in stale:  # a failed publish raises: the tick is redelivered, the same ids published again
             update = not_reported(doc, now, doc["provider"] in silent)
             publish(self.publisher, self.lane(doc["provider"]), status_update.encode(update),
@@ -213,9 +217,9 @@ class Sweep:
         """Write each hot resource's document with its newest state (when it may take a write), or, quiet
         and up to date, stop treating it as hot; returns how many documents were written."""
         with fs.guard("Firestore query"):
-            hot_docs = resources.in_every_shard(self.db.collection(RESOURCES)).where(
-                filter=FieldFilter("hot", "==", True))
-            hot = list(hot_docs.order_by("writtenAt").limit(HOT_BATCH).stream(timeout=fs.TIMEOUT))
+            hot_docs = self.db.collection(RESOURCES).where(filter=FieldFilter("hot", "==", True))
+            queries = [q.order_by("writtenAt") for q in resources.shard_groups(hot_docs, RESOURCE_SHARD_SPACE)]
+            hot = resources.merged(queries, "writtenAt", False, HOT_BATCH, timeout=fs.TIMEOUT)
         if not hot:
             return 0
         with ThreadPoolExecutor(min(HOT_WORKERS, len(hot)), thread_name_prefix="sweep-hot") as pool:

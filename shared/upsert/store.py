@@ -47,6 +47,7 @@ from shared.state.model import (
     HOT_BURST,
     LEDGER,
     ORDER_FIELDS,
+    RESOURCE_SHARDS,
     RESOURCES,
     RESYNCS,
     SHARD,
@@ -130,14 +131,15 @@ def compare(update: StatusUpdate, doc: Mapping[str, Any]) -> int:
 class StateStore:
     def __init__(self, db: firestore.Client, ledger_ttl_days: int = 7,
                  stale_after: Callable[[str, str], int | None] = lambda provider, rtype: None,
-                 flapping: FlapPolicy = FlapPolicy(), shards: int = SHARDS):
+                 flapping: FlapPolicy = FlapPolicy(), shards: int = SHARDS, resource_shards: int = RESOURCE_SHARDS):
         """``stale_after(provider, type)``: seconds after a report the resource is no longer known to be as
         shown (Settings.stale_after); None: never (no freshness deadline). ``flapping``: how many changes
-        in what window flag a resource (Settings.flapping). ``shards``: how many index ranges the
-        sequential fields spread over (shared/state/model.py; readers read every one of SHARD_SPACE)."""
-        shard_of("", shards)  # refuses a count the readers would not read
+        in what window flag a resource (Settings.flapping). ``shards``, ``resource_shards``: how many
+        index ranges the change feed's and the resource documents' sequential fields spread over
+        (shared/state/model.py; readers read every shard of SHARD_SPACE, RESOURCE_SHARD_SPACE)."""
+        shard_of("", shards), shard_of("", resource_shards, RESOURCE_SHARDS)  # refuse what readers would miss
         self.db = db
-        self.shards = shards
+        self.shards, self.resource_shards = shards, resource_shards
         self.ttl = timedelta(days=ledger_ttl_days)
         self.stale_after = stale_after
         self.flapping = flapping
@@ -316,7 +318,8 @@ def _read(store: StateStore, update: StatusUpdate, ledger: Any, snap: Any,
                          resource_specific={**(current.get("resourceSpecific") or {}), **update.resource_specific})
     listed = _listed(update)
     reported = {**resource_document(update, timeutil.format(now_dt)), **listed,
-                "staleAt": _stale_at(store, update, now_dt), SHARD: shard_of(str(update.key), store.shards)}
+                "staleAt": _stale_at(store, update, now_dt),
+                SHARD: shard_of(str(update.key), store.resource_shards, RESOURCE_SHARDS)}
     after = dict(reported)
     if current is not None and current.get("status") == update.status and not update.transition_reported:
         # A report of the same status without a transition time is no transition: keep the stored one.

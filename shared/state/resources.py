@@ -15,7 +15,17 @@ from typing import Any, Mapping, Sequence
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.model import LEDGER, MAX_IN, SHARD, newest_state
+from shared.state.model import (
+    COMMITTED_AT,
+    LEDGER,
+    MAX_IN,
+    RESOURCE_SHARDS,
+    RESOURCES,
+    SHARD,
+    SHARDS,
+    newest_state,
+    shard_of,
+)
 
 # More than the updates of one resource ever decided at once. Hot deciders do not conflict (each writes its own
 # ledger entry), so those that read before the newest state was committed leave entries with an older state,
@@ -65,3 +75,35 @@ def _order_of(value: Any) -> tuple[Any, ...]:
         if isinstance(value, kinds):
             return (rank, value)
     return (9, repr(value))
+
+
+def backfill_shards(db: firestore.Client, page: int = 500) -> dict[str, int]:
+    """Give ``shard`` to the documents written before the sharding (once, at the deploy that brings it:
+    docs/scale.md): every resource document, and every ledger entry of the change feed (those with
+    ``committedAt``). A document without it is in no sharded index, so neither the sorted list nor the
+    sweep nor the feed would find it. Idempotent; returns how many documents of each collection it set."""
+    spaces = {RESOURCES: RESOURCE_SHARDS, LEDGER: SHARDS}
+    return {collection: _backfill(db, collection, shards, page) for collection, shards in spaces.items()}
+
+
+def _backfill(db: firestore.Client, collection: str, shards: int, page: int) -> int:
+    done, after = 0, None
+    while True:
+        query = db.collection(collection).order_by("__name__").limit(page)
+        snaps = list((query.start_after(after) if after else query).stream())
+        batch = db.batch()
+        docs = [s.to_dict() or {} for s in snaps]
+        missing = [(s, d) for s, d in zip(snaps, docs) if SHARD not in d and _sharded(collection, d)]
+        for snap, doc in missing:  # only the field: the document's precondition is that it still exists
+            batch.update(snap.reference, {SHARD: shard_of(doc["key"], shards, shards)})
+        if missing:
+            batch.commit()
+        done += len(missing)
+        if len(snaps) < page:
+            return done
+        after = snaps[-1]
+
+
+def _sharded(collection: str, doc: Mapping[str, Any]) -> bool:
+    """A document the sharded indexes must hold: a resource, or a change-feed entry."""
+    return bool(doc.get("key")) and (collection != LEDGER or doc.get(COMMITTED_AT) is not None)

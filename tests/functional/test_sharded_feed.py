@@ -15,10 +15,11 @@ import pytest
 from dcm_status_contracts import tokens
 from dcm_status_contracts.change_feed import Cursor
 from dcm_status_contracts.errors import InvalidRequest
+from google.cloud.firestore import DELETE_FIELD
 
 from shared.api.feed import ChangeFeed
 from shared.state.model import COMMITTED_AT, LEDGER, MAX_IN, RESOURCE_SHARDS, SHARD, SHARDS, shard_of
-from shared.state.resources import merged
+from shared.state.resources import backfill_shards, merged
 from shared.upsert.store import StateStore
 from tests.functional.test_api import seed
 
@@ -168,3 +169,27 @@ def test_merged_orders_mixed_values_as_firestore_does():
     assert [s.id for s in merged([a, b], "staleAt", False, 4)] == ["a", "b", "c", "d"]
     descending = [Query(list(reversed(a.snaps))), Query(list(reversed(b.snaps)))]
     assert [s.id for s in merged(descending, "staleAt", True, 10)] == ["e", "d", "c", "b", "a"]
+
+
+def test_the_backfill_gives_the_documents_written_before_the_sharding_their_shard(api, firestore):
+    """A document without ``shard`` is in no sharded index: the deploy's backfill puts it back in them."""
+    write(firestore, ["pre-1", "pre-2"], 0)
+    write(firestore, ["pre-1"], 1)
+    for snap in [*firestore.collection("resources").stream(), *firestore.collection(LEDGER).stream()]:
+        snap.reference.update({SHARD: DELETE_FIELD})  # as an earlier version wrote them
+    assert follow(ChangeFeed(firestore, 7, settle=0)) == []
+    assert api.get("/v1/resources?sort=-updatedAt").json["resources"] == []
+    assert backfill_shards(firestore, page=2) == {"resources": 2, LEDGER: 3}
+    assert [c["newStatus"] for c in follow(ChangeFeed(firestore, 7, settle=0))] == [
+        "PROVISIONING", "PROVISIONING", "RUNNING"]
+    assert len(api.get("/v1/resources?sort=-updatedAt").json["resources"]) == 2
+    assert backfill_shards(firestore) == {"resources": 0, LEDGER: 0}
+    assert all(s.get(SHARD) == shard_of(s.get("key"), RESOURCE_SHARDS, RESOURCE_SHARDS)
+               for s in firestore.collection("resources").stream())
+
+
+def test_the_backfill_command_says_a_mistake_in_one_line(capsys):
+    from infra.backfill_shards import main
+
+    assert main(["--project", "p", "--page", "0"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

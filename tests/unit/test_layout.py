@@ -218,3 +218,10 @@ def test_reference_providers_are_on_the_kit_alone():
         for module in imports(path):
             assert infra_room(module) is None and module.split(".")[0] != "shared", \
                 f"{path.relative_to(REPO)} imports {module}"
+
+
+def test_the_shard_backfill_is_an_entry_point_over_the_state_model_alone():
+    """infra/backfill_shards.py: the deploy's one-off job (docs/scale.md); its logic is shared/state's."""
+    path = INFRA / "backfill_shards.py"
+    assert infra_arrows()["backfill_shards"] == set()
+    assert {package_of(m) for m in imports(path)} - {None} == {"state"}

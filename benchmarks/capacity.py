@@ -43,12 +43,15 @@ HCL = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False,
 TARGET = 0.70  # a limit used beyond this is "over" (headroom for bursts and the ramp-up)
 MONTH_SECONDS = 30 * 24 * 3600
 
-# benchmarks/cost.py's counted figures per event (2026-11-25 run, on this branch): reads, writes, publishes,
-# invocations, CPU seconds in the functions, $ per event. Refresh with --counted R,W,P,I for a change.
-COUNTED_CHANGE = {"reads": 5.0, "writes": 6.0, "publishes": 2.0, "invocations": 5.0}
-COUNTED_REREPORT = {"reads": 2.0, "writes": 2.0, "publishes": 1.0, "invocations": 2.0}
+# benchmarks/cost.py's counted figures per event (2026-11-25 run, on this branch; a publish counts the
+# provider's own): reads, writes, publishes, invocations. Refresh with --counted R,W,P,I for a change.
+COUNTED_CHANGE = {"reads": 3.0, "writes": 5.5, "publishes": 3.0, "invocations": 4.5}
+COUNTED_REREPORT = {"reads": 2.0, "writes": 2.0, "publishes": 2.0, "invocations": 2.0}
 MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
-CPU_MS = 12.0  # benchmarks/pipeline.py: ingest + upsert CPU ms per event from /proc (functions only), rounded up
+RESOURCE_FIELDS = 32  # top-level fields of a resource document (shared/upsert/store.py resource_document and the rest)
+# benchmarks/pipeline.py's CPU ms per event from /proc (2026-11-25, 600 events on the emulators): ingest 3.4,
+# upsert 5.8 (the emulators' own CPU not counted). Inputs: --ingest-cpu-ms, --upsert-cpu-ms.
+INGEST_CPU_MS, UPSERT_CPU_MS = 3.4, 5.8
 
 S = {  # the sources, as cited in docs/scale.md
     "shard": "https://cloud.google.com/firestore/native/docs/solutions/shard-timestamp",
@@ -58,7 +61,7 @@ S = {  # the sources, as cited in docs/scale.md
     "pubsub": "https://cloud.google.com/pubsub/quotas",
     "push": "https://cloud.google.com/pubsub/docs/push",
     "concurrency": "https://cloud.google.com/run/docs/about-concurrency",
-    "maxinst": "https://cloud.google.com/run/docs/configuring/max-instances",
+    "maxinst": "https://cloud.google.com/run/docs/configuring/max-instances-limits",
     "count": "https://cloud.google.com/firestore/docs/query-data/aggregation-queries",
     "in": "https://cloud.google.com/firestore/docs/query-data/queries#in_not-in_and_array-contains-any",
 }
@@ -104,7 +107,8 @@ class Design:
     shards: dict[str, int] = field(default_factory=lambda: {model.LEDGER: model.SHARDS,
                                                             model.RESOURCES: model.RESOURCE_SHARDS})
     hot_rate: float = model.HOT_RATE
-    cpu_ms: float = CPU_MS
+    ingest_cpu_ms: float = INGEST_CPU_MS
+    upsert_cpu_ms: float = UPSERT_CPU_MS
     change: dict[str, float] = field(default_factory=lambda: dict(COUNTED_CHANGE))
     rereport: dict[str, float] = field(default_factory=lambda: dict(COUNTED_REREPORT))
 
@@ -138,8 +142,9 @@ def _expand(specs: list[dict[str, Any]], shard: str) -> list[dict[str, Any]]:
         for eq in spec["equality"]:
             for order in spec["orders"]:
                 middle = [{"field_path": shard, "order": "ASCENDING"}] if spec.get("sharded") else []
-                out.append({"collection": spec["collection"], "fields": [
-                    {"field_path": eq, "order": "ASCENDING"}, *middle, {"field_path": spec["order_by"], "order": order}]})
+                fields = [{"field_path": eq, "order": "ASCENDING"}, *middle,
+                          {"field_path": spec["order_by"], "order": order}]
+                out.append({"collection": spec["collection"], "fields": fields})
     return out
 
 
@@ -149,7 +154,8 @@ def sequential_indexed_fields(dm: dict[str, Any]) -> dict[str, dict[str, str]]:
     return {c: dict(fields) for c, fields in dm["sequential"].items()}
 
 
-def design(cpu_ms: float = CPU_MS, counted: tuple[float, ...] | None = None) -> Design:
+def design(cpu_ms: tuple[float, float] = (INGEST_CPU_MS, UPSERT_CPU_MS),
+           counted: tuple[float, ...] | None = None) -> Design:
     topo = load_topology(providers=["p1", "p2"])
     per_topic: dict[str, int] = {}
     for sub in topo.subscriptions:
@@ -161,7 +167,8 @@ def design(cpu_ms: float = CPU_MS, counted: tuple[float, ...] | None = None) -> 
                shared_subs=sum(1 for s in topo.subscriptions if s.provider is None),
                max_subs_per_topic=max(per_topic.values()),
                report_every=seconds(topo.freshness["report_every"]),
-               sequential=sequential_indexed_fields(dm), indexes=dm["indexes"], ttl=dm["ttl"], cpu_ms=cpu_ms)
+               sequential=sequential_indexed_fields(dm), indexes=dm["indexes"], ttl=dm["ttl"],
+               ingest_cpu_ms=cpu_ms[0], upsert_cpu_ms=cpu_ms[1])
     if counted:
         d.change.update(zip(("reads", "writes", "publishes", "invocations"), counted))
     return d
@@ -186,8 +193,11 @@ WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("resources", "updatedA
 
 @dataclass(frozen=True)
 class Row:
+    """A limit (None: no fixed one, the note says what the design does there), what the design puts
+    against it, in what unit, and where the limit is documented."""
+
     limit: str
-    capacity: float
+    capacity: float | None
     demand: float
     unit: str
     source: str
@@ -208,7 +218,7 @@ def firestore_rows(f: Fleet, d: Design) -> list[Row]:
             if how == model.SHARDED:
                 shards = d.shards[collection]
                 rows.append(Row(f"{collection}.{name}: writes/s per index range (sharded x{shards})", 500,
-                                written / shards, "writes/s", S["shard"], f"indexes behind {sorted(behind)}"))
+                                written / shards, "writes/s", S["shard"], f"indexed behind {', '.join(sorted(behind))}"))
             elif behind - {"key"}:
                 rows.append(Row(f"{collection}.{name}: writes/s, indexed unsharded!", 500, written, "writes/s",
                                 S["shard"]))
@@ -216,12 +226,13 @@ def firestore_rows(f: Fleet, d: Design) -> list[Row]:
                     "only one resource's entries share a range"))
     rows.append(Row("one document: sustained writes/s (busiest resource)", 1, min(f.hottest, d.hot_rate),
                     "writes/s", S["bestpractices"], f"beyond {d.hot_rate}/s updates coalesce on the ledger"))
-    fan_out = max(len(d.composite(c, o)) for c in ("resources", "events") for o in ("updatedAt", "committedAt"))
-    rows.append(Row("index entries per document (composite, per ordering)", 40_000, fan_out * 2 + 40, "entries",
-                    S["quotas"], "+ ~40 single-field entries; fan-out is write latency"))
+    composites = sum(1 for i in d.indexes if i["collection"] == model.RESOURCES)
+    single = 2 * (RESOURCE_FIELDS - len(d.sequential[model.RESOURCES]))  # ascending and descending each
+    rows.append(Row("index entries per resource document", 40_000, composites + single, "entries", S["quotas"],
+                    f"{composites} composite + {single} single-field; the fan-out is write latency"))
     writes = r["changes"] * d.change["writes"] + r["rereports"] * d.rereport["writes"]
     ramp = max(0.0, math.log(max(writes, 500) / 500, 1.5) * 5)
-    rows.append(Row("database writes/s (no hard cap; 500/50/5 ramp-up rule)", 1, 0, "", S["ramp"],
+    rows.append(Row("database writes/s (no hard cap; 500/50/5 ramp-up rule)", None, writes, "writes/s", S["ramp"],
                     f"{writes:,.0f} writes/s, reached after {ramp:.0f} min of +50%/5 min from 500/s"))
     return rows
 
@@ -247,13 +258,15 @@ def pubsub_rows(f: Fleet, d: Design) -> list[Row]:
     ]
 
 
-def run_rows(f: Fleet, d: Design, concurrency: int = 16, max_instances: int = 1000) -> list[Row]:
+def run_rows(f: Fleet, d: Design, concurrency: int = 16, regional_vcpu: int = 1000) -> list[Row]:
+    """Instances are bounded by the region's CPU quota (1 vCPU each: vCPU = instances), scaled out at 60%
+    CPU. The fan-out consumers (billing, audit, notify) are taken at ingest's CPU per change each."""
     r = rates(f, d)
-    vcpu = r["events"] * d.cpu_ms / 2 / 1000  # the busiest function, upsert: half of ingest + upsert's CPU
-    instances = math.ceil(vcpu / 0.6)  # 1 vCPU each, scaled out at 60% CPU
+    upsert = r["events"] * d.upsert_cpu_ms / 1000 / 0.6
+    every = upsert + (r["events"] + r["changes"] * 3) * d.ingest_cpu_ms / 1000 / 0.6
     return [
-        Row("Cloud Run instances of upsert (1 vCPU, scaled at 60% CPU)", max_instances, instances, "instances",
-            S["maxinst"], f"{vcpu:,.0f} vCPU at {d.cpu_ms / 2} ms/event; max instances: a quota, raised on request"),
+        Row("vCPU of every function, against the regional CPU quota", regional_vcpu, every, "vCPU", S["maxinst"],
+            f"upsert {upsert:,.0f} of them ({d.upsert_cpu_ms} ms/event); the quota: a baseline, raised on request"),
         Row("concurrent requests per instance (declared 16)", 1000, concurrency, "requests", S["concurrency"]),
     ]
 
@@ -261,9 +274,11 @@ def run_rows(f: Fleet, d: Design, concurrency: int = 16, max_instances: int = 10
 def read_rows(f: Fleet, d: Design) -> list[Row]:
     sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
     return [
-        Row("sweep tick duration (providers' queries at 20 ms, within the 60 s tick)", 60,
-            sweep_queries * 0.020 + 2, "s", S["quotas"], f"{f.providers} reads + <= {sweep.FRESHNESS_BATCH} stale"),
-        Row("summary count at 10M resources: reads per call", 1, 0, "", S["count"],
+        Row("sweep tick duration (providers' queries at 20 ms), within its period", 60,
+            sweep_queries * 0.020 + 2, "s", "infra/topology.yaml (sweep: schedule every minute)",
+            f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + <= {sweep.FRESHNESS_BATCH} stale"),
+        Row("summary: reads per count query (1 per 1,000 index entries)", None, math.ceil(f.resources / 1000), "reads",
+            S["count"],
             f"{math.ceil(f.resources / 1000):,} reads per count (1 per 1,000 entries)"),
     ]
 
@@ -281,28 +296,50 @@ def monthly_usd(f: Fleet, d: Design) -> float:
         return (counted["reads"] * cost.FIRESTORE_READ + counted["writes"] * cost.FIRESTORE_WRITE
                 + counted["publishes"] * 2 * max(1000, MESSAGE_BYTES) / cost.TIB * cost.PUBSUB_PER_TIB
                 + counted["invocations"] * cost.FUNCTION_INVOCATION
-                + counted["invocations"] * d.cpu_ms / 1000 / 2 * (cost.VCPU_SECOND + cost.MEMORY_GIB * cost.GIB_SECOND))
+                + (d.ingest_cpu_ms + d.upsert_cpu_ms) / 1000 * (cost.VCPU_SECOND + cost.MEMORY_GIB * cost.GIB_SECOND))
     usd = (f.changes * per(d.change) + r["heartbeat"] * per(d.rereport)) * MONTH_SECONDS
     return usd if steady else 0.0
 
 
+def title(f: Fleet, d: Design) -> str:
+    r = rates(f, d)
+    return (f"{f.name}: {f.providers:,} providers, {f.resources:,} resources, {f.changes:,.0f} changes/s, "
+            f"{r['rereports']:,.0f} re-reports/s ({r['heartbeat']:,.0f} of them heartbeats)")
+
+
+def verdict(f: Fleet, d: Design, rows: list[Row]) -> list[str]:
+    over = sorted((row for row in rows if row.use > TARGET), key=lambda row: -row.use)
+    highest = max(rows, key=lambda row: row.use)
+    first = (f"first limit to break: {over[0].limit} ({over[0].use:.0%})" if over else
+             f"first limit to break: none above {TARGET:.0%} (highest: {highest.limit}, {highest.use:.0%})")
+    return [first, *degradation(f, d, over),
+            f"monthly cost at the steady rate (changes + heartbeats): ${monthly_usd(f, d):,.0f}"]
+
+
+def cell(row: Row) -> tuple[str, str, str]:
+    if row.capacity is None:
+        return "-", f"{row.demand:,.0f} {row.unit}", "-"
+    flag = " !" if row.use > TARGET else ""
+    return f"{row.capacity:,.0f} {row.unit}", f"{row.demand:,.1f}", f"{row.use:.0%}{flag}"
+
+
 def report(f: Fleet, d: Design) -> list[str]:
     rows = [row for rows_of in ROWS for row in rows_of(f, d)]
-    r = rates(f, d)
-    lines = [f"== {f.name}: {f.providers:,} providers, {f.resources:,} resources, {f.changes:,.0f} changes/s, "
-             f"{r['rereports']:,.0f} re-reports/s ({r['heartbeat']:,.0f} heartbeat)",
-             f"{'limit':<74}{'limit':>12}{'design':>14}{'use':>8}  source / note"]
+    lines = [f"== {title(f, d)}", f"{'limit':<66}{'limit':>22}{'design':>14}{'use':>7}  source / note"]
     for row in rows:
-        use = f"{row.use:>7.0%}" if row.capacity != 1 or row.demand else "      -"
-        lines.append(f"{row.limit:<74}{row.capacity:>12,.0f}{row.demand:>14,.1f}{use}{' !' if row.use > TARGET else '  '}"
-                     f" {row.source} {row.note}")
-    over = sorted((row for row in rows if row.use > TARGET), key=lambda row: -row.use)
-    lines.append(f"first limit to break: {over[0].limit} ({over[0].use:.0%})" if over else
-                 f"first limit to break: none above {TARGET:.0%} (highest: "
-                 f"{max(rows, key=lambda row: row.use).limit}, {max(row.use for row in rows):.0%})")
-    lines += degradation(f, d, over)
-    lines.append(f"monthly cost at the steady rate (changes + heartbeat): ${monthly_usd(f, d):,.0f}")
-    return lines
+        capacity, demand, use = cell(row)
+        lines.append(f"{row.limit:<66}{capacity:>22}{demand:>14}{use:>7}  {row.source} {row.note}")
+    return lines + verdict(f, d, rows)
+
+
+def markdown(f: Fleet, d: Design) -> list[str]:
+    """The same figures as a Markdown table (docs/scale.md)."""
+    rows = [row for rows_of in ROWS for row in rows_of(f, d)]
+    lines = [f"### {title(f, d)}", "", "| limit | value | this design | use | source, note |", "|---|---|---|---|---|"]
+    for row in rows:
+        capacity, demand, use = cell(row)
+        lines.append(f"| {row.limit} | {capacity} | {demand} | {use} | [source]({row.source}) {row.note} |")
+    return lines + [""] + [f"- {line}" for line in verdict(f, d, rows)] + [""]
 
 
 def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
@@ -323,17 +360,21 @@ def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cpu-ms", type=float, default=CPU_MS,
-                        help="CPU ms per event in ingest + upsert (benchmarks/pipeline.py measures it)")
+    parser.add_argument("--ingest-cpu-ms", type=float, default=INGEST_CPU_MS,
+                        help="ingest's CPU ms per event (benchmarks/pipeline.py measures it)")
+    parser.add_argument("--upsert-cpu-ms", type=float, default=UPSERT_CPU_MS,
+                        help="upsert's CPU ms per event (benchmarks/pipeline.py measures it)")
     parser.add_argument("--counted", help="reads,writes,publishes,invocations per applied change "
                                           "(benchmarks/cost.py counts them)")
+    parser.add_argument("--markdown", action="store_true", help="Markdown tables (docs/scale.md)")
     args = parser.parse_args(argv)
     counted = tuple(float(x) for x in args.counted.split(",")) if args.counted else None
-    d = design(args.cpu_ms, counted)
-    print(f"design: {d.shards} shards, {d.topics_per_provider} topics and {d.subs_per_provider} subscriptions "
-          f"per provider, heartbeat every {d.report_every}s, {args.cpu_ms} CPU ms/event; target use <= {TARGET:.0%}")
+    d = design((args.ingest_cpu_ms, args.upsert_cpu_ms), counted)
+    print(f"design: shards {d.shards}, {d.topics_per_provider} topics and {d.subs_per_provider} subscriptions "
+          f"per provider, a heartbeat every {d.report_every} s, CPU ms per event ingest {d.ingest_cpu_ms}, "
+          f"upsert {d.upsert_cpu_ms}; target use <= {TARGET:.0%}")
     for f in FLEETS:
-        print("\n".join(report(f, d)) + "\n")
+        print("\n".join(markdown(f, d) if args.markdown else report(f, d)) + "\n")
 
 
 if __name__ == "__main__":

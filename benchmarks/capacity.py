@@ -63,6 +63,7 @@ S = {  # the sources, as cited in docs/scale.md
     "concurrency": "https://cloud.google.com/run/docs/about-concurrency",
     "maxinst": "https://cloud.google.com/run/docs/configuring/max-instances-limits",
     "count": "https://cloud.google.com/firestore/docs/query-data/aggregation-queries",
+    "pricing": "https://cloud.google.com/firestore/pricing",
     "in": "https://cloud.google.com/firestore/docs/query-data/queries#in_not-in_and_array-contains-any",
 }
 
@@ -75,7 +76,7 @@ class Fleet:
     changes: float  # applied changes/s (peak)
     rereports: float | None = None  # re-reports/s beyond the steady heartbeat; None: the heartbeat only
     callbacks: float = 0.1  # webhook deliveries per change
-    readers: int = 10  # change-feed followers polling a page a second, and dashboards
+    readers: int = 10  # change-feed followers, each reading every change (and an empty poll a second)
     hottest: float = 0.5  # events/s of the busiest resource
     burst_seconds: float | None = None  # a re-report burst that lasts this long (a storm, a resync)
 
@@ -83,8 +84,8 @@ class Fleet:
 FLEETS = (
     Fleet("DCM lab", 10, 10_000, 10),
     Fleet("region", 200, 1_000_000, 500, readers=100),
-    Fleet("hyperscale", 5_000, 10_000_000, 10_000, readers=1_000),
-    Fleet("hyperscale resync", 5_000, 10_000_000, 10_000, rereports=100_000, readers=1_000,
+    Fleet("hyperscale", 5_000, 10_000_000, 10_000, readers=100),
+    Fleet("hyperscale resync", 5_000, 10_000_000, 10_000, rereports=100_000, readers=100,
           burst_seconds=100),
     Fleet("storm (region re-reported in 10 min)", 200, 1_000_000, 500, rereports=1_000_000 / 600,
           readers=100, burst_seconds=600),
@@ -107,6 +108,7 @@ class Design:
     shards: dict[str, int] = field(default_factory=lambda: {model.LEDGER: model.SHARDS,
                                                             model.RESOURCES: model.RESOURCE_SHARDS})
     hot_rate: float = model.HOT_RATE
+    ledger_days: int = 7  # DCM_LEDGER_TTL_DAYS (Terraform ledger_ttl_days): the feed's and the stats' window
     ingest_cpu_ms: float = INGEST_CPU_MS
     upsert_cpu_ms: float = UPSERT_CPU_MS
     change: dict[str, float] = field(default_factory=lambda: dict(COUNTED_CHANGE))
@@ -273,14 +275,60 @@ def run_rows(f: Fleet, d: Design, concurrency: int = 16, regional_vcpu: int = 10
 
 def read_rows(f: Fleet, d: Design) -> list[Row]:
     sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
+    summary, stats = summary_reads(f), stats_reads(f, d)
+    dashboard = (summary + stats) / (DASHBOARD_REFRESH_MS / 1000)
     return [
+        Row("GET /v1/summary: reads per call (count queries)", None, summary, "reads", S["count"],
+            f"{summary_queries(f):,} counts: total, per type and status, per provider"),
+        Row("GET /v1/stats: reads per call (counts over the ledger's retention)", None, stats, "reads", S["count"],
+            f"the ledger holds {ledger_entries(f, d):,.0f} entries ({d.ledger_days} days)"),
+        Row("an open dashboard: $ per month (summary + stats every 5 s)", None,
+            dashboard * MONTH_SECONDS * cost_prices()["read"], "USD", S["count"],
+            f"{dashboard:,.0f} reads/s; shared/api/static/app.js REFRESH_MIN_MS"),
+        Row("change-feed followers: $ per month (each reads every change)", None,
+            f.readers * (f.changes + 1) * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
+            f"{f.readers} followers, {f.readers * (f.changes + 1):,.0f} reads/s; many: subscribe to "
+            "dcm-status-changed instead"),
+        Row("GET /v1/resources?sort=-updatedAt: reads per page of 50", None, 2 * 51, "reads", S["in"],
+            "two shard groups read 51 each: independent of the fleet's size"),
         Row("sweep tick duration (providers' queries at 20 ms), within its period", 60,
             sweep_queries * 0.020 + 2, "s", "infra/topology.yaml (sweep: schedule every minute)",
             f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + <= {sweep.FRESHNESS_BATCH} stale"),
-        Row("summary: reads per count query (1 per 1,000 index entries)", None, math.ceil(f.resources / 1000), "reads",
-            S["count"],
-            f"{math.ceil(f.resources / 1000):,} reads per count (1 per 1,000 entries)"),
     ]
+
+
+DASHBOARD_REFRESH_MS = 5000  # shared/api/static/app.js: aggregates re-read at most this often while changes flow
+
+
+def summary_queries(f: Fleet) -> int:
+    from shared.api import queries
+
+    combos = sum(len(queries.statuses(t)) for t in queries.registry().resource_types)
+    return 1 + combos + f.providers
+
+
+def summary_reads(f: Fleet) -> int:
+    """Each count reads 1 per 1,000 entries (at least 1): the total, the per type and status counts and
+    the per provider counts each add up to every resource."""
+    return 3 * math.ceil(f.resources / 1000) + summary_queries(f)
+
+
+def ledger_entries(f: Fleet, d: Design) -> float:
+    """Ledger entries held: the steady rate over the retention, and a burst's re-reports once."""
+    r = rates(f, d)
+    return (f.changes + r["heartbeat"]) * d.ledger_days * 86_400 + (f.rereports or 0) * (f.burst_seconds or 0)
+
+
+def stats_reads(f: Fleet, d: Design) -> int:
+    """shared/api/queries.py stats: the ledger by outcome (every entry, once), duplicates, resources, dead
+    letters (small)."""
+    return math.ceil(ledger_entries(f, d) / 1000) + math.ceil(f.resources / 1000) + 3
+
+
+def cost_prices() -> dict[str, float]:
+    from benchmarks import cost
+
+    return {"read": cost.FIRESTORE_READ, "write": cost.FIRESTORE_WRITE}
 
 
 ROWS: tuple[Callable[[Fleet, Design], list[Row]], ...] = (firestore_rows, pubsub_rows, run_rows, read_rows)
@@ -325,10 +373,10 @@ def cell(row: Row) -> tuple[str, str, str]:
 
 def report(f: Fleet, d: Design) -> list[str]:
     rows = [row for rows_of in ROWS for row in rows_of(f, d)]
-    lines = [f"== {title(f, d)}", f"{'limit':<66}{'limit':>22}{'design':>14}{'use':>7}  source / note"]
+    lines = [f"== {title(f, d)}", f"{'limit':<66}{'limit':>22}{'design':>16}{'use':>7}  source / note"]
     for row in rows:
         capacity, demand, use = cell(row)
-        lines.append(f"{row.limit:<66}{capacity:>22}{demand:>14}{use:>7}  {row.source} {row.note}")
+        lines.append(f"{row.limit:<66}{capacity:>22}{demand:>16}{use:>7}  {row.source} {row.note}")
     return lines + verdict(f, d, rows)
 
 

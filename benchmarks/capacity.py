@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from shared.sweep import handler as sweep  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DATA_MODEL = REPO / "terraform" / "data_model.tf"
+VARIABLES = REPO / "terraform" / "variables.tf"
 HCL = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
 TARGET = 0.70  # a limit used beyond this is "over" (headroom for bursts and the ramp-up)
 MONTH_SECONDS = 30 * 24 * 3600
@@ -108,6 +110,7 @@ class Design:
     shards: dict[str, int] = field(default_factory=lambda: {model.LEDGER: model.SHARDS,
                                                             model.RESOURCES: model.RESOURCE_SHARDS})
     hot_rate: float = model.HOT_RATE
+    sizing: dict[str, float] = field(default_factory=lambda: function_defaults())
     ledger_days: int = 7  # DCM_LEDGER_TTL_DAYS (Terraform ledger_ttl_days): the feed's and the stats' window
     ingest_cpu_ms: float = INGEST_CPU_MS
     upsert_cpu_ms: float = UPSERT_CPU_MS
@@ -148,6 +151,14 @@ def _expand(specs: list[dict[str, Any]], shard: str) -> list[dict[str, Any]]:
                           {"field_path": spec["order_by"], "order": order}]
                 out.append({"collection": spec["collection"], "fields": fields})
     return out
+
+
+def function_defaults(path: Path = VARIABLES) -> dict[str, float]:
+    """The declared per-function sizing defaults (variable function_defaults: optional(type, default))."""
+    with path.open() as f:
+        doc = hcl2.load(f, serialization_options=HCL)
+    [var] = [v["function_defaults"] for v in doc["variable"] if "function_defaults" in v]
+    return {name: float(value) for name, value in re.findall(r"(\w+) = optional\(number, ([0-9.]+)\)", var["type"])}
 
 
 def sequential_indexed_fields(dm: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -260,7 +271,7 @@ def pubsub_rows(f: Fleet, d: Design) -> list[Row]:
     ]
 
 
-def run_rows(f: Fleet, d: Design, concurrency: int = 16, regional_vcpu: int = 1000) -> list[Row]:
+def run_rows(f: Fleet, d: Design, regional_vcpu: int = 1000) -> list[Row]:
     """Instances are bounded by the region's CPU quota (1 vCPU each: vCPU = instances), scaled out at 60%
     CPU. The fan-out consumers (billing, audit, notify) are taken at ingest's CPU per change each."""
     r = rates(f, d)
@@ -269,7 +280,8 @@ def run_rows(f: Fleet, d: Design, concurrency: int = 16, regional_vcpu: int = 10
     return [
         Row("vCPU of every function, against the regional CPU quota", regional_vcpu, every, "vCPU", S["maxinst"],
             f"upsert {upsert:,.0f} of them ({d.upsert_cpu_ms} ms/event); the quota: a baseline, raised on request"),
-        Row("concurrent requests per instance (declared 16)", 1000, concurrency, "requests", S["concurrency"]),
+        Row("concurrent requests per instance (declared)", 1000, d.sizing["max_instance_request_concurrency"],
+            "requests", S["concurrency"], "terraform/variables.tf function_defaults"),
     ]
 
 
@@ -360,8 +372,24 @@ def verdict(f: Fleet, d: Design, rows: list[Row]) -> list[str]:
     highest = max(rows, key=lambda row: row.use)
     first = (f"first limit to break: {over[0].limit} ({over[0].use:.0%})" if over else
              f"first limit to break: none above {TARGET:.0%} (highest: {highest.limit}, {highest.use:.0%})")
-    return [first, *degradation(f, d, over),
+    return [first, *degradation(f, d, over), sizing(f, d, bool(over)),
             f"monthly cost at the steady rate (changes + heartbeats): ${monthly_usd(f, d):,.0f}"]
+
+
+def sizing(f: Fleet, d: Design, admitted: bool) -> str:
+    """What terraform.tfvars must say for this fleet: upsert's max instances (its CPU at 60%, with 30%
+    headroom), or, for a burst beyond the ranges, exactly the admission (degradation())."""
+    per_event = d.upsert_cpu_ms / 1000 / 0.6
+    declared = int(d.sizing["max_instance_count"])
+    if admitted and f.burst_seconds:
+        admit = math.ceil(d.shards[model.RESOURCES] * 500 * TARGET * per_event)
+        return (f"Terraform sizing: function_overrides.upsert.max_instance_count = {admit:,}: the admission "
+                f"(declared default {declared})")
+    needed = math.ceil(rates(f, d)["events"] * per_event)
+    wanted = math.ceil(needed / TARGET)
+    return (f"Terraform sizing: upsert needs {needed:,} instances; " +
+            (f"set function_overrides.upsert.max_instance_count >= {wanted:,} (declared default {declared})"
+             if wanted > declared else f"the declared default max_instance_count {declared} holds it"))
 
 
 def cell(row: Row) -> tuple[str, str, str]:

@@ -33,3 +33,14 @@ def test_an_index_without_the_shard_in_front_of_a_sequential_field_shows_as_inde
     fleet = capacity.FLEETS[0]
     assert [r.limit for r in capacity.firestore_rows(fleet, worse) if "unsharded" in r.limit] == [
         "events.processedAt: writes/s, indexed unsharded!"]
+
+
+def test_no_index_range_caps_the_design_below_10000_changes_a_second():
+    """The issue's bar: at 10,000 applied changes/s (and every heartbeat), every sequential field's index
+    range stays under 70% of Firestore's 500 writes/s; a shard count lowered would fail here."""
+    d = capacity.design()
+    for fleet in capacity.FLEETS[:3]:
+        assert fleet.changes <= 10_000
+        ranges = [r for r in capacity.firestore_rows(fleet, d) if "per index range" in r.limit]
+        assert len(ranges) == sum(how == SHARDED for fields in SEQUENTIAL_FIELDS.values() for how in fields.values())
+        assert all(r.use <= capacity.TARGET for r in ranges), [(r.limit, r.use) for r in ranges]

@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml shared/contracts/pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ./shared/contracts -e ./sdk -e '.[test,aws,local]'  # the wire contracts first: the kit and the platform depend on them
+	$(PY) -m pip install -q --no-compile -e '.[schema]'  # the Google provider's schema (docs/deploy.md): 176 MB of Python never imported, not byte-compiled
 	touch $(STAMP)
 
 emulators:

@@ -41,6 +41,22 @@ class SubscriptionSpec:
     filter: str | None = None
     provider: str | None = None
     dead_letter_topic: str | None = None  # where Pub/Sub dead-letters its failures (None: no policy)
+    oldest_unacked_alert: int | None = None  # production alert past this age, seconds (None: no alert)
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """A topic written straight into a BigQuery table by a Pub/Sub BigQuery subscription (``exports:``).
+    Production only: the emulator has no BigQuery subscriptions, the local stack skips it."""
+
+    name: str
+    topic: str
+    topic_key: str
+    dataset: str
+    table: str
+    event_schema: str  # the JSON schema of the event's data, relative to the repository root
+    oldest_unacked_alert: int | None
+    production_only: bool = True
 
 
 @dataclass(frozen=True)
@@ -100,6 +116,7 @@ class Topology:
     http_functions: tuple[str, ...] = ()  # called over HTTP by people and tools, not pushed to
     ingress_subscriptions: tuple[str, ...] = ("dcm-ingest-{provider}",)  # the subscriptions on each ingress topic
     nats: NatsSpec | None = None  # the NATS JetStream ingress, when declared
+    exports: tuple[ExportSpec, ...] = ()  # BigQuery subscriptions: production only
 
     def topic(self, key: str, provider: str | None = None) -> str:
         return next(t.name for t in self.topics if t.key == key and t.provider == provider)
@@ -122,6 +139,19 @@ class Topology:
             "DCM_TOPIC_REPLAY": self.topic("replay"),
             "DCM_INGRESS_SUBSCRIPTION": ",".join(self.ingress_subscriptions),
         }
+
+
+def alert_after(value: str | int | bool | None) -> int | None:
+    """``oldest_unacked_alert``: '300s' -> 300; false (or absent) -> None, no alert."""
+    return None if value is False or value is None else seconds(value)
+
+
+def _exports(doc: Mapping[str, Any]) -> tuple[ExportSpec, ...]:
+    default = doc["defaults"].get("oldest_unacked_alert")
+    return tuple(ExportSpec(name=e["name"], topic=doc["topics"][e["topic"]]["name"], topic_key=e["topic"],
+                            dataset=e["dataset"], table=e["table"], event_schema=e["event_schema"],
+                            oldest_unacked_alert=alert_after(e.get("oldest_unacked_alert", default)))
+                 for e in doc.get("exports") or ())
 
 
 def read(path: Path = TOPOLOGY_FILE) -> dict[str, Any]:
@@ -162,6 +192,8 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
                                                    defaults["message_retention_duration"])),
                 filter=spec.get("filter"),
                 provider=p,
+                oldest_unacked_alert=alert_after(spec.get("oldest_unacked_alert",
+                                                          defaults.get("oldest_unacked_alert"))),
             ))
     return Topology(
         topics=tuple(topics),
@@ -177,4 +209,5 @@ def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> 
         freshness=doc.get("freshness") or {},
         flapping=doc.get("flapping") or {},
         nats=_nats(doc.get("nats")),
+        exports=_exports(doc),
     )

@@ -3,6 +3,7 @@
 locals {
   apis = [
     "artifactregistry.googleapis.com", # function images
+    "bigquery.googleapis.com",         # the exports (exports.tf)
     "cloudbuild.googleapis.com",       # function builds
     "cloudscheduler.googleapis.com",   # the sweep's ticks (sweep.tf)
     "cloudfunctions.googleapis.com",
@@ -11,6 +12,7 @@ locals {
     "iam.googleapis.com",
     "iamcredentials.googleapis.com", # OIDC tokens minted for the push invoker
     "logging.googleapis.com",
+    "monitoring.googleapis.com", # alert policies and the dashboard (monitoring.tf)
     "pubsub.googleapis.com",
     "run.googleapis.com",           # gen2 functions run on Cloud Run
     "secretmanager.googleapis.com", # the webhook signing keys (secrets.tf)

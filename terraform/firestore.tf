@@ -16,6 +16,19 @@ resource "google_firestore_database" "database" {
   depends_on = [google_project_service.api]
 }
 
+# A daily backup beside point-in-time recovery (7 days of versions, to the minute) and delete protection:
+# a backup outlives both (kept firestore_backup_retention_days) and restores into a new database.
+# Procedure: docs/operations.md#restore.
+resource "google_firestore_backup_schedule" "daily" {
+  project   = var.project_id
+  database  = local.firestore_database
+  retention = "${var.firestore_backup_retention_days * 86400}s"
+
+  daily_recurrence {}
+
+  depends_on = [google_firestore_database.database]
+}
+
 resource "google_firestore_field" "ttl" {
   for_each = local.firestore_ttl_fields
 

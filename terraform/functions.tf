@@ -129,6 +129,8 @@ resource "google_cloudfunctions2_function" "function" {
       DCM_HOOK_TIMEOUT_SECONDS   = tostring(var.hook_timeout_seconds)
       DCM_CALLBACK_CONCURRENCY   = tostring(var.callback_concurrency)
       DCM_HOOK_PORTS             = join(",", var.hook_ports)
+      # output values readers see as "[redacted]" (docs/security.md, item 13); "" = the default names
+      DCM_OUTPUT_REDACT = join(",", var.output_redact)
       # the api's guards (shared/api/identity.py, shared/api/app.py)
       DCM_API_ADMINS                 = join(",", var.api_admins)
       DCM_API_IAP                    = tostring(var.api_iap)
@@ -145,7 +147,7 @@ resource "google_cloudfunctions2_function" "function" {
       # functions-framework runs one gunicorn worker with THREADS threads:
       # as many as the requests an instance is given.
       THREADS = tostring(each.value.settings.max_instance_request_concurrency)
-    }, local.function_env[each.key])
+    }, local.trace_env, local.function_env[each.key])
   }
 
   lifecycle {

@@ -29,6 +29,7 @@ locals {
     max_delivery_attempts      = coalesce(var.max_delivery_attempts, local.topology.defaults.max_delivery_attempts)
     minimum_backoff            = coalesce(var.retry_minimum_backoff, local.topology.defaults.retry_policy.minimum_backoff)
     maximum_backoff            = coalesce(var.retry_maximum_backoff, local.topology.defaults.retry_policy.maximum_backoff)
+    oldest_unacked_alert       = try(local.topology.defaults.oldest_unacked_alert, false)
   }
 
   # topic key ("ingress-aws", "normalized", ...) => topic
@@ -65,9 +66,24 @@ locals {
         maximum_backoff         = format("%ds", tonumber(trimsuffix(tostring(try(s.retry_policy.maximum_backoff, local.topology_defaults.maximum_backoff)), "s")))
         retention               = format("%ds", tonumber(trimsuffix(tostring(try(s.message_retention_duration, local.topology_defaults.message_retention_duration)), "s")))
         filter                  = try(s.filter, null)
+        # seconds past which the oldest unacked message alerts (monitoring.tf); null: no alert (`false`)
+        oldest_unacked_alert = try(s.oldest_unacked_alert, local.topology_defaults.oldest_unacked_alert) == false ? null : tonumber(trimsuffix(tostring(try(s.oldest_unacked_alert, local.topology_defaults.oldest_unacked_alert)), "s"))
       }
     }
   ]...)
+
+  # export name => a Pub/Sub BigQuery subscription (exports.tf): production only, the local stack skips it.
+  exports = {
+    for e in try(local.topology.exports, []) : e.name => {
+      name                 = e.name
+      topic                = e.topic
+      topic_name           = local.topology.topics[e.topic].name
+      dataset              = e.dataset
+      table                = e.table
+      event_schema         = e.event_schema
+      oldest_unacked_alert = try(e.oldest_unacked_alert, local.topology_defaults.oldest_unacked_alert) == false ? null : tonumber(trimsuffix(tostring(try(e.oldest_unacked_alert, local.topology_defaults.oldest_unacked_alert)), "s"))
+    }
+  }
 
   topic_retention = format("%ds", tonumber(trimsuffix(tostring(local.topology_defaults.message_retention_duration), "s")))
 
@@ -177,9 +193,14 @@ locals {
   # The ingress's environment (nats_ingress.tf): every function's settings (shared/runtime/settings.py),
   # the NATS stream, subjects, consumer, the server and the user. Not its credential: the password is
   # read from Secret Manager into NATS_PASSWORD, or the creds file mounted from there at nats_creds_dir.
+  # every function's and the NATS ingress's spans go to Cloud Trace (tracing.tf, docs/tracing.md)
+  trace_env = {
+    DCM_TRACE_EXPORTER     = "cloud_trace"
+    DCM_TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
+  }
   nats_creds_dir  = "/etc/dcm-nats"
   nats_creds_file = "ingress.creds"
-  nats_ingress_env = merge(local.topology_env, local.nats_env, {
+  nats_ingress_env = merge(local.topology_env, local.nats_env, local.trace_env, {
     DCM_PROJECT         = var.project_id
     DCM_MAX_EVENT_BYTES = tostring(var.max_event_bytes)
     NATS_URL            = var.nats_url

@@ -158,6 +158,17 @@ variable "hook_timeout_seconds" {
   }
 }
 
+variable "trace_sample_ratio" {
+  description = "Share of new traces recorded and exported to Cloud Trace (DCM_TRACE_SAMPLE_RATIO), decided by the platform at the edge whatever a provider's traceparent asks; every log line carries its trace id either way (docs/tracing.md)."
+  type        = number
+  default     = 0.1
+
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio must be from 0 to 1."
+  }
+}
+
 variable "callback_concurrency" {
   description = "Calls one notify instance makes at once to one webhook receiver that has shown it answers fast (DCM_CALLBACK_CONCURRENCY); a receiver not known to be fast gets one at a time (docs/callbacks.md)."
   type        = number
@@ -364,6 +375,17 @@ variable "max_streams_per_caller" {
   }
 }
 
+variable "output_redact" {
+  description = "Values of the output_spec and outputs maps of status events that the api, change events and webhook receivers see as \"[redacted]\": key names (any depth, case-insensitive) and JSON pointers such as /output_spec/db (DCM_OUTPUT_REDACT, docs/security.md item 13). Default []: the platform's list of credential names (password, secret, token, ...); [\"none\"]: nothing hidden."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.output_redact : !startswith(e, "/") || can(regex("^/(output_spec|outputs)/.+", e))])
+    error_message = "output_redact: a JSON pointer names a key inside /output_spec or /outputs (e.g. /output_spec/db/password)."
+  }
+}
+
 variable "hook_ports" {
   description = "Ports a webhook may be called on besides 443 (DCM_HOOK_PORTS, docs/callbacks.md). Default: none."
   type        = list(number)
@@ -424,6 +446,17 @@ variable "firestore_point_in_time_recovery" {
   description = "Keep 7 days of document versions for point-in-time recovery (billed as storage)."
   type        = bool
   default     = true
+}
+
+variable "firestore_backup_retention_days" {
+  description = "Days each daily Firestore backup is kept (google_firestore_backup_schedule; Firestore allows up to 14 weeks)."
+  type        = number
+  default     = 14
+
+  validation {
+    condition     = var.firestore_backup_retention_days >= 1 && var.firestore_backup_retention_days <= 98 && floor(var.firestore_backup_retention_days) == var.firestore_backup_retention_days
+    error_message = "firestore_backup_retention_days must be a whole number of days from 1 to 98 (14 weeks)."
+  }
 }
 
 variable "firestore_delete_protection" {
@@ -503,4 +536,38 @@ variable "nats_ingress_sizing" {
     condition     = var.nats_ingress_sizing.min_instance_count >= 1 && var.nats_ingress_sizing.max_instance_count >= var.nats_ingress_sizing.min_instance_count
     error_message = "nats_ingress_sizing: need 1 <= min_instance_count <= max_instance_count (the ingress never scales to zero: it pulls, nothing pushes to it)."
   }
+}
+
+variable "bigquery_location" {
+  description = "Location of the BigQuery dataset of the exports (infra/topology.yaml exports:); null: the region."
+  type        = string
+  default     = null
+}
+
+variable "export_partition_expiration_days" {
+  description = "Days each daily partition of an export table is kept; null: kept until deleted."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.export_partition_expiration_days == null || try(var.export_partition_expiration_days >= 1, false)
+    error_message = "export_partition_expiration_days must be at least 1, or null."
+  }
+}
+
+variable "notification_channels" {
+  description = "Cloud Monitoring notification channels (projects/P/notificationChannels/ID) every alert policy notifies (monitoring.tf); empty: alerts open incidents without notifying anyone."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "Each notification channel must be a name like projects/PROJECT/notificationChannels/ID."
+  }
+}
+
+variable "runbook_url" {
+  description = "Where operators read docs/operations.md (e.g. its URL in your repository host); each alert links an anchor of it."
+  type        = string
+  default     = "docs/operations.md"
 }

@@ -48,3 +48,14 @@ def logged():
     lines.text = stream.getvalue  # type: ignore[attr-defined]
     yield lines
     root.removeHandler(handler)
+
+
+@pytest.fixture
+def spans():
+    """The spans ended during the test (``spans()``, ``spans("ingest")``), every trace recorded."""
+    from shared.runtime import settings, tracing
+    from tests.fakes import SpanRecorder
+
+    recorder = SpanRecorder()
+    yield recorder.spans
+    tracing.configure("test", settings.from_env())  # spans made, none kept, as before the test

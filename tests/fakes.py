@@ -86,3 +86,21 @@ def runtime_of(publisher: Any = None, firestore: Any = None, **env: str) -> Runt
     """A function's Runtime for tests: the topology's settings, project 'unit', local mode, ``env`` over them."""
     values = {**TOPOLOGY_ENV, "DCM_PROJECT": "unit", "DCM_LOCAL_MODE": "1", **env}
     return Runtime.of(settings.from_env(values), firestore, publisher)
+
+
+class SpanRecorder:
+    """The spans this process's functions end, kept in memory: shared/runtime/tracing.py configured with an
+    in-memory exporter (sampling ``ratio``); ``spans()`` once they are all exported."""
+
+    def __init__(self, ratio: float = 1.0, service: str = "test"):
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from shared.runtime import tracing
+
+        self.exporter = InMemorySpanExporter()
+        values = {**TOPOLOGY_ENV, "DCM_PROJECT": "unit", "DCM_TRACE_SAMPLE_RATIO": str(ratio)}
+        self.provider = tracing.configure(service, settings.from_env(values), self.exporter)
+
+    def spans(self, name: str | None = None) -> list[Any]:
+        self.provider.force_flush()
+        return [s for s in self.exporter.get_finished_spans() if name is None or s.name == name]

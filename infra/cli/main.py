@@ -7,10 +7,11 @@ local stack runs and DCM_PROJECT is set (credentials from the environment).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 from dataclasses import asdict
-from typing import Iterator
+from typing import Any, Iterator
 
 import click
 from dcm_status_contracts.identity import PROVIDER_NAME, PROVIDER_RULE
@@ -26,8 +27,9 @@ from infra.cli.errors import Group
 from infra.cli.live import logs, watch
 from infra.cli.natspublish import Via, subject_of
 from infra.cli.natspublish import publish as nats_publish
+from infra.cli.trace import trace
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
-from infra.local.stack import Condition, LocalStack
+from infra.local.stack import Condition, LocalStack, production_only
 from shared.api import queries
 
 
@@ -76,6 +78,8 @@ def up(providers: str | None, chaos: bool) -> None:
     if state.nats:
         click.echo(f"NATS (JetStream): {state.nats_url}  (a provider's identity: dcm-status provider "
                    "nats-credentials NAME --json)", err=True)
+    for line in production_only(stack.topology(state)):
+        click.echo(f"  {line}", err=True)
     if "api" in state.functions:
         click.echo(f"dashboard and status API: {stack.function_url(state, 'api')}", err=True)
     if "notify" in state.functions:
@@ -304,6 +308,19 @@ class _ListsTypes(click.Command):
         super().format_epilog(ctx, formatter)
 
 
+def _json_map(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any] | None:
+    """A JSON object given on the command line, or a one-line usage error."""
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise click.BadParameter("expected a JSON object ({...})")
+    return parsed
+
+
 @cli.command(cls=_ListsTypes)
 @click.option("--provider", "provider_name", required=True, help="The provider publishing (e.g. aws).")
 @click.option("--type", "resource_type", required=True, help="Resource type (listed below).")
@@ -318,8 +335,14 @@ class _ListsTypes(click.Command):
 @click.option("--via", type=click.Choice([v.value for v in Via]), default=Via.PUBSUB.value, show_default=True,
               help="pubsub: on the provider's ingress topic; nats: on NATS as the provider's identity, on "
                    "subject dcm.TYPE in the upstream providers' form (local stack).")
+@click.option("--output-spec", "output_spec", callback=_json_map, default=None, metavar="JSON",
+              help='What the resource offers others, as the DCM control-plane reads it: a JSON object '
+                   '(e.g. \'{"host": "10.0.1.5", "port": 5432}\'); replaces the stored one whole, {} clears it.')
+@click.option("--outputs", callback=_json_map, default=None, metavar="JSON",
+              help="The same under the cross-provider-outputs proposal's name, data.outputs.")
 def publish(provider_name: str, resource_type: str, resource_id: str, status: str, message: str,
-            event_time: str | None, event_id: str | None, mode: str, no_validate: bool, via: str) -> None:
+            event_time: str | None, event_id: str | None, mode: str, no_validate: bool, via: str,
+            output_spec: dict[str, Any] | None, outputs: dict[str, Any] | None) -> None:
     """Publish one status CloudEvent as a provider would; prints the message id (with --via nats: the
     stream sequence NATS stored it under).
 
@@ -349,7 +372,8 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     topic_path = publisher.topic_path(conn.project, topic)
     form = ReportForm.CURRENT if via == Via.NATS else ReportForm.JANUARY  # NATS: as the upstream providers send it
     event = build_event(provider_name, resource_type, resource_id, status, message, event_id=event_id,
-                        time=event_time, last_transition_time=event_time, form=form)
+                        time=event_time, last_transition_time=event_time, form=form, output_spec=output_spec,
+                        outputs=outputs)
     data, attrs = to_pubsub_message(event, BindingMode(mode))  # published as is: checked first unless --no-validate
     if not no_validate:
         logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
@@ -499,6 +523,7 @@ cli.add_command(billing)
 cli.add_command(callbacks)
 cli.add_command(watch)
 cli.add_command(logs)
+cli.add_command(trace)
 
 
 def main() -> None:

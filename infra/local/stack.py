@@ -165,6 +165,12 @@ class Health:
     detail: str = ""  # the NATS ingress: its lag (pending messages) and last error
 
 
+def production_only(topology: Topology) -> list[str]:
+    """What the declaration deploys in production only and this stack skips, one line each (`dcm-status up`)."""
+    return [f"export {e.name}: {e.topic} -> BigQuery {e.dataset}.{e.table}: production only, skipped here (the "
+            "emulator has no BigQuery subscriptions; terraform/exports.tf)" for e in topology.exports]
+
+
 def answers_http(host: str, timeout: float = 2.0) -> bool:
     """Whether something answers HTTP at ``host`` (host:port), whatever the status."""
     try:
@@ -190,6 +196,7 @@ class LocalStack:
         self.callback_keys = self.state_dir / "callback-keys.json"
         self.nats_dir = self.state_dir / "nats"  # the server's configuration, passwords (0600), JetStream data
         self.pubsub_outage_flag = self.state_dir / "pubsub-outage"  # chaos: the NATS ingress's Pub/Sub cut off
+        self.trace_dir = self.state_dir / "traces"  # the functions' spans, JSON lines (dcm-status trace EVENT_ID)
         self.repo_root = REPO_ROOT
         self._providers_changed = False  # by this `up`: the NATS ingress is started again to know them
         self._ingress_stale = False  # its environment changed (a Pub/Sub fault proxy): started again
@@ -365,10 +372,12 @@ class LocalStack:
         self.pubsub_outage_flag.unlink(missing_ok=True)
         started: list[Process] = []
         try:
-            pubsub = emulators.start("pubsub", self.log_dir, push_timeout=push_timeout(load(providers)))
+            pubsub = emulators.launch("pubsub", self.log_dir, push_timeout=push_timeout(load(providers)))
             started.append(pubsub)
-            firestore = emulators.start("firestore", self.log_dir)
+            firestore = emulators.launch("firestore", self.log_dir)
             started.append(firestore)
+            emulators.wait_ready(pubsub, "pubsub", self.log_dir)
+            emulators.wait_ready(firestore, "firestore", self.log_dir)
             state = StackState(self.project, asdict(pubsub), asdict(firestore), providers=sorted(set(providers)))
             if chaos:
                 proxy = self._start_proxy(firestore)
@@ -390,8 +399,7 @@ class LocalStack:
             self._revive_nats(state)
             return state
         except BaseException:
-            for p in started + [Process(**p) for p in (state.nats, state.nats_ingress) if p and p["pid"]]:
-                p.stop()
+            emulators.stop_all(started + [Process(**p) for p in (state.nats, state.nats_ingress) if p and p["pid"]])
             self.state_file.unlink(missing_ok=True)
             raise
 
@@ -414,7 +422,7 @@ class LocalStack:
     def function_env(self, state: StackState) -> dict[str, str]:
         passed = ("DCM_SCHEMAS_DIR", "DCM_LEDGER_TTL_DAYS", "DCM_MAX_EVENT_BYTES", "DCM_DEADLETTER_TTL_DAYS",
                   "DCM_FEED_SETTLE_SECONDS", "DCM_STREAM_SECONDS",
-                  "DCM_HOOK_TIMEOUT_SECONDS", "DCM_CALLBACK_CONCURRENCY")
+                  "DCM_HOOK_TIMEOUT_SECONDS", "DCM_CALLBACK_CONCURRENCY", "DCM_TRACE_SAMPLE_RATIO")
         env = {k: v for k, v in os.environ.items()
                if k in passed or not k.startswith(("DCM_", "PUBSUB_", "FIRESTORE_"))}
         env.update(self.client_env(state))
@@ -428,6 +436,11 @@ class LocalStack:
             "PYTHONPATH": str(REPO_ROOT),
             "PYTHONUNBUFFERED": "1",
             "THREADS": os.environ.get("DCM_FUNCTION_THREADS", "16"),
+            # every span to a file of its process under the state directory (docs/tracing.md), exported in
+            # batches every 200 ms (OpenTelemetry's own setting; 5 s by default): `dcm-status trace` soon after
+            "DCM_TRACE_EXPORTER": "file",
+            "DCM_TRACE_DIR": str(self.trace_dir),
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
         })
         return env
 
@@ -473,9 +486,8 @@ class LocalStack:
         state = self.load_state()
         if state is None:
             return False
-        for p in reversed(state.processes()):
-            if _is_ours(p.pid):  # a stale state file may name pids the system has reused since
-                p.stop()
+        # a stale state file may name pids the system has reused since
+        emulators.stop_all(p for p in state.processes() if _is_ours(p.pid))
         self.state_file.unlink(missing_ok=True)
         self.outage_flag.unlink(missing_ok=True)
         self.pubsub_outage_flag.unlink(missing_ok=True)

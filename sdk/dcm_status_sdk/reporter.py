@@ -10,6 +10,8 @@ mistake raises ``Rejected`` with ingest's reason code, before anything is publis
 waits on the network: it returns the event id at once, or raises ``Backlogged`` after
 ``max_block_seconds`` when ``max_pending`` resources already wait.
 
+Each report carries W3C trace context (``traceparent``/``tracestate`` message attributes): the OpenTelemetry
+span current when ``report`` is called, else a new trace (dcm_status_contracts.trace_context.for_report).
 The background thread debounces and rate limits (``coalesce.py``), publishes with the resource
 key as ordering key (batched by the Pub/Sub client), and retries a failed publish with back-off
 until it succeeds, a newer report of the resource replaces it, or the reporter closes. The last
@@ -33,15 +35,16 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cloudevents.http import CloudEvent
 from dcm_status_contracts import cloud_native_event as cne
-from dcm_status_contracts import resync, status_report, timeutil
+from dcm_status_contracts import resync, status_report, timeutil, trace_context
 from dcm_status_contracts.errors import DcmError
 from dcm_status_contracts.model import PubSubMessage
+from dcm_status_contracts.outputs import carried
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.schemas import status_token
 from dcm_status_contracts.status_report import (
@@ -111,6 +114,11 @@ class ResourceState:
     metadata: Mapping[str, Any] | None = None
     resource_specific: Mapping[str, Any] | None = None
     last_transition_time: str | None = None
+    # what the resource offers others (hosts, ports, connection strings): None leaves the stored map as it is,
+    # a map replaces it whole ({} clears it). ``output_spec`` is the DCM control-plane's name, ``outputs`` the
+    # cross-provider-outputs proposal's (docs/providers.md)
+    output_spec: Mapping[str, Any] | None = None
+    outputs: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,12 @@ class _Outgoing:
     event: CloudEvent
     reported_at: float  # the reporter's clock when report() took it
     attempt: int = 0
+    trace: Mapping[str, str] = field(default_factory=dict)  # traceparent (and tracestate) when report() took it
+
+    def message(self, binding: BindingMode) -> tuple[bytes, dict[str, str]]:
+        """The Pub/Sub message: the event in its binding, with its trace context as attributes."""
+        data, attrs = to_pubsub_message(self.event, binding)
+        return data, {**attrs, **self.trace}
 
 
 @dataclass
@@ -141,7 +155,23 @@ def _inherit_resync(old: _Outgoing, new: _Outgoing) -> _Outgoing:
         return new
     marker = {a: attrs[a] for a in resync.ATTRIBUTES if a in attrs}
     return _Outgoing(CloudEvent({**new.event.get_attributes(), **marker}, new.event.get_data()), new.reported_at,
-                     new.attempt)
+                     new.attempt, new.trace)
+
+
+def _inherit_outputs(old: _Outgoing, new: _Outgoing) -> _Outgoing:
+    """A report replacing one that carried an output map it does not carry sends that map too."""
+    old_data, new_data = old.event.get_data(), new.event.get_data()
+    if not isinstance(old_data, dict) or not isinstance(new_data, dict):
+        return new
+    missing = {k: v for k, v in carried(old_data).items() if k not in carried(new_data)}
+    if not missing:
+        return new
+    return _Outgoing(CloudEvent(new.event.get_attributes(), {**new_data, **missing}), new.reported_at, new.attempt)
+
+
+def _merge(old: _Outgoing, new: _Outgoing) -> _Outgoing:
+    """What replaces ``old`` when ``new`` comes for its resource: ``new``, with what ``old`` must not lose."""
+    return _inherit_outputs(old, _inherit_resync(old, new))
 
 
 class Reporter:
@@ -161,7 +191,7 @@ class Reporter:
         self._clock = clock
         self._sequence = SequenceCounter(config.sequence_file)
         self._coalescer: Coalescer[_Outgoing] = Coalescer(
-            config.debounce_seconds, TokenBucket(config.rate_per_second, config.burst), merge=_inherit_resync)
+            config.debounce_seconds, TokenBucket(config.rate_per_second, config.burst), merge=_merge)
         self._cond = threading.Condition()
         self._stats = Stats()
         self._closed = False
@@ -177,14 +207,17 @@ class Reporter:
     def report(self, resource_type: str, resource_id: str, status: str | MappedStatus, message: str = "", *,
                reason: str | None = None, metadata: Mapping[str, Any] | None = None,
                resource_specific: Mapping[str, Any] | None = None, last_transition_time: str | None = None,
-               time: str | None = None, event_id: str | None = None) -> str:
+               time: str | None = None, event_id: str | None = None, output_spec: Mapping[str, Any] | None = None,
+               outputs: Mapping[str, Any] | None = None) -> str:
         """Queue one status report; returns its event id. ``Rejected`` (ingest's reason) when ingest
         would refuse it. A ``MappedStatus`` (``mapping.py``) sends its status and, unless ``reason``
-        is given, its raw state as the reason."""
+        is given, its raw state as the reason. ``output_spec`` / ``outputs``: what the resource offers
+        others (``ResourceState``); a report that replaces one inside the debounce window without a map
+        of its own sends the replaced report's (the platform would otherwise keep an older one)."""
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
-                              last_transition_time)
+                              last_transition_time, output_spec, outputs)
         key, event, terminal = self._build(state, time=time, event_id=event_id)
-        self._offer([Offer(key, _Outgoing(event, self._clock()), terminal)])
+        self._offer([Offer(key, _Outgoing(event, self._clock(), trace=trace_context.for_report()), terminal)])
         return event["id"]
 
     def resync(self, snapshot: Iterable[ResourceState], taken_at: str | None = None,
@@ -209,7 +242,8 @@ class Reporter:
         built = [self._build(s, extensions=ResyncMark(batch, len(states), i, at, types).attributes())
                  for i, s in enumerate(states)]
         now = self._clock()
-        self._offer([Offer(key, _Outgoing(event, now), terminal, immediate=True) for key, event, terminal in built])
+        self._offer([Offer(key, _Outgoing(event, now, trace=trace_context.for_report()), terminal, immediate=True)
+                     for key, event, terminal in built])
         return batch
 
     def report_values(self, values: Sequence[cne.Value], *, event_type: str, source: str, time: str | None = None,
@@ -226,22 +260,24 @@ class Reporter:
         if not cne.is_cloud_native(decoded):
             raise ValueError(f"event type {event_type!r} is DCM's own: report() sends DCM status events")
         cne.check(decoded, self.config.topic_name, self.config.provider)
-        self._offer([Offer(f"cne:{event['id']}", _Outgoing(event, self._clock()), immediate=True)])
+        self._offer([Offer(f"cne:{event['id']}", _Outgoing(event, self._clock(), trace=trace_context.for_report()),
+                           immediate=True)])
         return event["id"]
 
     def publish_now(self, resource_type: str, resource_id: str, status: str | MappedStatus, message: str = "", *,
                     reason: str | None = None, metadata: Mapping[str, Any] | None = None,
                     resource_specific: Mapping[str, Any] | None = None, last_transition_time: str | None = None,
-                    time: str | None = None, event_id: str | None = None) -> Any:
+                    time: str | None = None, event_id: str | None = None, output_spec: Mapping[str, Any] | None = None,
+                    outputs: Mapping[str, Any] | None = None) -> Any:
         """The thin, synchronous mode: one report built and checked as ``report`` does it, published at
         once, past the debounce window, the rate limit, the queue and the retries, with no ``sequence``
         (its event time orders it) and no ordering key. Returns the publisher's future (its result is
         Pub/Sub's message id). For tests and tools that need every report on the topic as made, whatever
         its time (the platform's own tests); a provider uses ``report``."""
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
-                              last_transition_time)
+                              last_transition_time, output_spec, outputs)
         _, event, _ = self._build(state, time=time, event_id=event_id, sequenced=False)
-        data, attrs = to_pubsub_message(event, self.config.binding)
+        data, attrs = _Outgoing(event, self._clock(), trace=trace_context.for_report()).message(self.config.binding)
         return self._publisher.publish(self._topic, data, **attrs)
 
     def _build(self, state: ResourceState, *, time: str | None = None, event_id: str | None = None,
@@ -253,7 +289,7 @@ class Reporter:
             self.config.provider, state.resource_type, state.resource_id, status, state.message,
             event_id=event_id, time=time, reason=reason, last_transition_time=state.last_transition_time,
             metadata=state.metadata, resource_specific=state.resource_specific, source=self.config.source,
-            form=self.config.form,
+            form=self.config.form, output_spec=state.output_spec, outputs=state.outputs,
             extensions={**({"sequence": self._sequence.next()} if sequenced else {}), **(extensions or {})})
         data, attrs = to_pubsub_message(event, self.config.binding)
         checked = check(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.provider,
@@ -311,7 +347,7 @@ class Reporter:
             self._executor.submit(self._send, out)
 
     def _send(self, offers: list[Offer[_Outgoing]]) -> None:
-        messages = [(*to_pubsub_message(o.item.event, self.config.binding), o.key) for o in offers]
+        messages = [(*o.item.message(self.config.binding), o.key) for o in offers]
         try:
             failures = self._sender.send(self._topic, messages)
         except Exception as exc:  # what may pass is retried: the report must reach the topic

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 import flask
 import orjson
@@ -20,6 +21,7 @@ from dcm_status_contracts.callback import Scope
 from dcm_status_contracts.change_feed import Cursor
 from dcm_status_contracts.errors import InvalidRequest, NotFound, TooManyRequests, Transient
 from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.outputs import Redaction
 from dcm_status_contracts.schemas import OPENAPI, schemas_dir
 from dcm_status_contracts.status_changed import parse_label
 from google.api_core import exceptions as gexc
@@ -30,8 +32,11 @@ from werkzeug.routing import Map, Rule
 
 from shared.api import queries
 from shared.api.callbacks import Callbacks
+from shared.api.dcm import PREFIX as DCM_PREFIX
+from shared.api.dcm import DcmApi
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
 from shared.api.identity import Caller, caller_of, check_mutation
+from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.runtime import firestore as fs
 from shared.runtime import secretbox
@@ -47,7 +52,6 @@ STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; ch
 OPENAPI_FILE = "status-api-v1.json"
 # An API read waits 5 s at most (retried while Firestore is unavailable), then answers 503.
 READ_OPTIONS = {"retry": gretry.Retry(initial=0.1, maximum=1.0, multiplier=2.0, timeout=5.0), "timeout": 5.0}
-MAX_TEXT = 256
 
 ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint, methods in (  # HEAD comes with GET
     ("/", "dashboard", ["GET"]),
@@ -56,7 +60,7 @@ ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint,
     ("/v1/resources", "resources", ["GET"]),
     ("/v1/resources/<provider>/<rtype>/<path:rid>/history", "history", ["GET"]),
     ("/v1/resources/<provider>/<rtype>/<path:rid>/callback", "resource_callback", ["GET", "PUT"]),
-    ("/v1/resources/<provider>/<rtype>/<path:rid>", "resource", ["GET"]),
+    ("/v1/resources/<provider>/<rtype>/<path:rid>", "resource", ["GET", "PUT"]),  # PUT: the tracker's ?track_hook=
     ("/v1/changes", "changes", ["GET"]),
     ("/v1/changes/stream", "stream", ["GET"]),
     ("/v1/summary", "summary", ["GET"]),
@@ -66,6 +70,7 @@ ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint,
     ("/v1/callbacks", "callbacks", ["GET", "POST"]),
     ("/v1/callbacks/<cid>", "callback", ["GET", "DELETE"]),
     ("/v1/callbacks/<cid>/<any(rotate, enable, test):action>", "callback_action", ["POST"]),
+    (f"{DCM_PREFIX}/<path:rest>", "dcm", ["GET"]),  # the DCM control-plane's read API: shared/api/dcm.py
 )], strict_slashes=False, merge_slashes=False)
 MAX_BODY_BYTES = 16 * 1024
 
@@ -74,50 +79,6 @@ def json_response(body: Any) -> flask.Response:
     response = flask.Response(orjson.dumps(body, default=str), 200, mimetype="application/json")
     response.headers["Cache-Control"] = "no-store"
     return response
-
-
-class Params:
-    """The query parameters of one request, checked: each known, given once, of its type and range."""
-
-    def __init__(self, args: Any, allowed: tuple[str, ...]):
-        self.args = args
-        unknown = sorted(set(args) - set(allowed))
-        if unknown:
-            raise InvalidRequest(f"unknown parameter {unknown[0]!r}; this endpoint takes: "
-                                 f"{', '.join(allowed) or 'none'}", unknown[0])
-        for name in args:
-            if len(args.getlist(name)) > 1:
-                raise InvalidRequest(f"{name}: given more than once", name)
-
-    def text(self, name: str, max_len: int = MAX_TEXT) -> str | None:
-        value = self.args.get(name)
-        if value is None:
-            return None
-        if not value or len(value) > max_len:
-            raise InvalidRequest(f"{name}: expected 1 to {max_len} characters", name)
-        return value
-
-    def integer(self, name: str, default: int | None, low: int, high: int) -> int | None:
-        value = self.args.get(name)
-        if value is None:
-            return default
-        if not value.isascii() or not value.isdigit() or not low <= int(value) <= high:
-            raise InvalidRequest(f"{name}: expected an integer from {low} to {high}, got {value[:40]!r}", name)
-        return int(value)
-
-    def boolean(self, name: str) -> bool:
-        value = self.args.get(name)
-        if value is None:
-            return False
-        if value.lower() not in ("true", "false", "1", "0"):
-            raise InvalidRequest(f"{name}: expected true or false, got {value[:40]!r}", name)
-        return value.lower() in ("true", "1")
-
-    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
-        value = self.args.get(name, default)
-        if value not in choices:
-            raise InvalidRequest(f"{name}: expected one of {', '.join(choices)}, got {value[:40]!r}", name)
-        return value
 
 
 @dataclass(frozen=True)
@@ -139,8 +100,10 @@ class Guards:
 class Api:
     def __init__(self, db: Any, providers: tuple[str, ...], retention_days: int, settle: float,
                  stream_seconds: float, callbacks: Callbacks | None = None,
-                 deadline: Callable[[str], int | None] = lambda provider: None, guards: Guards = Guards()):
+                 deadline: Callable[[str], int | None] = lambda provider: None, guards: Guards = Guards(),
+                 redaction: Redaction = Redaction.default()):
         self.db = db
+        self.redaction = redaction  # output values every reader sees as "[redacted]" (docs/security.md)
         self.deadline = deadline
         self.guards = guards
         self.callbacks = callbacks or Callbacks(db, local_mode=False)
@@ -151,6 +114,7 @@ class Api:
         self.stream_seconds = stream_seconds
         self.static = {p.name: p.read_bytes() for p in STATIC_DIR.iterdir() if p.suffix in STATIC_TYPES}
         self.openapi = (schemas_dir() / OPENAPI / OPENAPI_FILE).read_bytes()
+        self.dcm = DcmApi(db, READ_OPTIONS, json_response, redaction)
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Api":
@@ -161,7 +125,7 @@ class Api:
                              keys=secretbox.for_settings(s), hook_ports=s.hook_ports),
                    lambda provider: s.stale_after(provider, ""),
                    Guards(s.local_mode, s.api_iap, s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
-                          s.max_streams_per_caller))
+                          s.max_streams_per_caller), s.output_redaction)
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
@@ -214,25 +178,30 @@ class Api:
         with_counts = p.boolean("withCounts")
         total = queries.count_later(where.query(self.db), READ_OPTIONS)  # while the page is read
         docs, token = queries.resource_page(self.db, where, sort, size, p.text("pageToken", 2048), READ_OPTIONS)
-        body: dict[str, Any] = {"resources": docs, "nextPageToken": token, "total": total.result()}
+        body: dict[str, Any] = {"resources": [self.redaction.resource(d) for d in docs], "nextPageToken": token,
+                                "total": total.result()}
         if with_counts:
             body["counts"] = queries.status_counts_of(self.db, where, READ_OPTIONS)
         return json_response(body)
 
     def _resource(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
-        p = Params(request.args, ("at",))
         key = _key(provider, rtype, rid)
+        if request.method == "PUT":  # the tracker's PUT /instances/42?track_hook=URL
+            return self._put_callback(request, str(key), TRACKER_PARAMETERS)
+        p = Params(request.args, ("at",))
         at = p.text("at", 64)
         if at is not None:
             at = queries.canonical_time(at, "at")
             state = queries.state_at(self.db, key, at, READ_OPTIONS)
             if state is None:
                 raise NotFound(f"nothing was known of {key} at {at}")
-            return json_response({"key": str(key), "at": at, "state": state})
+            return json_response({"key": str(key), "at": at, "state": self.redaction.resource(state)})
         doc = queries.get_resource(self.db, key, READ_OPTIONS)
         if doc is None:
             raise NotFound(f"no resource {key}")
-        return json_response(doc)
+        href = f"/v1/resources/{provider}/{rtype}/{quote(rid, safe='')}/callback"
+        return json_response({**self.redaction.resource(doc),
+                              "callback": self.callbacks.element_of(str(key), href, self.guards.caller(request))})
 
     def _history(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
         p = Params(request.args, ("pageSize", "pageToken"))
@@ -241,7 +210,8 @@ class Api:
         entries, token = queries.history_page(self.db, key, size, p.text("pageToken", 2048), READ_OPTIONS)
         if not entries and not p.text("pageToken", 2048) and queries.get_resource(self.db, key, READ_OPTIONS) is None:
             raise NotFound(f"no resource {key}")
-        return json_response({"key": str(key), "entries": entries, "nextPageToken": token})
+        return json_response({"key": str(key), "entries": [self.redaction.resource(e) for e in entries],
+                              "nextPageToken": token})
 
     # ---- the change feed ----------------------------------------------------------------------
     def _feed_filter(self, p: Params) -> FeedFilter:
@@ -292,19 +262,25 @@ class Api:
         Params(request.args, ())
         return json_response({**queries.stats(self.db, READ_OPTIONS), "windowDays": self.feed.retention_days})
 
+    # ---- the DCM control-plane's read API --------------------------------------------------------
+    def _dcm(self, request: flask.Request, rest: str) -> flask.Response:
+        return self.dcm(request)
+
     # ---- webhook callbacks ----------------------------------------------------------------------
     def _resource_callback(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:
         key = str(_key(provider, rtype, rid))
-        caller = self.guards.caller(request)
         if request.method == "GET":
             Params(request.args, ())
-            return json_response({"callback": self.callbacks.of_resource(key, caller)})
-        p = Params(request.args, ("hook", "token", "retrySeconds"))
-        hook = p.text("hook", callback.MAX_HOOK_CHARS)
-        if hook is None:
-            raise InvalidRequest("hook: required (the URL to POST changes to, or none to delete the callback)", "hook")
+            return json_response({"callback": self.callbacks.of_resource(key, self.guards.caller(request))})
+        return self._put_callback(request, key, HOOK_PARAMETERS)
+
+    def _put_callback(self, request: flask.Request, key: str, allowed: tuple[str, ...]) -> flask.Response:
+        """Set or delete (``none``) a resource's callback: ``?hook=URL&token=`` or the tracker's own spelling
+        ``?track_hook=URL&track_token=``, as ``allowed``."""
+        p = Params(request.args, allowed)
+        hook, token = _hook_and_token(p, "hook" in allowed)
         retry = p.integer("retrySeconds", None, 1, callback.MAX_RETRY_SECONDS)
-        done = self.callbacks.register_resource(key, hook, p.text("token", callback.MAX_TOKEN_CHARS), retry, caller)
+        done = self.callbacks.register_resource(key, hook, token, retry, self.guards.caller(request))
         if done is None:
             return flask.Response(status=204)
         shown, secret, created = done
@@ -346,6 +322,29 @@ class Api:
         if action == "enable":
             return json_response({"callback": self.callbacks.enable(cid, caller)})
         return json_response(self.callbacks.test(cid, caller))
+
+
+HOOK_PARAMETERS = ("hook", "token", "track_hook", "track_token", "retrySeconds")  # PUT .../callback
+TRACKER_PARAMETERS = ("track_hook", "track_token", "retrySeconds")  # PUT of the resource: the tracker's spelling only
+
+
+def _hook_and_token(p: Params, ours_too: bool) -> tuple[str, str | None]:
+    """A resource callback's hook and token, as the tracker's ``track_hook``/``track_token`` or (``ours_too``)
+    ``hook``/``token``: one spelling of each, not both."""
+    found = []
+    for name in ("hook", "token"):
+        ours, trackers = p.text(name, LIMITS[name]), p.text(f"track_{name}", LIMITS[name])
+        if ours is not None and trackers is not None:
+            raise InvalidRequest(f"{name} and track_{name}: give one or the other", f"track_{name}")
+        found.append(ours if ours is not None else trackers)
+    if found[0] is None:
+        name = "hook" if ours_too else "track_hook"
+        raise InvalidRequest(f"{'hook (or track_hook)' if ours_too else name}: required, the URL to POST changes to, "
+                             "or none to delete the callback", name)
+    return found[0], found[1]
+
+
+LIMITS = {"hook": callback.MAX_HOOK_CHARS, "token": callback.MAX_TOKEN_CHARS}
 
 
 def _registered(shown: dict[str, Any], secret: str | None, created: bool) -> flask.Response:

@@ -173,6 +173,16 @@ class Callbacks:
         except NotFound:
             raise NotFound(f"no callback on {key}") from None
 
+    def element_of(self, key: str, href: str, viewer: Caller | None = None) -> dict[str, Any] | None:
+        """The callback element of a resource's representation, as the tracker has it (its hook and token,
+        as ``viewer`` may see them) and where it is managed (``href``); None when the resource has none."""
+        try:
+            shown = self.of_resource(key, viewer)
+        except NotFound:
+            return None
+        return {"id": shown["id"], "href": href, "hook": shown["hook"], "token": shown["token"],
+                "redacted": shown["redacted"], "disabled": shown["disabled"]}
+
     def list(self, scope: Scope | None = None, viewer: Caller | None = None) -> list[dict[str, Any]]:
         query: Any = self.db.collection(CALLBACKS)
         if scope is not None:

@@ -77,8 +77,8 @@ class Audit:
         if message.topic == self.providers_topic:
             return self.record_provider(provider_event.decode(message))
         change = status_changed.decode(message)
-        if change.new_status != STATUS:  # the emulator ignores the subscription filter
-            log.info("change ignored: not %s", STATUS, extra={
+        if change.new_status != STATUS or not change.transition:  # the emulator ignores the subscription filter;
+            log.info("change ignored: not %s", STATUS, extra={  # new outputs of a stopped resource are no stop
                 "labels": {"outcome": Audited.IGNORED.value}, "eventId": change.event_id, "key": change.key,
                 "status": change.new_status})
             return Audited.IGNORED

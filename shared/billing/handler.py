@@ -52,6 +52,8 @@ class Billing:
                 "labels": {"provider": change.provider, "resourceType": change.resource_type},
                 "key": change.key, "eventId": change.event_id, "lastKnown": change.old_status})
             return change
+        if not change.transition:  # new output maps only (status-changed 1.3): usage is as it was
+            return change
         self.store.record(change)
         log.info("transition recorded", extra={
             "labels": {"provider": change.provider, "resourceType": change.resource_type,

@@ -112,6 +112,13 @@ class LimitReached(InvalidRequest):
     title = "Limit reached"
 
 
+class Conflict(InvalidRequest):
+    """A request that names more than one thing where one is meant (a DCM instance id several resources hold)."""
+
+    status = 409
+    title = "Conflict"
+
+
 class TooManyRequests(InvalidRequest):
     """Over a cap on what is open at once (live streams): retry later."""
 

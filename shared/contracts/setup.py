@@ -1,5 +1,5 @@
 """The one build step pyproject.toml cannot say: a built wheel carries the repository's JSON Schemas
-(``../../schemas``, golden samples left out) as package data, ``dcm_status_contracts/schemas/``.
+(``../../schemas``, golden samples and vendored upstream documents left out) as package data, ``dcm_status_contracts/schemas/``.
 An editable install needs no copy: ``schemas.schemas_dir`` finds the checkout's ``schemas/``.
 Nothing is built inside the source folder (it is the package): the build tree is a temporary folder."""
 
@@ -13,7 +13,7 @@ from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 SCHEMAS = HERE.parent.parent / "schemas"
-LEFT_OUT = shutil.ignore_patterns("samples", "__pycache__", ".*")
+LEFT_OUT = shutil.ignore_patterns("samples", "upstream", "__pycache__", ".*")  # upstream: test-only copies
 BUILD_BASE = tempfile.mkdtemp(prefix="dcm-status-contracts-build-")
 atexit.register(shutil.rmtree, BUILD_BASE, True)
 

@@ -27,19 +27,23 @@ from . import timeutil
 from .diff import changes
 from .errors import InvalidRequest, Reason, Rejected
 from .model import CommonStatus, PubSubMessage, ResourceKey
+from .outputs import OUTPUT_FIELDS, Redaction
 from .schemas import registry
 from .status_update import StatusUpdate
 
 EVENT_TYPE = "dcm.status.changed"
 EVENT_SOURCE = "dcm/status/upsert"
-VERSION = "1.2"  # 1.1: cause.publishedAt and cause.sequence added; 1.2: recreated, flapping
+# 1.1: cause.publishedAt and cause.sequence added; 1.2: recreated, flapping; 1.3: output_spec and outputs (in
+# resource and changes, hidden values as "[redacted]"), and a change of them alone is announced (old and new
+# status and transition time then equal: ``Change.transition`` is False)
+VERSION = "1.3"
 SUPPORTED_MAJOR = 1
 LABEL_KEYS = ("tenant", "region", "environment")
 SCHEMA_URI = "https://schemas.dcm.org/events/status-changed-v1.json"
 CONTENT_TYPE = "application/cloudevents+json"
 # The fields whose change a consumer cares about; bookkeeping fields are left out of diffs.
 OBSERVED_FIELDS = ("status", "rawStatus", "statusRecognized", "message", "reason",
-                   "lastTransitionTime", "metadata", "resourceSpecific")
+                   "lastTransitionTime", "metadata", "resourceSpecific", *OUTPUT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -59,13 +63,16 @@ class ChangeEvent:
 
 
 def observed(doc: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return {k: doc.get(k) for k in OBSERVED_FIELDS} if doc else None
+    """The fields of a resource document whose change is announced (an output map only once there is one)."""
+    return {k: doc.get(k) for k in OBSERVED_FIELDS if k in doc or k not in OUTPUT_FIELDS} if doc else None
 
 
-def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str, Any], late: bool) -> ChangeEvent:
+def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str, Any], late: bool,
+          redaction: Redaction = Redaction()) -> ChangeEvent:
     """The change event for one applied (or late) update; id derives from the causing event.
 
-    ``old`` and ``new`` are resource documents (``new`` is announced as the snapshot).
+    ``old`` and ``new`` are resource documents (``new`` is announced as the snapshot). ``redaction``: the
+    output values every consumer of the event sees as ``[redacted]`` (a change of one is still announced).
     """
     old_status = old.get("status") if old else None
     recreated = old_status == CommonStatus.DELETED and new["status"] != CommonStatus.DELETED and not late
@@ -83,8 +90,8 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
         "late": late,
         "recreated": recreated,  # a resource that was DELETED exists again (a newer report than the deletion)
         "flapping": flapping,  # {changes, windowSeconds} when it changes too often (FlapPolicy), else null
-        "changes": changes(observed(old), observed(new)),
-        "resource": dict(new),
+        "changes": redaction.changes(changes(observed(old), observed(new))),
+        "resource": redaction.resource(new),
         "cause": {"eventId": update.event_id, "source": update.event_source,
                   "observedAt": update.observed_at, "publishedAt": update.published_at,
                   "sequence": update.sequence},
@@ -135,6 +142,11 @@ class Change:
     reason: str | None = None  # the resource's reason (NotReported, NotInSnapshot: states the platform set)
     recreated: bool = False  # since 1.2: DELETED before, exists again
     flapping: Mapping[str, int] | None = None  # since 1.2: {changes, windowSeconds} when flapping
+
+    @property
+    def transition(self) -> bool:
+        """A status transition (not only new output maps, since 1.3: same status at the same time)."""
+        return self.late or self.old_status != self.new_status or self.old_at != self.at
 
     @property
     def doc_id(self) -> str:

@@ -26,6 +26,7 @@ from cloudevents.conversion import to_binary, to_json
 from cloudevents.http import CloudEvent
 
 from . import limits, timeutil
+from . import outputs as output_maps
 from .errors import Reason, Rejected
 from .identity import PLATFORM_SOURCE, provider_named_by, resolve
 from .model import PubSubMessage, ResourceKey
@@ -208,8 +209,9 @@ def validate_data(schema: StatusSchema, data: Any) -> dict[str, Any]:
                         "value": type(data).__name__ if data is not None else None})
     first = schema.compiled.first_violation(data, prefix="/data")
     if first is not None:  # the first violation only: the dead-letter function lists them all, off this path
+        value = None if output_maps.is_output_pointer(first.path[len("/data"):]) else first.value  # may be a credential
         raise Rejected(Reason.SCHEMA_INVALID, f"{first.path}: {first.message}",
-                       {"schema": schema.uri, "path": first.path, "rule": first.rule, "value": first.value})
+                       {"schema": schema.uri, "path": first.path, "rule": first.rule, "value": value})
     breach = limits.storable(data, "/data")
     if breach:  # valid JSON Schema, but Firestore could not hold it
         raise Rejected(Reason.SCHEMA_INVALID, f"{breach.path}: {breach.message}",
@@ -290,12 +292,14 @@ def build_event(provider: str, resource_type: str, resource_id: str, status: str
                 last_transition_time: str | None = None, metadata: Mapping[str, Any] | None = None,
                 resource_specific: Mapping[str, Any] | None = None, source: str | None = None,
                 dataschema: str | None = "current", form: ReportForm | str = ReportForm.JANUARY,
-                extensions: Mapping[str, Any] | None = None) -> CloudEvent:
+                extensions: Mapping[str, Any] | None = None, output_spec: Mapping[str, Any] | None = None,
+                outputs: Mapping[str, Any] | None = None) -> CloudEvent:
     """A status report as a CloudEvent (``dataschema="current"``: the type's newest schema).
 
     ``form`` CURRENT is what dcm-project providers send today (``subject`` is the messaging subject
     ``dcm.{type}``); JANUARY is the proposal's. ``extensions``: further context attributes
-    (``sequence``, a resync marker).
+    (``sequence``, a resync marker). ``output_spec`` / ``outputs``: what the resource offers others
+    (shared/contracts/outputs.py); None leaves the stored map as it is, ``{}`` clears it.
     """
     data: dict[str, Any] = {"status": status, "message": message}
     form = ReportForm(form)
@@ -309,6 +313,7 @@ def build_event(provider: str, resource_type: str, resource_id: str, status: str
         data["metadata"] = dict(metadata)
     if resource_specific:
         data["resourceSpecific"] = dict(resource_specific)
+    data |= output_maps.carried({"output_spec": output_spec, "outputs": outputs})
     attributes: dict[str, Any] = {"id": event_id or str(uuid.uuid4())}
     if form is ReportForm.CURRENT:
         attributes |= {"source": source or f"dcm/providers/{provider}", "type": f"dcm.status.{resource_type}",

@@ -17,10 +17,11 @@ import orjson
 from . import limits
 from .errors import Reason, Rejected
 from .model import ResourceKey, event_identity, legacy_event_identity
+from .outputs import OUTPUT_FIELDS
 from .schemas import SCHEMA_URI_PREFIX, registry
 
 VERSION = 1
-STORED_MAPS = ("metadata", "resource_specific", "extra")  # provider data upsert stores as maps
+STORED_MAPS = ("metadata", "resource_specific", "extra", *OUTPUT_FIELDS)  # provider data upsert stores as maps
 SCHEMA_URI = SCHEMA_URI_PREFIX + "internal/status-update-v1.json"
 
 
@@ -56,6 +57,8 @@ class StatusUpdate:
     part: str | None = None  # which resource of a several-resource event (a Cloud Native Events address)
     metrics_only: bool = False  # only metrics: the stored status stays as it is
     resync: Mapping[str, Any] | None = None  # the resync marker (shared/contracts/resync.py), as a dict
+    output_spec: Mapping[str, Any] | None = None  # what the resource offers others (shared/contracts/outputs.py);
+    outputs: Mapping[str, Any] | None = None  # ... None: the event did not carry it, the stored one is kept
 
     @property
     def dedup_id(self) -> str:

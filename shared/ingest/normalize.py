@@ -14,6 +14,7 @@ from dcm_status_contracts import cloud_native_event, status_report, timeutil
 from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage, ResourceKey
+from dcm_status_contracts.outputs import OUTPUT_FIELDS, carried
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.schemas import StatusSchema, registry
 from dcm_status_contracts.status_report import ProviderEvent, check
@@ -24,7 +25,7 @@ from shared.runtime.logs import get_logger
 from shared.runtime.settings import Settings
 
 KNOWN_DATA_FIELDS = frozenset({"id", "status", "message", "reason", "lastTransitionTime", "metadata",
-                               "resourceSpecific"})
+                               "resourceSpecific", *OUTPUT_FIELDS})
 SEQUENCE_DIGITS = 20  # an integer sequence, zero-padded: compares as a string the way it does as a number
 log = get_logger("normalize")
 registry()  # compile every schema now, at import (the cold start), not on the first event
@@ -140,4 +141,5 @@ def _update(message: PubSubMessage, settings: Settings, key: ResourceKey, schema
         part=part,
         metrics_only=metrics_only,
         resync=resync,
+        **carried(data),
     )

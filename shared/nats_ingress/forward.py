@@ -11,6 +11,10 @@ The ack contract of the NATS ingress (the JetStream consumer's explicit acks):
 - cannot go anywhere as it is (not a CloudEvent, a subject naming no provider of ours, too many
   headers): dead-lettered with its reason, then acked;
 - a dead-letter publish that fails: nak'ed like a failed forward, never acked unpublished.
+
+Each delivery is one span (``nats_ingress``) continuing the trace context of the provider's NATS headers
+(``traceparent``, ``tracestate``; malformed or absent: a new trace); what it publishes carries the span's
+context, so ingest's span is its child (docs/tracing.md).
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 from dcm_status_contracts import deadletter as dl
-from dcm_status_contracts import timeutil
+from dcm_status_contracts import timeutil, trace_context
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import clip
 from google.api_core import retry as retries
 
 from shared.nats_ingress.health import Health
 from shared.nats_ingress.route import REJECTED_BY, Inbound, Outbound, as_pubsub, known_provider, route
+from shared.runtime import tracing
 from shared.runtime.logs import get_logger
 from shared.runtime.settings import NatsSettings, Settings
 
@@ -112,9 +117,15 @@ class Forwarder:
         return [outcomes[i] for i in range(len(plans))]
 
     async def _settle_after(self, plan: Plan, held: set[str]) -> Outcome:
-        if resource_key(plan) in held:
-            return await self._retry(plan, "an earlier update of its resource is delivered again first")
-        return await self._settle(plan)
+        attributes = {"messaging.system": "nats", "messaging.message.id": plan.inbound.message_id,
+                      "dcm.provider": plan.provider or "unknown", "dcm.key": resource_key(plan)}
+        with tracing.continuing(REJECTED_BY, plan.inbound.headers, edge=True, attributes=attributes) as span:
+            if resource_key(plan) in held:
+                outcome = await self._retry(plan, "an earlier update of its resource is delivered again first")
+            else:
+                outcome = await self._settle(plan)
+            span.set_attribute("dcm.outcome", outcome.value)
+            return outcome
 
     async def _settle(self, plan: Plan) -> Outcome:
         if plan.outbound is not None:
@@ -165,5 +176,5 @@ class Forwarder:
         the client stops retrying by then too, so a publish given up on is not completed later."""
         timeout = self.nats.publish_timeout_seconds
         future = self.publisher.publish(topic_path, data, retry=retries.Retry(timeout=timeout), timeout=timeout,
-                                        **{k: clip(v) for k, v in attributes.items()})
+                                        **{k: clip(v) for k, v in trace_context.inject(attributes).items()})
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)

@@ -32,6 +32,7 @@ from shared.nats_ingress.forward import Forwarder
 from shared.nats_ingress.health import Health, serve
 from shared.nats_ingress.route import Inbound
 from shared.runtime import settings as settings_module
+from shared.runtime import tracing
 from shared.runtime.clients import RECONNECT_OPTIONS
 from shared.runtime.logs import get_logger
 from shared.runtime.settings import NatsSettings, Settings
@@ -184,12 +185,14 @@ def main(read_settings: Callable[[], Settings] = settings_module.from_env,
     except ConfigError as exc:
         print(f"nats_ingress cannot start: {exc}", file=sys.stderr)
         return 2
+    provider = tracing.configure("nats_ingress", settings)
     worker = Worker(settings, n, publisher())
     server = serve(worker.health, n.health_port)
     try:
         return asyncio.run(_run(worker))
     finally:
         server.shutdown()
+        provider.shutdown()  # the spans still batched, exported
 
 
 async def _run(worker: Worker) -> int:

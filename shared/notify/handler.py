@@ -44,7 +44,7 @@ from dcm_status_contracts.errors import Reason, Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
 
 from shared.notify.store import CallbackStore
-from shared.runtime import egress, secretbox
+from shared.runtime import egress, secretbox, tracing
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
@@ -200,8 +200,15 @@ class Notify:
         now = self.clock()
         payload = callback.body(d.change, cb.token)
         headers = callback.signed_headers(cb.signing_secrets(now), d.id, now, payload)
-        return self.post(cb.hook, payload, headers, self.settings.hook_timeout_seconds, self.settings.local_mode,
-                         ports=self.settings.hook_ports)
+        # a child span of the delivery's: the hook's scheme, host and port only (its path may hold a credential);
+        # no trace context is sent to the receiver
+        with tracing.child("webhook", {"dcm.callback": cb.id, "dcm.hook": redact_hook(cb.hook),
+                                       "dcm.key": d.change["key"]}) as span:
+            response = self.post(cb.hook, payload, headers, self.settings.hook_timeout_seconds,
+                                 self.settings.local_mode, ports=self.settings.hook_ports)
+            span.set_attributes({"http.response.status_code": response.status or 0,
+                                 "dcm.outcome": response.category.value})
+            return response
 
     def _opened(self, cb: Callback, d: Delivery) -> Callback:
         """``cb`` with its signing secrets in force opened; Rejected(callback_secret_unavailable) when none

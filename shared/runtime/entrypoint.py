@@ -23,6 +23,7 @@ and Cloud Run never sends its new revision traffic.
 
 from __future__ import annotations
 
+import enum
 import threading
 from typing import Any, Callable, Mapping
 
@@ -32,8 +33,9 @@ from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import ConfigError, Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
+from opentelemetry import trace
 
-from shared.runtime import auth, push
+from shared.runtime import auth, push, tracing
 from shared.runtime import settings as settings_module
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
@@ -41,6 +43,15 @@ from shared.runtime.publishing import publish
 
 Handler = Callable[[PubSubMessage], Any]
 log = get_logger("entrypoint")
+ACK = "dcm.ack"  # the span attribute saying what became of the delivery
+
+
+class Ack(enum.StrEnum):
+    """What became of one delivery."""
+
+    ACKED = "acked"  # handled
+    DEAD_LETTERED = "dead_lettered"  # Rejected: its original on the dead-letter topic with why (or logged), acked
+    REDELIVERED = "redelivered"  # answered 500: Pub/Sub brings it again
 
 
 def publish_rejection(runtime: Runtime, message: PubSubMessage, exc: Rejected, rejected_by: str) -> str:
@@ -76,10 +87,19 @@ def check_startup(name: str, *, pushed: bool, needs: tuple[Callable[[Any], Any],
             auth.PushAuth.of(settings)
         for need in needs:
             need(settings)
+        _trace(name, settings)
     except ConfigError as exc:
         log.critical("function %s cannot start: %s", name, exc, extra={
             "labels": {"function": name, "startup": "misconfigured"}})
         raise
+
+
+def _trace(name: str, settings: settings_module.Settings) -> None:
+    """This process's spans (shared/runtime/tracing.py); an exporter that cannot be built is a ConfigError."""
+    try:
+        tracing.configure(name, settings)
+    except Exception as exc:  # e.g. no credentials for Cloud Trace
+        raise ConfigError(f"tracing: cannot export spans to {settings.trace_exporter.value}: {exc}") from exc
 
 
 class _Instance:
@@ -130,29 +150,45 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, deadlette
             "labels": {"function": name, "reason": exc.reason.value}, "messageId": message.message_id,
             "detail": exc.detail})
 
-    def entry(event: Any) -> None:
-        runtime = instance.runtime()
-        auth.verify_push_request(runtime.settings)  # before any client exists
-        message_id = str(event.get_attributes().get("id", ""))
+    def handle(runtime: Runtime, message: PubSubMessage) -> Ack:
         try:
-            try:
-                message = push.from_push_request(event)
-                message_id = message.message_id
-            except Rejected as exc:
-                reject(runtime, _raw_delivery(event), exc)
-                return
-            try:
-                instance.handler()(message)
-            except Rejected as exc:
-                reject(runtime, message, exc)  # may itself raise Transient: Pub/Sub down while dead-lettering
+            instance.handler()(message)
+            return Ack.ACKED
+        except Rejected as exc:
+            reject(runtime, message, exc)  # may itself raise Transient: Pub/Sub down while dead-lettering
+            return Ack.DEAD_LETTERED
+
+    def settle(work: Callable[[], Ack], message_id: str) -> Ack:
+        """``work``'s answer; a failure logged once and answered 500 (Pub/Sub redelivers)."""
+        try:
+            return work()
         except Transient as exc:
+            trace.get_current_span().set_attribute(ACK, Ack.REDELIVERED.value)
             log.warning("transient failure, Pub/Sub will redeliver", extra={
                 "labels": {"function": name}, "messageId": message_id, "error": str(exc)})
             flask.abort(500)  # logged above, as one JSON line: not again as a framework traceback
         except Exception:
+            trace.get_current_span().set_attribute(ACK, Ack.REDELIVERED.value)
             log.exception("unexpected failure, Pub/Sub will redeliver", extra={
                 "labels": {"function": name}, "messageId": message_id})
             flask.abort(500)
+
+    def entry(event: Any) -> None:
+        runtime = instance.runtime()
+        auth.verify_push_request(runtime.settings)  # before any client exists
+        try:
+            message = push.from_push_request(event)
+        except Rejected as exc:
+            raw, rejection = _raw_delivery(event), exc
+            settle(lambda: reject(runtime, raw, rejection) or Ack.DEAD_LETTERED, raw.message_id)
+            return
+        # a provider's context (on its ingress topic, replayed, or a CloudEvent posted straight) is the edge:
+        # continued, never trusted to decide sampling (shared/runtime/tracing.py)
+        s = runtime.settings
+        edge = message.topic in (None, s.topic_replay) or s.provider_of_topic(message.topic) is not None
+        with tracing.continuing(name, message.attributes, edge=edge, attributes=tracing.message_attributes(
+                message.message_id, message.topic, message.publish_time)) as span:
+            span.set_attribute(ACK, settle(lambda: handle(runtime, message), message.message_id).value)
 
     entry.__name__ = entry.__qualname__ = name
     entry.bind = instance.bind  # type: ignore[attr-defined]

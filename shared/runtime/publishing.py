@@ -2,12 +2,17 @@
 
 With message ordering on, a failed publish pauses its ordering key in the
 client; we resume it before raising so the redelivered message can go out.
+
+Every message carries the trace context of the span current when it is published (``traceparent``,
+``tracestate``: shared/contracts/trace_context.py), in place of any it had: the next hop continues the
+publisher's span (docs/tracing.md).
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
+from dcm_status_contracts import trace_context
 from dcm_status_contracts.errors import Transient
 from dcm_status_contracts.model import clip
 from google.api_core import exceptions as gexc
@@ -20,10 +25,11 @@ def publish(client: pubsub_v1.PublisherClient, topic_path: str, data: bytes,
             attributes: Mapping[str, str], ordering_key: str = "") -> str:
     """Publish one message; return its message id once the server has it.
 
-    Attribute values and the ordering key are clipped to Pub/Sub's byte limits here, once.
+    Attribute values and the ordering key are clipped to Pub/Sub's byte limits here, once; the current
+    span's trace context joins the attributes.
     """
     ordering_key = clip(ordering_key)
-    attributes = {k: clip(v) for k, v in attributes.items()}
+    attributes = {k: clip(v) for k, v in trace_context.inject(attributes).items()}
     try:
         future = client.publish(topic_path, data, ordering_key=ordering_key, **attributes)
         return future.result(timeout=PUBLISH_TIMEOUT_SECONDS)

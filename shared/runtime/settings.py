@@ -7,6 +7,7 @@ that the defaults below agree with the topology declaration.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 
 from dcm_status_contracts import limits, timeutil
 from dcm_status_contracts.errors import ConfigError
+from dcm_status_contracts.outputs import Redaction
 
 from shared.state.model import FlapPolicy
 
@@ -61,6 +63,43 @@ def _flapping(text: str) -> FlapPolicy:
         raise ConfigError(f"DCM_FLAPPING must be a JSON object {{changes, window}}: {exc}") from exc
 
 
+class TraceExporter(enum.StrEnum):
+    """Where the spans go (DCM_TRACE_EXPORTER; shared/runtime/tracing.py, docs/tracing.md)."""
+
+    NONE = "none"  # spans made (their ids in the logs), none exported: the default
+    FILE = "file"  # JSON lines under DCM_TRACE_DIR, one file per process: the local stack
+    CLOUD_TRACE = "cloud_trace"  # Google Cloud Trace: production (terraform/functions.tf)
+
+
+def _trace_exporter(env: Mapping[str, str]) -> TraceExporter:
+    value = env.get("DCM_TRACE_EXPORTER", "") or TraceExporter.NONE.value
+    try:
+        exporter = TraceExporter(value)
+    except ValueError:
+        raise ConfigError(f"DCM_TRACE_EXPORTER must be one of {', '.join(TraceExporter)}, got {value[:40]!r}") from None
+    if exporter is TraceExporter.FILE and not env.get("DCM_TRACE_DIR"):
+        raise ConfigError("DCM_TRACE_EXPORTER=file needs DCM_TRACE_DIR, the directory of the span files")
+    return exporter
+
+
+def _ratio(env: Mapping[str, str], name: str) -> float:
+    text = env.get(name, "") or "1"
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = -1.0
+    if not 0.0 <= ratio <= 1.0:
+        raise ConfigError(f"{name} must be a number from 0 to 1, got {text[:40]!r}")
+    return ratio
+
+
+def _redaction(text: str | None) -> Redaction:
+    try:
+        return Redaction.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"DCM_OUTPUT_REDACT: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class Settings:
     project: str
@@ -99,6 +138,11 @@ class Settings:
     min_rotation_grace_seconds: int = 60  # a rotation's previous secret signs at least this long
     max_streams: int = 100  # open /v1/changes/stream per api instance
     max_streams_per_caller: int = 10  # ... and per caller on one instance
+    trace_exporter: TraceExporter = TraceExporter.NONE  # DCM_TRACE_EXPORTER (docs/tracing.md)
+    trace_dir: str | None = None  # DCM_TRACE_DIR: the span files, when the exporter is "file"
+    trace_sample_ratio: float = 1.0  # DCM_TRACE_SAMPLE_RATIO: the share of new traces recorded
+    # output values readers see as "[redacted]" (DCM_OUTPUT_REDACT: key names and JSON pointers, or "none")
+    output_redaction: Redaction = field(default_factory=Redaction.default)
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -213,6 +257,10 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         min_rotation_grace_seconds=int(env.get("DCM_MIN_ROTATION_GRACE_SECONDS", "60")),
         max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
         max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
+        trace_exporter=_trace_exporter(env),
+        trace_dir=env.get("DCM_TRACE_DIR") or None,
+        trace_sample_ratio=_ratio(env, "DCM_TRACE_SAMPLE_RATIO"),
+        output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
     )
 
 

@@ -11,8 +11,9 @@ them.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
-from dcm_status_contracts import status_update
+from dcm_status_contracts import status_update, timeutil
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.status_update import StatusUpdate
 
@@ -24,6 +25,17 @@ from shared.upsert.store import Outcome, Result, StateStore
 log = get_logger("upsert")
 
 
+def stored_after_publish_ms(published_at: str | None, stored_at: datetime) -> float | None:
+    """Milliseconds from the provider's publish on its ingress topic to this commit (the log field
+    ``storedAfterPublishMs``, the distribution of terraform/monitoring.tf); None when the publish time is not
+    known (an update the sweep synthesised)."""
+    try:
+        published = timeutil.parse(published_at) if published_at else None
+    except ValueError:  # ingest writes it canonical; a bad one costs the figure, never the update
+        return None
+    return round((stored_at - published).total_seconds() * 1000, 1) if published else None
+
+
 class Upsert:
     def __init__(self, store: StateStore, publisher, changed_topic: str):
         self.store = store
@@ -33,8 +45,8 @@ class Upsert:
     @classmethod
     def build(cls, runtime: Runtime) -> "Upsert":
         s = runtime.settings
-        return cls(StateStore(runtime.firestore, s.ledger_ttl_days, s.stale_after, s.flapping), runtime.publisher,
-                   s.topic_path(s.topic_changed))
+        return cls(StateStore(runtime.firestore, s.ledger_ttl_days, s.stale_after, s.flapping, s.output_redaction),
+                   runtime.publisher, s.topic_path(s.topic_changed))
 
     def __call__(self, message: PubSubMessage) -> Result:
         return self.apply(status_update.decode(message.data))
@@ -42,13 +54,14 @@ class Upsert:
     def apply(self, update: StatusUpdate) -> Result:
         started = time.perf_counter()
         result = self.store.apply(update)
-        committed = time.perf_counter()
+        committed, stored_at = time.perf_counter(), timeutil.now()
         if result.change is not None:
             publish(self.publisher, self.changed_topic, result.change.body, result.change.attributes)
             if result.outcome is Outcome.DUPLICATE:
                 self.store.mark_change_announced(update, result.ledger_id)
         log.info("update %s", result.outcome.value, extra={
             "transactionMs": round((committed - started) * 1000, 1),
+            "storedAfterPublishMs": stored_after_publish_ms(update.published_at, stored_at),
             "announceMs": round((time.perf_counter() - committed) * 1000, 1),
             "labels": {"outcome": result.outcome.value, "provider": update.key.provider,
                        "resourceType": update.key.resource_type},

@@ -31,6 +31,7 @@ from dcm_status_contracts import status_changed, timeutil
 from dcm_status_contracts.errors import Transient
 from dcm_status_contracts.identity import PLATFORM_SOURCE
 from dcm_status_contracts.model import CommonStatus
+from dcm_status_contracts.outputs import OUTPUT_FIELDS, Redaction, carried, differ, kept
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.status_changed import ChangeEvent
 from dcm_status_contracts.status_update import StatusUpdate
@@ -113,6 +114,7 @@ def resource_document(update: StatusUpdate, now: str) -> dict[str, Any]:
         "dataschema": update.dataschema,
         "updatedAt": now,
         "lastSeenAt": now,
+        **carried({"output_spec": update.output_spec, "outputs": update.outputs}),  # only the maps it carries
     }
 
 
@@ -131,18 +133,22 @@ def compare(update: StatusUpdate, doc: Mapping[str, Any]) -> int:
 class StateStore:
     def __init__(self, db: firestore.Client, ledger_ttl_days: int = 7,
                  stale_after: Callable[[str, str], int | None] = lambda provider, rtype: None,
-                 flapping: FlapPolicy = FlapPolicy(), shards: int = SHARDS, resource_shards: int = RESOURCE_SHARDS):
+                 flapping: FlapPolicy = FlapPolicy(), redaction: Redaction = Redaction.default(),
+                 shards: int = SHARDS, resource_shards: int = RESOURCE_SHARDS):
         """``stale_after(provider, type)``: seconds after a report the resource is no longer known to be as
         shown (Settings.stale_after); None: never (no freshness deadline). ``flapping``: how many changes
-        in what window flag a resource (Settings.flapping). ``shards``, ``resource_shards``: how many
-        index ranges the change feed's and the resource documents' sequential fields spread over
-        (shared/state/model.py; readers read every shard of SHARD_SPACE, RESOURCE_SHARD_SPACE)."""
+        in what window flag a resource (Settings.flapping). ``redaction``: the output values change events
+        show as ``[redacted]`` (Settings.output_redaction); the document and its history keep them.
+        ``shards``, ``resource_shards``: how many index ranges the change feed's and the resource
+        documents' sequential fields spread over (shared/state/model.py; readers read every shard of
+        SHARD_SPACE, RESOURCE_SHARD_SPACE)."""
         shard_of("", shards), shard_of("", resource_shards, RESOURCE_SHARDS)  # refuse what readers would miss
         self.db = db
         self.shards, self.resource_shards = shards, resource_shards
         self.ttl = timedelta(days=ledger_ttl_days)
         self.stale_after = stale_after
         self.flapping = flapping
+        self.redaction = redaction
 
     def resource_ref(self, doc_id: str):
         return self.db.collection(RESOURCES).document(doc_id)
@@ -285,7 +291,14 @@ class _Decision:
                 "observedAt": u.observed_at, "lastTransitionTime": u.last_transition_time, "eventId": u.event_id,
                 "eventSource": u.event_source, "sequence": u.sequence, "publishedAt": u.published_at,
                 "recordedAt": self.now, "previousStatus": self.current.get("status") if self.current else None,
-                "outcome": outcome.value}
+                "outcome": outcome.value, **self.output_maps(outcome)}
+
+    def output_maps(self, outcome: Outcome) -> dict[str, Any]:
+        """The output maps a history entry records: the resource's after an applied update (so that ``?at=``
+        shows them), the update's own for a stale one."""
+        if outcome is Outcome.APPLIED:
+            return {f: self.after[f] for f in OUTPUT_FIELDS if f in self.after}
+        return carried({"output_spec": self.update.output_spec, "outputs": self.update.outputs})
 
 
 def decide(store: StateStore, update: StatusUpdate, ledger: Any, current_snap: Any,
@@ -320,7 +333,7 @@ def _read(store: StateStore, update: StatusUpdate, ledger: Any, snap: Any,
     reported = {**resource_document(update, timeutil.format(now_dt)), **listed,
                 "staleAt": _stale_at(store, update, now_dt),
                 SHARD: shard_of(str(update.key), store.resource_shards, RESOURCE_SHARDS)}
-    after = dict(reported)
+    after = kept(reported, current)  # an output map the update does not carry stays as stored
     if current is not None and current.get("status") == update.status and not update.transition_reported:
         # A report of the same status without a transition time is no transition: keep the stored one.
         after["lastTransitionTime"] = current["lastTransitionTime"]
@@ -363,7 +376,7 @@ def _same_event(d: _Decision) -> tuple[Result, list[_Write]]:
 
 def _stale(d: _Decision) -> tuple[Result, list[_Write]]:
     """Older than what is held: kept in history, announced as late; the state stays."""
-    late = status_changed.build(d.update, None, d.reported, late=True)
+    late = status_changed.build(d.update, None, d.reported, late=True, redaction=d.store.redaction)
     # a snapshot that lists a resource with an older state still says the resource exists
     entry, resource_writes = _keep(d, {**d.current, **d.listed}, d.listed)
     return Result(Outcome.STALE, d.current["status"], d.update.status, late), [
@@ -391,14 +404,18 @@ def _unchanged(d: _Decision) -> tuple[Result, list[_Write]]:
 
 def _applied(d: _Decision) -> tuple[Result, list[_Write]]:
     """Newer and different: the resource shows it, in history; a real change (a new status, or the same
-    status re-entered at a reported time: a restart) is announced, and judged for flapping."""
+    status re-entered at a reported time: a restart) is announced, and judged for flapping; new output maps
+    alone are announced too, not judged (no transition)."""
     current, update = d.current or {}, d.update
     after = {**d.after, "recentChanges": current.get("recentChanges") or [], "flapping": current.get("flapping")}
     change = None
-    if current.get("status") != update.status or after["lastTransitionTime"] != current.get("lastTransitionTime"):
+    transition = (current.get("status") != update.status
+                  or after["lastTransitionTime"] != current.get("lastTransitionTime"))
+    if transition:
         after["recentChanges"], after["flapping"] = d.store.flapping.judge(after["recentChanges"],
                                                                            after["lastTransitionTime"])
-        change = status_changed.build(update, d.current, after, late=False)
+    if transition or differ(current, after):
+        change = status_changed.build(update, d.current, after, late=False, redaction=d.store.redaction)
     after["createdAt"] = current.get("createdAt", d.now)
     after["updates"] = current.get("updates", 0) + 1
     entry, resource_writes = _keep(d, after, None)

@@ -31,10 +31,11 @@ def test_the_wheel_holds_the_modules_and_the_schemas_and_nothing_else(wheel):
     package = {n for n in names if not n.startswith("dcm_status_contracts-")}
     modules = {f"dcm_status_contracts/{p.name}" for p in SOURCE.glob("*.py") if p.name != "setup.py"}
     schemas = {f"dcm_status_contracts/{p.relative_to(REPO).as_posix()}" for p in (REPO / "schemas").rglob("*.json")
-               if "samples" not in p.relative_to(REPO).parts}
+               if not {"samples", "upstream"} & set(p.relative_to(REPO).parts)}
     assert "dcm_status_contracts/schemas/envelope/cloudevent-v1.json" in schemas
     assert "dcm_status_contracts/schemas/openapi/status-api-v1.json" in schemas  # the api serves it
     assert package == modules | schemas | {"dcm_status_contracts/py.typed"}
+    assert not [n for n in package if "/upstream/" in n]  # vendored upstream documents are the tests' only
     assert not {n for n in names if n.endswith(("setup.py", "pyproject.toml", "README.md"))}
 
 

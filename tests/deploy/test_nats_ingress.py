@@ -195,8 +195,10 @@ def test_the_ingress_may_publish_to_the_ingress_topics_and_the_deadletter_topic_
 
 def test_the_ingress_identity_has_no_other_grant(config: tf.Config):
     grants = grants_to_the_ingress(config)
-    assert sorted(grants) == [("google_pubsub_topic_iam_member", "nats_ingress_publisher"),
+    assert sorted(grants) == [("google_project_iam_member", "nats_ingress_trace"),
+                              ("google_pubsub_topic_iam_member", "nats_ingress_publisher"),
                               ("google_secret_manager_secret_iam_member", "nats_credentials_accessor")]
+    assert grants[("google_project_iam_member", "nats_ingress_trace")]["role"] == "roles/cloudtrace.agent"
     publisher = grants[("google_pubsub_topic_iam_member", "nats_ingress_publisher")]
     assert publisher["for_each"] == "${local.nats_ingress_enabled ? toset(local.nats_ingress_publishes) : toset([])}"
     assert (publisher["topic"], publisher["role"]) == ("${google_pubsub_topic.topic[each.key].name}",

@@ -24,7 +24,8 @@ from tests.deploy.tf import block, dynamic
 
 REPO_ROOT = tf.REPO_ROOT
 SUB_KEYS = ("name", "topic_name", "push", "enable_message_ordering", "dead_letter", "ack_deadline_seconds",
-            "max_delivery_attempts", "minimum_backoff", "maximum_backoff", "retention", "filter")
+            "max_delivery_attempts", "minimum_backoff", "maximum_backoff", "retention", "filter",
+            "oldest_unacked_alert")
 
 
 def expected_subscription(s: topo.SubscriptionSpec) -> dict:
@@ -33,13 +34,14 @@ def expected_subscription(s: topo.SubscriptionSpec) -> dict:
             "enable_message_ordering": s.enable_message_ordering, "dead_letter": s.dead_letter,
             "ack_deadline_seconds": s.ack_deadline_seconds, "max_delivery_attempts": s.max_delivery_attempts,
             "minimum_backoff": f"{s.minimum_backoff}s", "maximum_backoff": f"{s.maximum_backoff}s",
-            "retention": f"{s.message_retention}s", "filter": s.filter}
+            "retention": f"{s.message_retention}s", "filter": s.filter,
+            "oldest_unacked_alert": s.oldest_unacked_alert}
 
 
 def expansion(terraform: str, **variables) -> dict:
     return tf.evaluate({"topics": "local.topics", "subscriptions": "local.subscriptions",
                         "functions": "local.functions", "providers": "local.cloud_providers",
-                        "topic_retention": "local.topic_retention"},
+                        "topic_retention": "local.topic_retention", "exports": "local.exports"},
                        variables, terraform)
 
 
@@ -56,6 +58,9 @@ def assert_same_topology(got: dict, want: topo.Topology) -> None:
     for name in wanted:
         assert subs[name] == wanted[name], f"subscription {name} differs from the local stack's"
     assert sorted(got["functions"]) == sorted(want.functions)
+    assert got["exports"] == {e.name: {"name": e.name, "topic": e.topic_key, "topic_name": e.topic,
+                                       "dataset": e.dataset, "table": e.table, "event_schema": e.event_schema,
+                                       "oldest_unacked_alert": e.oldest_unacked_alert} for e in want.exports}
 
 
 # ---- the expansion of infra/topology.yaml --------------------------------------
@@ -84,6 +89,9 @@ def test_expansion_follows_the_declaration_not_a_copy(terraform, tmp_path):
     """Edit the YAML (drop, add, change subscriptions and defaults): Terraform follows."""
     doc = topo.read()
     doc["defaults"]["max_delivery_attempts"] = 9
+    doc["defaults"]["oldest_unacked_alert"] = "120s"
+    doc["exports"].append({"name": "dcm-deadletters-bigquery", "topic": "deadletter", "dataset": "d", "table": "t",
+                           "event_schema": "schemas/events/status-changed-v1.json", "oldest_unacked_alert": False})
     doc["defaults"]["retry_policy"]["maximum_backoff"] = "45s"
     doc["subscriptions"] = [s for s in doc["subscriptions"] if s["name"] != "dcm-billing"]
     doc["subscriptions"].append({"name": "dcm-audit-{provider}", "topic": "ingress", "pull": True,
@@ -253,8 +261,10 @@ def function_env(config: tf.Config, terraform: str) -> dict[str, dict[str, str]]
 def test_functions_verify_the_push_token_in_production(config: tf.Config):
     env = block(config.resource("google_cloudfunctions2_function", "function"), "service_config")[
         "environment_variables"]
-    assert env.startswith("${merge(local.topology_env, {") and env.endswith("}, local.function_env[each.key])}")
+    assert env.startswith("${merge(local.topology_env, {") and \
+        env.endswith("}, local.trace_env, local.function_env[each.key])}")
     assigned = dict(re.findall(r"(\w+) = ([^,}]+)", env + config.locals["function_env"]))
+    assigned |= config.locals["trace_env"]  # tracing.tf: spans to Cloud Trace
     assert assigned["DCM_PROJECT"] == "var.project_id"
     assert assigned["DCM_PUSH_AUDIENCE"] == "local.function_urls[name]", "audience = the push token's audience"
     assert assigned["DCM_PUSH_SERVICE_ACCOUNT"] == "google_service_account.push_invoker.email"
@@ -269,7 +279,9 @@ def test_functions_verify_the_push_token_in_production(config: tf.Config):
         read_by_code |= set(re.findall(r'(?:environ\.get|env\.get|_flag)\(\s*(?:env,\s*)?"(DCM_[A-Z0-9_]+)"',
                                        path.read_text()))
     # the local stack's keyring file (production: DCM_CALLBACK_KEYS_SECRET, secrets.tf)
-    not_in_production = {"DCM_LOCAL_MODE", "DCM_SCHEMAS_DIR", "DCM_FEED_SETTLE_SECONDS", "DCM_CALLBACK_KEYS_FILE"}
+    # and the local span files' directory (DCM_TRACE_DIR; production exports to Cloud Trace)
+    not_in_production = {"DCM_LOCAL_MODE", "DCM_SCHEMAS_DIR", "DCM_FEED_SETTLE_SECONDS", "DCM_CALLBACK_KEYS_FILE",
+                         "DCM_TRACE_DIR"}
     set_here = set(assigned) | set(topo.load().env())
     assert read_by_code - not_in_production <= set_here, sorted(read_by_code - not_in_production - set_here)
     assert "DCM_LOCAL_MODE" in read_by_code
@@ -428,15 +440,18 @@ def grants_to_functions(config: tf.Config) -> dict[tuple[str, str], dict]:
 
 def test_function_identities_have_no_grant_beyond_what_their_code_does(config: tf.Config):
     """The api (and every function) gets: Firestore on this database as function_access says, publisher on the
-    topics it publishes to (none for the api), the keyring's secret if it holds the keys. No other role, and no
-    project-wide role but Firestore's (which Google grants per project or database only)."""
+    topics it publishes to (none for the api), the keyring's secret if it holds the keys, Cloud Trace's agent
+    (writes spans). No other role, and no project-wide role but Firestore's and Cloud Trace's (which Google
+    grants per project or database only)."""
     grants = grants_to_functions(config)
     assert sorted(grants) == [("google_project_iam_member", "function_firestore"),
+                              ("google_project_iam_member", "function_trace"),
                               ("google_pubsub_topic_iam_member", "function_publisher"),
                               ("google_secret_manager_secret_iam_member", "callback_keys_accessor")]
     firestore = grants[("google_project_iam_member", "function_firestore")]
     assert block(firestore, "condition")["expression"] == "${local.firestore_iam_condition}", \
         "the api's (and each function's) Firestore role reaches this stack's database only"
+    assert grants[("google_project_iam_member", "function_trace")]["role"] == "roles/cloudtrace.agent"
     assert grants[("google_secret_manager_secret_iam_member", "callback_keys_accessor")]["role"] == \
         "roles/secretmanager.secretAccessor"
     api = (REPO_ROOT / "terraform" / "api.tf").read_text()

@@ -107,12 +107,13 @@ def terraform_binary() -> str | None:
 
 
 def evaluate(expressions: Mapping[str, str], variables: Mapping[str, Any] | None = None,
-             terraform: str | None = None) -> dict[str, Any]:
+             terraform: str | None = None, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Evaluate Terraform expressions over PURE_FILES with ``terraform console``.
 
     ``variables`` are written to a tfvars JSON file; ``project_id`` defaults to
     a placeholder and ``topology_file`` to the repository's declaration (the
     default of the configuration itself, which resolves relative to terraform/).
+    ``extra``: more Terraform text by file name (e.g. the ``locals`` block of a file with resources).
     """
     terraform = terraform or terraform_binary()
     assert terraform, "terraform binary not found"
@@ -122,6 +123,8 @@ def evaluate(expressions: Mapping[str, str], variables: Mapping[str, Any] | None
     with tempfile.TemporaryDirectory(prefix="tf-eval-") as tmp:
         for name in PURE_FILES:
             shutil.copy(TF_DIR / name, Path(tmp) / name)
+        for name, text in (extra or {}).items():
+            (Path(tmp) / name).write_text(text)
         (Path(tmp) / "terraform.tfvars.json").write_text(json.dumps(tfvars))
         body = ", ".join(f"{key} = {expr}" for key, expr in expressions.items())
         env = {**os.environ, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1",

@@ -2,7 +2,8 @@
 servers + push subscriptions), started once per test session.
 
 The functions reach Firestore through a fault proxy so that tests can cause a
-Firestore outage without losing the emulator's data.
+Firestore outage without losing the emulator's data: the stack is started without
+it and moved behind it by `dcm-status up --chaos`, as a user would.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class E2EStack:
     publisher: pubsub_v1.PublisherClient
     db: firestore.Client
     reporters: dict[tuple[str, BindingMode], Reporter] = field(default_factory=dict)
+    chaos_move: "ChaosMove | None" = None
 
     @property
     def project(self) -> str:
@@ -132,6 +134,26 @@ class E2EStack:
         return self.stack.function_url(self.state, "api")
 
 
+@dataclass(frozen=True)
+class ChaosMove:
+    """What `dcm-status up --chaos` answered on this session's stack, started without the fault proxy
+    (asserted by tests/e2e/test_cli.py): ``kept`` was stored before the move."""
+
+    answer: subprocess.CompletedProcess
+    kept: str
+
+
+def _move_behind_the_fault_proxy(e2e: E2EStack) -> ChaosMove:
+    """The session's stack is started as a user starts one, then moved behind the Firestore fault proxy
+    (outage tests need it) the way a user does it: `dcm-status up --chaos` on the running stack. One stack
+    start per session instead of a second stack for the test of that move."""
+    rid = f"kept-{uuid.uuid4().hex[:10]}"
+    e2e.reporter("aws").publish_now("vm", rid, "RUNNING", "before up --chaos").result(timeout=30)
+    e2e.wait_for_status(f"aws/vm/{rid}", "RUNNING")
+    answer = e2e.cli("up", "--chaos", "--providers", ",".join(PROVIDERS), check=False)
+    return ChaosMove(answer, f"aws/vm/{rid}")
+
+
 @pytest.fixture(scope="session")
 def e2e(tmp_path_factory) -> Iterator[E2EStack]:
     root = tmp_path_factory.mktemp("e2e")
@@ -144,7 +166,7 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
     profiles = {**load_topology().provider_profiles, QUIET: {"freshness": {"report_every": "8s", "grace": "2s"}}}
     os.environ["DCM_PROVIDER_PROFILES"] = json.dumps(profiles, separators=(",", ":"), sort_keys=True)
     stack = LocalStack(root / "state", project=f"dcm-e2e-{uuid.uuid4().hex[:6]}")
-    state = stack.up(PROVIDERS, chaos=True)
+    state = stack.up(PROVIDERS)  # moved behind the fault proxy below, by `up --chaos`
     try:
         # the topology's settings for clients, but "quiet"'s deadline kept: a function restarted later
         # (restart_function) is started with this environment too
@@ -152,6 +174,10 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
         publisher = pubsub_v1.PublisherClient(
             publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
         e2e = E2EStack(stack, state, schemas, publisher, firestore.Client(project=state.project))
+        e2e.chaos_move = _move_behind_the_fault_proxy(e2e)
+        if not e2e.state.firestore_proxy:
+            pytest.fail(f"dcm-status up --chaos left the session's stack without its fault proxy: "
+                        f"{e2e.chaos_move.answer.stderr}")
         yield e2e
         for reporter in e2e.reporters.values():
             reporter.close()

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from google.cloud import pubsub_v1
@@ -169,25 +165,13 @@ def test_demo_does_not_erase_what_a_user_stored_without_asking(e2e, uid):
 
 
 @pytest.mark.timeout(240)
-def test_chaos_on_a_running_stack_keeps_its_data_and_down_says_what_goes(tmp_path):
-    """`up --chaos` on a stack started without the fault proxy moves the functions behind one, keeping
-    every stored state; `down` says the emulators' data is gone."""
-    env = {"DCM_STATE_DIR": str(tmp_path / "state")}
-    script = str(Path(sys.executable).parent / "dcm-status")
-
-    def run(*args):
-        return subprocess.run([script, *args], env={**os.environ, **env}, capture_output=True, text=True,
-                              timeout=180)
-    try:
-        assert run("up", "--providers", "aws").returncode == 0
-        assert run("publish", "--provider", "aws", "--type", "vm", "--id", "kept", "--status", "RUNNING").returncode == 0
-        wait_until(lambda: run("get", "aws/vm/kept").returncode == 0, 30, what="the first state")
-        chaos = run("up", "--chaos")
-        assert chaos.returncode == 0 and "behind a Firestore fault proxy (data kept)" in chaos.stderr
-        assert run("get", "aws/vm/kept").returncode == 0
-        state = json.loads((tmp_path / "state" / "state.json").read_text())
-        assert state["firestore_proxy"]
-        assert run("status").returncode == 0
-    finally:
-        down = run("down")
-    assert "data (resources, dead letters, undelivered messages) is gone" in down.stderr
+def test_chaos_on_a_running_stack_moves_it_behind_the_fault_proxy_and_keeps_its_data(e2e):
+    """`up --chaos` on a stack started without the fault proxy (the session's: conftest's
+    _move_behind_the_fault_proxy) moves the functions behind one, keeping every stored state; the
+    functions then read and write through it. (`down`'s wording: tests/functional/test_cli_mistakes.py.)"""
+    move = e2e.chaos_move
+    assert move.answer.returncode == 0, move.answer.stderr
+    assert "behind a Firestore fault proxy (data kept)" in move.answer.stderr
+    assert e2e.state.firestore_proxy and e2e.state.functions_firestore_host != e2e.state.firestore_host
+    assert json.loads(e2e.cli("get", move.kept, "--json").stdout)["status"] == "RUNNING"
+    assert e2e.cli("status").returncode == 0

@@ -215,7 +215,8 @@ def test_a_change_reaches_the_open_dashboard_live_within_2_s_then_filters_and_th
 
     # 2. Its status changes.
     time.sleep(1.2)  # a second apart from the first record, for the "as of" below (second precision)
-    aws.publish_now("vm", rid, "PAUSED", "paused by its owner", metadata={"tenant": tenant}).result(timeout=30)
+    aws.publish_now("vm", rid, "PAUSED", "paused by its owner", metadata={"tenant": tenant},
+                    output_spec={"host": "10.0.1.5", "password": "dash-s3cret"}).result(timeout=30)
     lag_change = latency(
         lambda: e2e.resource(key)["status"] == "PAUSED",
         lambda: (any(f["new"] == "PAUSED" and f["old"] == "PROVISIONING" for f in dashboard.feed(key))
@@ -253,6 +254,8 @@ def test_a_change_reaches_the_open_dashboard_live_within_2_s_then_filters_and_th
     assert history == ["PAUSED", "PROVISIONING"]
     assert page.text_content('[data-testid="resource-status"]').strip() == "PAUSED"
     assert page.text_content('[data-testid="state"] [data-field="message"]').strip() == "paused by its owner"
+    outputs = page.text_content('[data-testid="state"] [data-field="output_spec"]')
+    assert "10.0.1.5" in outputs and "[redacted]" in outputs and "dash-s3cret" not in page.content()
     # As of a time between the two records: the first state.
     as_of = (first_recorded + timedelta(seconds=1)).replace(microsecond=0)  # the page runs in UTC
     page.fill("#asof-input", as_of.strftime("%Y-%m-%dT%H:%M:%S"))

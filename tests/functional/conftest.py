@@ -161,3 +161,13 @@ def upsert():
 @pytest.fixture(scope="module")
 def sweep():
     return client_for("sweep")
+
+
+@pytest.fixture(scope="module")
+def billing():
+    return client_for("billing")
+
+
+@pytest.fixture(scope="module")
+def deadletter():
+    return client_for("deadletter")

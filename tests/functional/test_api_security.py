@@ -80,6 +80,8 @@ MUTATIONS = [("POST", "/v1/callbacks/{cid}/rotate", {"query_string": {"graceSeco
              ("POST", "/v1/callbacks/{cid}/enable", {}), ("POST", "/v1/callbacks/{cid}/test", {}),
              ("DELETE", "/v1/callbacks/{cid}", {}),
              ("PUT", "/v1/resources/aws/vm/i-1/callback", {"query_string": {"hook": "https://other.example.com/x"}}),
+             ("PUT", "/v1/resources/aws/vm/i-1/callback", {"query_string": {"track_hook": "none"}}),  # the tracker's
+             ("PUT", "/v1/resources/aws/vm/i-1", {"query_string": {"track_hook": "https://other.example.com/x"}}),
              ("POST", "/v1/callbacks", {"data": "hook=https://other.example.com/x",
                                         "content_type": "application/x-www-form-urlencoded"}),
              ("POST", "/v1/callbacks", {"json": {"hook": "https://other.example.com/x"}})]

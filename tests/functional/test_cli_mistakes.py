@@ -64,6 +64,8 @@ DEAD = _dead_port()
 CASES = [
     # (name, args, extra env, exit code, what stderr says)
     ("bad provider name", [*PUBLISH, "--provider", "AWS!"], {}, 2, "invalid provider name 'AWS!'"),
+    ("output spec not JSON", [*PUBLISH, "--provider", "aws", "--output-spec", "{host"], {}, 2, "--output-spec"),
+    ("outputs not a map", [*PUBLISH, "--provider", "aws", "--outputs", "[1]"], {}, 2, "expected a JSON object"),
     ("negative limit", ["list", "--limit", "-1"], {}, 2, "--limit"),
     ("empty demo", ["demo", "--resources", "0"], {}, 2, "--resources"),
     ("huge duration", ["billing", "report", "--from", "99999999999d"], {}, 2, "before the year 1"),
@@ -184,3 +186,16 @@ def test_a_hung_firestore_is_an_error_in_bounded_time_not_a_hang(env, listener, 
     for args in (["get", "aws/vm/i-1"], ["list"], ["dlq", "show", "0123abcd"]):
         result = CliRunner().invoke(cli, args, env=_runner_env(hung))
         _one_clear_line(result.exit_code, result.stderr, 1, "did not answer in time")
+
+
+@pytest.mark.parametrize("stopped, says", [
+    (True, "local stack stopped; its emulator data (resources, dead letters, undelivered messages) is gone"),
+    (False, "local stack was not running")])
+def test_down_says_what_goes_with_the_stack(env, monkeypatch, stopped, says):
+    """`down` says the emulators keep nothing (their data goes with them) when it stopped a stack; the
+    real stop is the e2e session's teardown."""
+    from infra.local.stack import LocalStack
+
+    monkeypatch.setattr(LocalStack, "down", lambda self: stopped)
+    result = CliRunner().invoke(cli, ["down"], env=env)
+    assert result.exit_code == 0 and result.stderr.strip() == says

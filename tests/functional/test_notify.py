@@ -407,3 +407,18 @@ def test_the_api_registers_a_hook_on_a_port_only_when_its_settings_allow_it(api_
     assert refused.status_code == 400 and "port 6379 is not allowed" in refused.json["detail"]
     bind_all(runtime_of(firestore=firestore, DCM_PROJECT=PROJECT, DCM_HOOK_PORTS="6379"))
     assert api_client.post("/v1/callbacks", json=hook, headers=headers).status_code == 201
+
+
+def test_the_webhook_call_is_a_child_span_of_the_delivery_and_the_receiver_gets_no_trace_header(
+        firestore, publisher, settings, registry, changed, spans):
+    from shared.runtime import tracing
+
+    _, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204)
+    with tracing.continuing("notify", message.attributes, edge=False) as delivery:
+        notify.deliver(message, Lane.FIRST)
+    [webhook] = spans("webhook")
+    assert webhook.parent.span_id == delivery.get_span_context().span_id
+    assert webhook.attributes["http.response.status_code"] == 204 and webhook.attributes["dcm.outcome"] == "delivered"
+    hook = webhook.attributes["dcm.hook"]
+    assert hook.endswith(":9/…") and "?" not in hook, "scheme, host and port only: no path, no query"
+    assert not {k.lower() for k in receiver.calls[0]["headers"]} & {"traceparent", "tracestate"}

@@ -208,3 +208,38 @@ def test_a_re_report_costs_two_writes_no_history_and_no_change_event(firestore, 
     changed = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:06:00Z", "r3", message="slow",
                                                            transition=False)))
     assert changed.outcome is Outcome.APPLIED and changed.change is None
+
+
+def test_its_log_line_carries_what_the_log_based_metrics_read(upsert, firestore, publisher):
+    """terraform/monitoring.tf counts updates by labels.outcome/provider/resourceType and takes the publish ->
+    stored latency from jsonPayload.storedAfterPublishMs: the very line Cloud Logging gets."""
+    import io
+    import logging
+
+    from shared.runtime.logs import CloudLoggingFormatter
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(CloudLoggingFormatter())
+    logging.getLogger("dcm.upsert").addHandler(handler)
+    try:
+        post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1"))
+        post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1"), "n-2")
+    finally:
+        logging.getLogger("dcm.upsert").removeHandler(handler)
+    applied, duplicate = (orjson.loads(line) for line in out.getvalue().splitlines())
+    assert applied["logging.googleapis.com/labels"] == {"outcome": "applied", "provider": "aws", "resourceType": "vm"}
+    assert duplicate["logging.googleapis.com/labels"]["outcome"] == "duplicate"
+    assert applied["message"] == "update applied" and applied["logger"] == "dcm.upsert"
+    assert applied["storedAfterPublishMs"] > 0  # published 2026-01-01T10:00:00Z, stored now
+
+
+def test_publish_to_stored_latency_is_none_without_a_publish_time():
+    from datetime import datetime, timezone
+
+    from shared.upsert.handler import stored_after_publish_ms
+
+    stored = datetime(2026, 1, 1, 10, 0, 1, 500000, tzinfo=timezone.utc)
+    assert stored_after_publish_ms("2026-01-01T10:00:00Z", stored) == 1500.0
+    assert stored_after_publish_ms(None, stored) is None
+    assert stored_after_publish_ms("yesterday", stored) is None

@@ -137,6 +137,18 @@ def test_billing_records_the_transition():
         ("RUNNING", "2026-03-01T09:00:00.000000Z", False), ("STOPPED", "2026-03-01T08:59:30.000000Z", True)]
 
 
+def test_new_outputs_alone_are_no_transition_for_billing_nor_a_stop_for_audit():
+    fake = FakeBillingStore()
+    outputs_only = decode(message_of("outputs"))
+    assert not outputs_only.transition
+    Billing(fake).apply(outputs_only)
+    assert fake.recorded == []
+    stopped = replace(outputs_only, old_status="STOPPED", new_status="STOPPED")
+    assert not stopped.transition
+    msg = message_of("outputs", oldStatus="STOPPED", newStatus="STOPPED")
+    assert Audit(Forbidden())(msg) is Audited.IGNORED
+
+
 def test_billing_raises_transient_so_pubsub_redelivers():
     with pytest.raises(Transient):
         Billing(FakeBillingStore(fail=True))(message_of("changed"))

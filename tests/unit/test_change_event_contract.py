@@ -21,6 +21,7 @@ import orjson
 import pytest
 from dcm_status_contracts import status_changed as change_events
 from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.outputs import Redaction
 from dcm_status_contracts.schemas import registry, schemas_dir
 from dcm_status_contracts.status_update import StatusUpdate
 
@@ -28,11 +29,12 @@ from shared.upsert.store import resource_document
 from tests.samples import SCHEMAS
 
 SAMPLES = SCHEMAS / "events" / "samples" / "status-changed-v1"
-KINDS = ("created", "changed", "late", "recreated", "flapping")
+KINDS = ("created", "changed", "late", "recreated", "flapping", "outputs")
 NOW = "2026-03-01T09:00:02.000000Z"
 
 
-def update(status: str, raw: str, at: str, observed: str, event_id: str, message: str, **metadata: Any) -> StatusUpdate:
+def update(status: str, raw: str, at: str, observed: str, event_id: str, message: str,
+           output_spec: dict[str, Any] | None = None, **metadata: Any) -> StatusUpdate:
     return StatusUpdate(
         key=ResourceKey("aws", "vm", "i-0abc123"), status=status, raw_status=raw, status_recognized=True,
         message=message, reason=None, last_transition_time=at, observed_at=observed,
@@ -41,7 +43,7 @@ def update(status: str, raw: str, at: str, observed: str, event_id: str, message
         event_type="dcm.providers.aws.vm.instances.i-0abc123.status", event_subject=None,
         dataschema="https://schemas.dcm.org/vm/status-v1.json", schema_defaulted=False,
         ingress_message_id="1001", ingress_topic="dcm-status-ingress-aws", received_at=NOW,
-        published_at=observed)
+        published_at=observed, output_spec=output_spec)
 
 
 def build(kind: str) -> change_events.ChangeEvent:
@@ -67,6 +69,13 @@ def build(kind: str) -> change_events.ChangeEvent:
     if kind == "flapping":  # more changes in the window than the policy allows (as upsert stores it)
         new = {**resource_document(running, NOW), "flapping": {"changes": 6, "windowSeconds": 600}}
         return change_events.build(running, resource_document(provisioning, NOW), new, late=False)
+    if kind == "outputs":  # new output maps alone (since 1.3): same status, same transition time; a hidden value
+        before = update("RUNNING", "running", "2026-03-01T09:00:00.000000Z", "2026-03-01T09:00:01.000000Z", "ev-2",
+                        "Instance is running.", {"host": "10.0.1.5", "port": 5432, "password": "old-secret"})
+        after = update("RUNNING", "running", "2026-03-01T09:00:00.000000Z", "2026-03-01T09:05:00.000000Z", "ev-3",
+                       "Instance is running.", {"host": "10.0.1.6", "port": 5432, "password": "new-secret"})
+        return change_events.build(after, resource_document(before, NOW), resource_document(after, NOW), late=False,
+                                   redaction=Redaction.default())
     raise ValueError(kind)
 
 
@@ -153,7 +162,7 @@ def test_filter_attributes_repeat_the_data(kind):
 
 
 def test_the_kinds_differ_where_they_should():
-    created, changed, late, recreated, flapping = (as_message(build(k))["event"]["data"] for k in KINDS)
+    created, changed, late, recreated, flapping, outputs = (as_message(build(k))["event"]["data"] for k in KINDS)
     assert created["oldStatus"] is None and created["late"] is False
     assert not any(d["recreated"] or d["flapping"] for d in (created, changed, late))
     assert recreated["recreated"] is True and recreated["oldStatus"] == "DELETED"
@@ -161,6 +170,12 @@ def test_the_kinds_differ_where_they_should():
     assert changed["oldStatus"] == "PROVISIONING" and changed["newStatus"] == "RUNNING"
     assert {"attribute": "/status", "old": "PROVISIONING", "new": "RUNNING"} in changed["changes"]
     assert late["late"] is True and late["oldStatus"] is None
+    assert outputs["oldStatus"] == outputs["newStatus"] and outputs["oldTransitionTime"] == outputs["newTransitionTime"]
+    assert outputs["changes"] == [
+        {"attribute": "/output_spec/host", "old": "10.0.1.5", "new": "10.0.1.6"},
+        {"attribute": "/output_spec/password", "old": "[redacted]", "new": "[redacted]"}]
+    assert outputs["resource"]["output_spec"] == {"host": "10.0.1.6", "port": 5432, "password": "[redacted]"}
+    assert "secret" not in build("outputs").body.decode()
 
 
 def test_shape_check_catches_drift():
@@ -187,6 +202,7 @@ def test_consumers_read_every_sample():
         assert change.labels == {"tenant": "acme", "region": "eu-west-1", "environment": "prod"}
         assert (change.recreated, change.flapping) == (sample["event"]["data"]["recreated"],
                                                        sample["event"]["data"]["flapping"])
+        assert change.transition is (kind != "outputs")
 
 
 def write_samples() -> None:

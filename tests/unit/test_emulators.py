@@ -1,6 +1,8 @@
 """The local stack's process handling fails loudly, with the log, never silently."""
 
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,24 @@ def test_stop_kills_the_whole_process_group(tmp_path):
     assert proc.alive()
     proc.stop(timeout=2)
     assert not proc.alive()
+
+
+def test_stop_all_gives_each_its_sigterm_and_kills_the_ones_that_stay(tmp_path):
+    """Each gets its SIGTERM (its chance to end cleanly); the ones that ignore it are killed once the grace
+    period ends, and stop_all returns once they are gone."""
+    marks = tmp_path / "terms"
+    script = (f"import signal, time\n"
+              f"signal.signal(signal.SIGTERM, lambda *_: open({str(marks)!r}, 'a').write('term\\n'))\n"
+              f"open({str(marks)!r} + '.ready', 'a').write('r\\n')\ntime.sleep(60)")
+    procs = [emulators.Process(emulators.spawn([sys.executable, "-c", script], tmp_path / f"{n}.log"), 0)
+             for n in range(3)]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (Path(f"{marks}.ready").exists()
+                                               and len(Path(f"{marks}.ready").read_text().split()) == 3):
+        time.sleep(0.05)
+    emulators.stop_all(procs, timeout=0.5)
+    assert not any(p.alive() for p in procs)
+    assert marks.read_text().split() == ["term"] * 3
 
 
 def test_missing_emulator_says_how_to_install(monkeypatch, tmp_path):

@@ -102,7 +102,7 @@ def declared_dependencies() -> set[str]:
 
 
 # Import names of the declared dependencies that differ from the distribution's name (jsonschema brings referencing).
-IMPORT_NAMES = {"referencing": "jsonschema"}
+IMPORT_NAMES = {"referencing": "jsonschema", "opentelemetry": "opentelemetry_api"}
 
 
 def absolute_imports(path: Path) -> set[str]:
@@ -218,6 +218,47 @@ def test_reference_providers_are_on_the_kit_alone():
         for module in imports(path):
             assert infra_room(module) is None and module.split(".")[0] != "shared", \
                 f"{path.relative_to(REPO)} imports {module}"
+
+
+def _path_literals(path: Path) -> set[str]:
+    """The string literals of a module that are no docstring."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs}
+
+
+def test_vendored_upstream_documents_are_read_by_tests_only():
+    """schemas/upstream/ (other projects' API documents, schemas/upstream/README.md) is left out of the
+    contracts wheel (shared/contracts/setup.py): no code that ships names it."""
+    for path in python_files(SHARED, REPO / "functions", REPO / "infra", REPO / "sdk"):
+        if path == CONTRACTS / "setup.py":
+            continue
+        named = {s for s in _path_literals(path) if s == "upstream" or "schemas/upstream" in s}
+        assert not named, f"{path.relative_to(REPO)} names the vendored upstream documents: {named}"
+
+
+def test_every_message_a_function_publishes_goes_through_the_one_publish_that_carries_the_trace():
+    """shared/runtime/publishing.py ``publish`` puts the current span's trace context on every message
+    (docs/tracing.md); a client's own ``.publish(...)`` elsewhere would break the event's trace. The NATS
+    ingress publishes asynchronously and injects the context itself (shared/nats_ingress/forward.py)."""
+    allowed = {SHARED / "runtime" / "publishing.py", SHARED / "nats_ingress" / "forward.py"}
+    for path in python_files(SHARED):
+        if path in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                assert node.func.attr != "publish", f"{path.relative_to(REPO)}:{node.lineno} publishes past " \
+                                                    "shared/runtime/publishing.publish (no trace context)"
+    forward = (SHARED / "nats_ingress" / "forward.py").read_text()
+    assert "trace_context.inject(attributes)" in forward
+
+
+def test_the_export_schema_generator_reads_the_declaration_only():
+    """infra/bigquery_schema.py writes terraform/bigquery/ from JSON schemas: the topology, nothing running."""
+    assert infra_arrows()["bigquery_schema"] <= {"topology"}
+    assert not [m for m in imports(INFRA / "bigquery_schema.py") if m.split(".")[0] == "shared"]
 
 
 def test_the_shard_backfill_is_an_entry_point_over_the_state_model_alone():

@@ -309,3 +309,30 @@ def test_a_stop_flushes_the_acks_then_closes_and_never_waits_on_drain():
     nc = _HangingDrain()
     asyncio.run(asyncio.wait_for(disconnect(nc), timeout=5))
     assert nc.calls == ["flush", "close"]
+
+
+# ---- tracing: a NATS header traceparent continued (docs/tracing.md) ----------------------------
+PROVIDER_TRACE, PROVIDER_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+
+def test_the_providers_nats_traceparent_is_continued_into_the_pubsub_message(spans):
+    publisher = FakePublisher()
+    forward(inbound(headers={"Traceparent": f"00-{PROVIDER_TRACE}-{PROVIDER_SPAN}-01"}), publisher)
+    [(_, _, attrs)] = publisher.published
+    [span] = spans("nats_ingress")
+    assert span.parent.span_id == int(PROVIDER_SPAN, 16) and span.attributes["dcm.outcome"] == "forwarded"
+    assert attrs["traceparent"].split("-")[1:3] == [PROVIDER_TRACE, f"{span.context.span_id:016x}"]
+    assert "Traceparent" not in attrs  # the provider's header is not forwarded as it came: the span's is
+
+
+def test_a_malformed_nats_traceparent_starts_a_new_trace_and_a_dead_letter_keeps_its_trace(spans):
+    publisher = FakePublisher()
+    outcome, delivery, _ = forward(inbound(headers={"traceparent": "00-nonsense"}), publisher)
+    assert outcome is Outcome.FORWARDED and delivery.acked
+    [span] = spans("nats_ingress")
+    assert span.parent is None and publisher.published[0][2]["traceparent"].split("-")[1] != PROVIDER_TRACE
+    dead = FakePublisher()
+    forward(inbound(subject="providers.nobody.dcm.vm", headers={"traceparent": f"00-{PROVIDER_TRACE}-{PROVIDER_SPAN}-01"}),
+            dead)
+    [(topic, _, attrs)] = dead.published
+    assert topic == "dcm-status-deadletter" and attrs["traceparent"].split("-")[1] == PROVIDER_TRACE

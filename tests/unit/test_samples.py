@@ -57,6 +57,8 @@ def test_valid_sample_normalises(sample):
                         ("lastTransitionTime", "last_transition_time"), ("observedAt", "observed_at")):
         if field in expect:
             assert getattr(update, attr) == expect[field], field
+    assert (update.output_spec, update.outputs) == (expect.get("outputSpec"), expect.get("outputs"))
+    assert not update.extra.keys() & {"output_spec", "outputs"}
 
 
 @pytest.mark.parametrize("sample", INVALID, ids=lambda s: s.name)
@@ -71,3 +73,5 @@ def test_invalid_sample_is_rejected_with_its_reason(sample):
             assert exc.detail[field] == sample.expect[field], exc.detail
     if "invalid" in sample.expect:
         assert set(sample.expect["invalid"]) <= set(exc.detail["invalid"]), exc.detail
+    if "output" in sample.name:  # an output may be a credential: never repeated in a reason
+        assert "s3cret" not in exc.message + repr(exc.detail)

@@ -64,6 +64,30 @@ def test_a_report_is_the_current_upstream_form_stamped_and_keyed_by_its_resource
     assert str(update.key) == "aws/vm/i-0abc" and update.status == "RUNNING"  # ingest takes it as it is
 
 
+def test_outputs_are_sent_as_the_control_plane_and_the_proposal_name_them_and_ingest_keeps_them():
+    pub = FakePublisher()
+    spec = {"host": "10.0.1.5", "port": 5432, "endpoints": [{"address": "a", "port": 80}]}
+    with reporter(pub) as r:
+        r.report("vm", "i-0abc", "RUNNING", output_spec=spec, outputs={"connectionString": "jdbc:x"})
+        r.report("vm", "i-1", "RUNNING")
+    first, second = pub.events()
+    assert first["data"]["output_spec"] == spec and first["data"]["outputs"] == {"connectionString": "jdbc:x"}
+    assert "output_spec" not in second["data"] and "outputs" not in second["data"]  # none sent: the stored map stays
+    update = normalize_message(PubSubMessage(orjson.dumps(first), {}, "m1", topic=TOPIC), settings.from_env())
+    assert (update.output_spec, update.outputs) == (spec, {"connectionString": "jdbc:x"})
+
+
+def test_a_report_replacing_one_in_its_window_sends_the_output_map_it_would_have_lost():
+    pub = FakePublisher()
+    with reporter(pub, debounce_seconds=10) as r:
+        r.report("vm", "i-1", "PROVISIONING")  # sent; the window opens
+        r.report("vm", "i-1", "RUNNING", output_spec={"host": "h"})
+        r.report("vm", "i-1", "RUNNING", "still", outputs={"port": 1})  # replaces the one before, in the window
+        r.flush(timeout=30)
+    last = pub.events()[-1]["data"]
+    assert (last["message"], last["output_spec"], last["outputs"]) == ("still", {"host": "h"}, {"port": 1})
+
+
 def test_the_january_form_on_request():
     pub = FakePublisher()
     with reporter(pub, form=ReportForm.JANUARY) as r:
@@ -100,6 +124,8 @@ INVALID = {  # what a provider can get wrong in a report, and ingest's reason fo
     "reserved metadata field": (("vm", "i-1", "RUNNING"), {"metadata": {"__name__": "x"}}, "schema_invalid"),
     "too big": (("vm", "i-1", "RUNNING"), {"message": "x" * 70_000}, "oversize"),
     "too deep": (("vm", "i-1", "RUNNING"), {"resource_specific": DEEP}, "schema_invalid"),
+    "output_spec too deep": (("vm", "i-1", "RUNNING"), {"output_spec": DEEP}, "schema_invalid"),
+    "outputs key reserved": (("vm", "i-1", "RUNNING"), {"outputs": {"__x__": 1}}, "schema_invalid"),
 }
 
 

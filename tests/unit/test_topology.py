@@ -28,3 +28,21 @@ def test_upsert_subscription_is_ordered_and_every_function_has_a_trigger():
     pushed = {s.push for s in topo.subscriptions if s.push}
     assert set(topo.functions) - set(topo.http_functions) <= pushed
     assert topo.http_functions == ("api",) and not pushed & set(topo.http_functions)  # people call it, not Pub/Sub
+
+
+def test_exports_are_production_only_and_the_local_stack_says_it_skips_them():
+    from infra.local.stack import production_only
+
+    topo = load()
+    [export] = topo.exports
+    assert (export.name, export.topic, export.production_only) == ("dcm-changes-bigquery", "dcm-status-changed", True)
+    assert export.name not in {s.name for s in topo.subscriptions}  # never created on the emulator
+    [line] = production_only(topo)
+    assert line.startswith("export dcm-changes-bigquery: dcm-status-changed -> BigQuery dcm_status.status_changes")
+    assert "production only" in line
+
+
+def test_oldest_unacked_alerts_come_from_the_declaration():
+    subs = {s.name: s.oldest_unacked_alert for s in load().subscriptions}
+    assert subs["dcm-ingest-aws"] == 300 and subs["dcm-sweep"] == 180 and subs["dcm-callbacks-retry"] == 86400
+    assert subs["dcm-deadletter-archive"] is None  # keeps every dead letter on purpose: no alert

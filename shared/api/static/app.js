@@ -803,7 +803,9 @@
   // ---- one resource ------------------------------------------------------------------------
   const FIELD_ORDER = ['key', 'status', 'rawStatus', 'statusRecognized', 'message', 'reason', 'lastTransitionTime', 'observedAt',
     'updatedAt', 'lastSeenAt', 'createdAt', 'updates', 'reReports', 'provider', 'resourceType', 'resourceId', 'eventId',
-    'eventSource', 'publishedAt', 'dataschema', 'metadata', 'resourceSpecific'];
+    'eventSource', 'publishedAt', 'dataschema', 'metadata', 'resourceSpecific', 'output_spec', 'outputs'];
+  const REDACTED = '[redacted]';  // an output value the platform's redaction list hides (docs/security.md)
+  const plain = (x) => x === REDACTED ? h('span', { class: 'muted', title: 'hidden by the redaction list' }, x) : String(x);
   const TIME_FIELDS = /(At|Time)$/;
   function fieldValue(k, v) {
     if (v == null || v === '') return h('span', { class: 'muted' }, '–');
@@ -812,7 +814,7 @@
       const entries = Object.entries(v);
       if (!entries.length) return h('span', { class: 'muted' }, '{}');
       if (entries.every(([, x]) => x == null || typeof x !== 'object')) {
-        return h('dl', { class: 'fields' }, entries.map(([a, b]) => [h('dt', {}, a), h('dd', {}, b == null ? '–' : String(b))]));
+        return h('dl', { class: 'fields' }, entries.map(([a, b]) => [h('dt', {}, a), h('dd', {}, b == null ? '–' : plain(b))]));
       }
       return h('pre', { class: 'json' }, JSON.stringify(v, null, 2));
     }

@@ -4,7 +4,7 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = "~> 6.10"
+      version = "~> 6.50" # the release tests/deploy/test_provider_schema.py proves (docs/deploy.md)
     }
     random = {
       source  = "hashicorp/random"

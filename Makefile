@@ -61,6 +61,7 @@ bench: install
 	$(PY) benchmarks/validation.py
 	$(PY) benchmarks/pipeline.py
 	$(PY) benchmarks/cost.py
+	$(PY) benchmarks/capacity.py
 	$(PY) benchmarks/api.py
 	$(PY) benchmarks/callbacks.py
 	$(PY) benchmarks/provider_kit.py

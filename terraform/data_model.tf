@@ -9,7 +9,7 @@
 #                              provider, resourceType, status, metadata.tenant,
 #                              metadata.region, metadata.environment, ordered
 #                              by __name__: single-field indexes, merged. Sorted
-#                              by updatedAt desc, or searched by a resourceId
+#                              by updatedAt desc (sharded), or searched by a resourceId
 #                              prefix (range, ordered by resourceId), with those
 #                              filters: composite indexes below.
 #   resources/{key}/history    order_by observedAt desc; recordedAt <= t order_by
@@ -66,8 +66,49 @@ locals {
     deliveries  = "expireAt"
   }
 
+  # Fields written at the event rate with sequentially increasing values. Firestore holds a collection
+  # with such an *indexed* value to about 500 writes/s (docs/scale.md), so none keeps its single-field
+  # index (firestore.tf: an exemption each; a map's exemption covers its subfields): "unindexed" ones are
+  # never queried; "sharded" ones are queried only through composite indexes with the shard field in
+  # front of them (below), which spread their writes over the shards. Mirrors SEQUENTIAL_FIELDS in
+  # shared/state/model.py (tests/deploy/test_terraform.py). The TTL fields (expireAt) are exempt above.
+  firestore_shard_field = "shard"
+  firestore_sequential_fields = {
+    events = {
+      committedAt         = "sharded"
+      processedAt         = "unindexed"
+      changeAnnouncedAt   = "unindexed"
+      ingressMessageId    = "unindexed"
+      eventId             = "unindexed"
+      "change.body"       = "unindexed"
+      "change.attributes" = "unindexed"
+      state               = "unindexed"
+    }
+    resources = {
+      updatedAt          = "sharded"
+      staleAt            = "sharded"
+      writtenAt          = "sharded"
+      lastSeenAt         = "unindexed"
+      observedAt         = "unindexed"
+      publishedAt        = "unindexed"
+      reportedTime       = "unindexed"
+      lastTransitionTime = "unindexed"
+      createdAt          = "unindexed"
+      recentChanges      = "unindexed"
+      "resync.at"        = "unindexed"
+      "resync.index"     = "unindexed"
+    }
+  }
+  # "collection-field" => {collection, field}: one single-field index exemption each.
+  firestore_unindexed_fields = merge([
+    for collection, fields in local.firestore_sequential_fields : {
+      for field, how in fields : "${collection}-${replace(lower(field), ".", "-")}" => { collection = collection, field = field }
+    }
+  ]...)
+
   # Composite indexes, one per (equality field, ordering): equality on one
-  # field, then the range / order field. Several equality filters together are
+  # field, then the range / order field (a sharded one: the equality field,
+  # the shard field, then the order field; queried with shard in [every shard]). Several equality filters together are
   # served by merging the indexes of their fields (same ordering suffix), so no
   # combination needs an index of its own. Firestore appends __name__ in the
   # direction of the last field, which is the tie-break every query orders by.
@@ -75,18 +116,23 @@ locals {
     # Dead letters by reason / provider / fingerprint, newest first (and the
     # range query without order_by, which scans ascending).
     { collection = "deadletters", equality = ["reason", "provider", "fingerprint"], order_by = "lastSeen", orders = ["ASCENDING", "DESCENDING"] },
-    # Resources, most recently updated first (sort=-updatedAt).
-    { collection = "resources", equality = local.resource_filter_fields, order_by = "updatedAt", orders = ["DESCENDING"] },
+    # Resources, most recently updated first (sort=-updatedAt), every shard at once (updatedAt is sharded).
+    { collection = "resources", equality = ["shard"], order_by = "updatedAt", orders = ["DESCENDING"] },
+    { collection = "resources", equality = local.resource_filter_fields, sharded = true, order_by = "updatedAt", orders = ["DESCENDING"] },
     # Resources whose id starts with q: resourceId >= q and < q + "\uf8ff", ordered by resourceId.
     { collection = "resources", equality = local.resource_filter_fields, order_by = "resourceId", orders = ["ASCENDING"] },
-    # The change feed in commit order, and its latest N (descending).
-    { collection = "events", equality = ["provider", "resourceType", "status"], order_by = "committedAt", orders = ["ASCENDING", "DESCENDING"] },
+    # The change feed in commit order, and its latest N (descending), every shard at once (committedAt is sharded).
+    { collection = "events", equality = ["shard"], order_by = "committedAt", orders = ["ASCENDING", "DESCENDING"] },
+    { collection = "events", equality = ["provider", "resourceType", "status"], sharded = true, order_by = "committedAt", orders = ["ASCENDING", "DESCENDING"] },
     # A hot resource's latest ledger entries, whose states are newer than its document (upsert, the sweep, the api).
+    # The key in front spreads processedAt over every resource: one resource's entries only are sequential.
     { collection = "events", equality = ["key"], order_by = "processedAt", orders = ["DESCENDING"] },
+    # Resources past their freshness deadline (the sweep), every shard at once (staleAt is sharded).
+    { collection = "resources", equality = ["shard"], order_by = "staleAt", orders = ["ASCENDING"] },
     # A provider's resource with the newest freshness deadline (the sweep: is the provider silent?).
-    { collection = "resources", equality = ["provider"], order_by = "staleAt", orders = ["DESCENDING"] },
+    { collection = "resources", equality = ["provider"], sharded = true, order_by = "staleAt", orders = ["DESCENDING"] },
     # Hot resources, the documents written longest ago first (the sweep writes or cools them).
-    { collection = "resources", equality = ["hot"], order_by = "writtenAt", orders = ["ASCENDING"] },
+    { collection = "resources", equality = ["hot"], sharded = true, order_by = "writtenAt", orders = ["ASCENDING"] },
   ]
 
   # The equality filters of the api's resource lists (shared/api/queries.py ResourceFilter).
@@ -96,12 +142,13 @@ locals {
   firestore_indexes = merge([
     for spec in local.firestore_index_specs : {
       for pair in setproduct(spec.equality, spec.orders) :
-      "${spec.collection}-${replace(lower(pair[0]), ".", "-")}-${lower(spec.order_by)}-${lower(pair[1])}" => {
+      "${spec.collection}-${replace(lower(pair[0]), ".", "-")}${try(spec.sharded, false) ? "-shard" : ""}-${lower(spec.order_by)}-${lower(pair[1])}" => {
         collection = spec.collection
-        fields = [
-          { field_path = pair[0], order = "ASCENDING" },
-          { field_path = spec.order_by, order = pair[1] },
-        ]
+        fields = concat(
+          [{ field_path = pair[0], order = "ASCENDING" }],
+          try(spec.sharded, false) ? [{ field_path = local.firestore_shard_field, order = "ASCENDING" }] : [],
+          [{ field_path = spec.order_by, order = pair[1] }],
+        )
       }
     }
   ]...)

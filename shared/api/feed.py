@@ -29,7 +29,8 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.runtime import firestore as fs
 from shared.runtime.logs import get_logger
-from shared.state.model import CHANGE, COMMITTED_AT, LEDGER
+from shared.state.model import CHANGE, COMMITTED_AT, LEDGER, SHARD_SPACE
+from shared.state.resources import shard_groups
 
 log = get_logger("api.feed")
 
@@ -74,7 +75,7 @@ class ChangeFeed:
         if after is not None:
             change_feed.check_retained(after, read_at, self.retention_days)
         ledger = self.db.collection(LEDGER)
-        query: Any = ledger
+        [query] = shard_groups(ledger, SHARD_SPACE)  # the feed's shards fit one query: one merge, by Firestore
         for field, value in where.equalities():
             query = query.where(filter=FieldFilter(field, "==", value))
         query = query.where(filter=FieldFilter(COMMITTED_AT, "<=", horizon))
@@ -140,8 +141,8 @@ class Live:
             if self._watch is not None:
                 log.warning("change listener stopped; listening again")
                 self._watch.unsubscribe()
-            query = (self.db.collection(LEDGER).order_by(COMMITTED_AT, direction=firestore.Query.DESCENDING)
-                     .limit(LIVE_WINDOW))
+            [every_shard] = shard_groups(self.db.collection(LEDGER), SHARD_SPACE)
+            query = (every_shard.order_by(COMMITTED_AT, direction=firestore.Query.DESCENDING).limit(LIVE_WINDOW))
             self._baseline = False
             self._started = time.monotonic()
             self._watch = query.on_snapshot(self._heard)

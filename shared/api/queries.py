@@ -27,6 +27,7 @@ from shared.state.model import (
     HISTORY,
     LEDGER,
     PROVIDERS,
+    RESOURCE_SHARD_SPACE,
     RESOURCES,
     EntryState,
     Outcome,
@@ -127,34 +128,38 @@ def resource_page(db: firestore.Client, where: ResourceFilter, sort: str = Sort.
                   token: str | None = None, options: Mapping[str, Any] | None = None
                   ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of resources matching ``where``, sorted, and the next page's token (None on the last)."""
-    collection = db.collection(RESOURCES)
-    query = where.query(db)
-    if where.search:
-        sort = Sort.SEARCH
-        query = query.order_by("resourceId").order_by("__name__")
-    elif sort == Sort.RECENT:
-        query = (query.order_by("updatedAt", direction=firestore.Query.DESCENDING)
-                 .order_by("__name__", direction=firestore.Query.DESCENDING))
-    else:
-        query = query.order_by("__name__")
-    if token:
-        if sort == Sort.KEY:
-            (doc_id,) = _token_values(token, sort, 1)
-            query = query.start_after({"__name__": collection.document(doc_id)})
-        else:
-            field = "resourceId" if sort == Sort.SEARCH else "updatedAt"
-            value, doc_id = _token_values(token, sort, 2)
-            query = query.start_after({field: value, "__name__": collection.document(doc_id)})
-    snaps = list(query.limit(limit + 1).stream(**(options or fs.read_options())))
+    sort = Sort.SEARCH if where.search else sort
+    field = {Sort.SEARCH: "resourceId", Sort.RECENT: "updatedAt"}.get(sort)
+    descending = sort == Sort.RECENT
+    # updatedAt is sharded (shared/state/model.py): every shard read, in groups merged in the same order
+    queries = (resources.shard_groups(where.query(db), RESOURCE_SHARD_SPACE) if sort == Sort.RECENT
+               else [where.query(db)])
+    after = _after(db, sort, field, token)
+    queries = [_ordered(q, field, descending, after) for q in queries]
+    snaps = resources.merged(queries, field, descending, limit + 1, **(options or fs.read_options()))
     more = len(snaps) > limit
     snaps = snaps[:limit]
     docs = [s.to_dict() for s in snaps]
     if not more:
         return docs, None
-    last, last_id = docs[-1], snaps[-1].id
-    if sort == Sort.KEY:
-        return docs, _token(sort, last_id)
-    return docs, _token(sort, last["resourceId" if sort == Sort.SEARCH else "updatedAt"], last_id)
+    return docs, _token(sort, *([docs[-1][field]] if field else []), snaps[-1].id)
+
+
+def _after(db: firestore.Client, sort: str, field: str | None, token: str | None) -> dict[str, Any] | None:
+    """Where the page starts: after the position its token names."""
+    if not token:
+        return None
+    values = _token_values(token, sort, 2 if field else 1)
+    position = {"__name__": db.collection(RESOURCES).document(values[-1])}
+    return {field: values[0], **position} if field else position
+
+
+def _ordered(query: Any, field: str | None, descending: bool, after: dict[str, Any] | None) -> Any:
+    direction = firestore.Query.DESCENDING if descending else firestore.Query.ASCENDING
+    if field:
+        query = query.order_by(field, direction=direction)
+    query = query.order_by("__name__", direction=direction)
+    return query.start_after(after) if after else query
 
 
 def _token(kind: str, *values: str) -> str:

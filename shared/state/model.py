@@ -22,6 +22,7 @@ change feed is read by. No I/O.
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -40,6 +41,49 @@ PROVIDERS = "providers"
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"
 CHANGE = "change"
+
+# ---- sharded timestamps ------------------------------------------------------------------------------
+# Firestore holds a collection whose documents carry a sequentially increasing *indexed* value to about
+# 500 writes/s (docs/scale.md). Every such field written at the event rate is either not indexed at all
+# (a single-field index exemption, terraform/data_model.tf) or sharded: the document carries ``shard``
+# (a fixed function of its resource key) and every index on the timestamp has ``shard`` in front of it,
+# so the writes spread over that many index ranges. A query reads every shard (``shard in [...]``,
+# ordered by the timestamp: Firestore merges the ranges; a disjunction takes at most 30 values, so more
+# shards are read 30 at a time and merged here, shared/state/resources.py), so its order and its
+# cursors are those of one unsharded index.
+# - the change feed (events.committedAt, written per change): 30 shards, one query, 10,000 changes/s at
+#   333 writes/s a range;
+# - resources (updatedAt per change, staleAt per report, heartbeats included): 60 shards, two queries
+#   merged, 10,000 changes/s + 2,800 heartbeats/s at 213 writes/s a range.
+SHARD = "shard"
+SHARDS = 30  # the change feed's
+RESOURCE_SHARDS = 60  # the resource documents'
+MAX_IN = 30  # values of one "in" filter (Firestore)
+SHARD_SPACE = tuple(range(SHARDS))  # what the feed reads: every shard a writer may use (any count <= SHARDS)
+RESOURCE_SHARD_SPACE = tuple(range(RESOURCE_SHARDS))
+
+# collection => its fields written at the event rate with sequentially increasing values, and how each
+# is kept off one index range: "sharded" (composite indexes with SHARD in front; the single-field index
+# exempted) or "unindexed" (a single-field index exemption; never queried). A map field's exemption
+# covers its subfields. terraform/data_model.tf declares the same (tests/deploy/test_terraform.py).
+SHARDED, UNINDEXED = "sharded", "unindexed"
+SEQUENTIAL_FIELDS: dict[str, dict[str, str]] = {
+    LEDGER: {COMMITTED_AT: SHARDED, "processedAt": UNINDEXED, "changeAnnouncedAt": UNINDEXED,
+             "ingressMessageId": UNINDEXED, "eventId": UNINDEXED, "change.body": UNINDEXED,
+             "change.attributes": UNINDEXED, "state": UNINDEXED},
+    RESOURCES: {"updatedAt": SHARDED, "staleAt": SHARDED, "writtenAt": SHARDED, "lastSeenAt": UNINDEXED,
+                "observedAt": UNINDEXED, "publishedAt": UNINDEXED, "reportedTime": UNINDEXED,
+                "lastTransitionTime": UNINDEXED, "createdAt": UNINDEXED, "recentChanges": UNINDEXED,
+                "resync.at": UNINDEXED, "resync.index": UNINDEXED},
+}
+
+
+def shard_of(key: str, shards: int = SHARDS, space: int = SHARDS) -> int:
+    """The shard of a resource's documents in one collection (its change-feed entries all in one: one
+    resource's changes stay in one index range, in commit order); ``space``: what the readers read."""
+    if not 1 <= shards <= space:
+        raise ValueError(f"shards must be 1..{space} (the readers read that many), got {shards}")
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
 
 
 class Outcome(enum.StrEnum):

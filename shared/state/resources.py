@@ -7,12 +7,25 @@ One indexed read (ledger: key ==, processedAt desc), only for a hot resource.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import heapq
+from datetime import datetime
+from itertools import islice
+from typing import Any, Mapping, Sequence
 
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.model import LEDGER, newest_state
+from shared.state.model import (
+    COMMITTED_AT,
+    LEDGER,
+    MAX_IN,
+    RESOURCE_SHARDS,
+    RESOURCES,
+    SHARD,
+    SHARDS,
+    newest_state,
+    shard_of,
+)
 
 # More than the updates of one resource ever decided at once. Hot deciders do not conflict (each writes its own
 # ledger entry), so those that read before the newest state was committed leave entries with an older state,
@@ -34,3 +47,63 @@ def newest(db: firestore.Client, doc: Mapping[str, Any] | None, **options: Any) 
     if not doc or not doc.get("hot"):
         return doc
     return newest_state(doc, coalesced_states(db, doc["key"], **options))
+
+
+def shard_groups(query: Any, space: Sequence[int]) -> list[Any]:
+    """``query`` over every shard of ``space``: one query per MAX_IN shards (``shard in [...]``; Firestore
+    merges those shards' index ranges in the query's order). Order, bound and limit each the same way,
+    then ``merged`` (shared/state/model.py says why the sequential fields are sharded)."""
+    return [query.where(filter=FieldFilter(SHARD, "in", list(space[i:i + MAX_IN])))
+            for i in range(0, len(space), MAX_IN)]
+
+
+def merged(queries: Sequence[Any], field: str | None, descending: bool, limit: int, **options: Any) -> list[Any]:
+    """The first ``limit`` snapshots of queries each ordered by (``field``, __name__), in that order: as
+    one query over one index would give them (each query reads at most ``limit``)."""
+    if len(queries) == 1:
+        return list(queries[0].limit(limit).stream(**options))
+    streams = [list(q.limit(limit).stream(**options)) for q in queries]
+    key = (lambda s: (_order_of(s.get(field)), s.id)) if field else (lambda s: ((), s.id))
+    return list(islice(heapq.merge(*streams, key=key, reverse=descending), limit))
+
+
+def _order_of(value: Any) -> tuple[Any, ...]:
+    """Firestore's order of values of mixed types: null, booleans, numbers, timestamps, strings."""
+    if value is None:
+        return (0,)
+    for rank, kinds in ((1, bool), (2, (int, float)), (3, datetime), (4, str)):
+        if isinstance(value, kinds):
+            return (rank, value)
+    return (9, repr(value))
+
+
+def backfill_shards(db: firestore.Client, page: int = 500) -> dict[str, int]:
+    """Give ``shard`` to the documents written before the sharding (once, at the deploy that brings it:
+    docs/scale.md): every resource document, and every ledger entry of the change feed (those with
+    ``committedAt``). A document without it is in no sharded index, so neither the sorted list nor the
+    sweep nor the feed would find it. Idempotent; returns how many documents of each collection it set."""
+    spaces = {RESOURCES: RESOURCE_SHARDS, LEDGER: SHARDS}
+    return {collection: _backfill(db, collection, shards, page) for collection, shards in spaces.items()}
+
+
+def _backfill(db: firestore.Client, collection: str, shards: int, page: int) -> int:
+    done, after = 0, None
+    while True:
+        query = db.collection(collection).order_by("__name__").limit(page)
+        snaps = list((query.start_after(after) if after else query).stream())
+        batch = db.batch()
+        docs = [s.to_dict() or {} for s in snaps]
+        missing = [(s, d) for s, d in zip(snaps, docs) if SHARD not in d and _sharded(collection, d)]
+        for snap, doc in missing:  # only the field: the document's precondition is that it still exists
+            batch.update(snap.reference, {SHARD: shard_of(doc["key"], shards, shards)})
+        if missing:
+            batch.commit()
+        done += len(missing)
+        if len(snaps) < page:
+            return done
+        after = snaps[-1]
+
+
+def _sharded(collection: str, doc: Mapping[str, Any]) -> bool:
+    """A document the sharded indexes must hold: a resource, or a change-feed entry."""
+    return bool(doc.get("key")) and (collection != LEDGER or doc.get(COMMITTED_AT) is not None)

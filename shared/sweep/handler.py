@@ -6,21 +6,22 @@ timer) runs it.
 Freshness: a resource whose deadline passed (``staleAt``, set by upsert at each provider report to
 now + report_every + grace, ``Settings.stale_after``) gets a synthesised UNKNOWN, reason
 ``NotReported``, its last known status and last report kept (``extra``), at the deadline (so the
-provider's next report, later than that, restores it). The query reads the index on ``staleAt`` up
-to now: only the resources past their deadline, at most ``FRESHNESS_BATCH`` a tick (the rest on the
-next ones); with none stale it costs one read, at 10,000 resources as at 1,000,000.
+provider's next report, later than that, restores it). The query reads the index on (shard, ``staleAt``)
+up to now, every shard (``staleAt`` is sharded: shared/state/model.py; two queries of 30 shards, merged):
+only the resources past their deadline, at most ``FRESHNESS_BATCH`` a tick (the rest on the next ones);
+with none stale it costs one read a query, at 10,000 resources as at 1,000,000.
 
 A provider silent as a whole (none of its resources reported within its deadline) is said once, as a
 provider-level event (``shared/contracts/provider_event.py``) published to ``dcm-status-providers`` and
 kept in ``providers/{provider}`` (``GET /v1/providers``), and once more when it reports again. Its
 resources still become UNKNOWN one by one (the change feed stays a complete log of transitions), each
 marked ``extra.providerSilent``, so that a consumer that alerts collapses them into the one alarm.
-One read per provider a tick: its resource with the newest deadline (an index on provider, staleAt).
+One read per provider a tick: its resource with the newest deadline (an index on provider, shard, staleAt).
 
 A hot resource (its updates coalesced on the ledger while its document was not written: upsert) gets
 its document written with its newest state once it has a write token again, and stops being hot once
 it has been quiet for ``HOT_QUIET``: one read per hot resource a tick, plus its ledger's latest states.
-The documents written longest ago come first (an index on hot, writtenAt), so however many are hot, none
+The documents written longest ago come first (an index on hot, shard, writtenAt), so however many are hot, none
 waits behind the same first ``HOT_BATCH`` tick after tick; ``HOT_WORKERS`` of them are done at once.
 
 Reconciliation of providers' snapshots (``shared/contracts/resync.py``): for each open batch
@@ -66,6 +67,7 @@ from shared.state.model import (
     DOCUMENT_WRITES,
     HOT_QUIET,
     PROVIDERS,
+    RESOURCE_SHARD_SPACE,
     RESOURCES,
     RESYNCS,
     PlatformReason,
@@ -81,6 +83,7 @@ FRESHNESS_TYPE = "dcm.status.notreported"
 FRESHNESS_BATCH = 500  # resources marked per tick at most
 HOT_BATCH = 500  # hot resources looked at per tick at most
 HOT_WORKERS = 8  # of them at once (each: a ledger query, perhaps a write)
+SILENCE_WORKERS = 16  # providers' newest-deadline queries at once: 5,000 providers in ~6 s, not 100 s
 
 log = get_logger("sweep")
 
@@ -153,11 +156,12 @@ class Sweep:
         with fs.guard("Firestore query"):
             known = {s.id: s.to_dict() for s in self.db.collection(PROVIDERS).stream(timeout=fs.TIMEOUT)}
         silent = {p for p, d in known.items() if d.get("state") == ProviderState.SILENT.value}
-        for provider in self.providers:
-            query = (self.db.collection(RESOURCES).where(filter=FieldFilter("provider", "==", provider))
-                     .order_by("staleAt", direction=firestore.Query.DESCENDING).limit(1))
-            with fs.guard("Firestore query"):
-                newest = next((s.to_dict() for s in query.stream(timeout=fs.TIMEOUT)), None)
+        providers = list(self.providers)
+        workers = max(1, min(SILENCE_WORKERS, len(providers)))
+        with ThreadPoolExecutor(workers, thread_name_prefix="sweep-silence") as pool:
+            newest_of = dict(zip(providers, pool.map(self._newest_deadline, providers)))
+        for provider in providers:
+            newest = newest_of[provider]
             if not newest or not newest.get("staleAt"):
                 continue
             state = ProviderState.SILENT if newest["staleAt"] <= now else ProviderState.REPORTING
@@ -168,6 +172,14 @@ class Sweep:
                                              self.deadline(provider)), now)
             (silent.add if state is ProviderState.SILENT else silent.discard)(provider)
         return silent
+
+    def _newest_deadline(self, provider: str) -> dict[str, Any] | None:
+        """The provider's resource with the newest freshness deadline (one indexed read)."""
+        of_provider = self.db.collection(RESOURCES).where(filter=FieldFilter("provider", "==", provider))
+        queries = [q.order_by("staleAt", direction=firestore.Query.DESCENDING)
+                   for q in resources.shard_groups(of_provider, RESOURCE_SHARD_SPACE)]
+        with fs.guard("Firestore query"):
+            return next((s.to_dict() for s in resources.merged(queries, "staleAt", True, 1, timeout=fs.TIMEOUT)), None)
 
     def _announce(self, event: ProviderTransition, now: str) -> None:
         """Publish first, then record: a failed record republishes the same event (same id) next tick."""
@@ -185,10 +197,11 @@ class Sweep:
         """Mark the resources past their freshness deadline NotReported (``providerSilent`` those of the
         ``silent`` providers); returns how many."""
         now = timeutil.format(now_dt)
-        query = self.db.collection(RESOURCES).where(filter=FieldFilter("staleAt", "<=", now)).order_by(
-            "staleAt").limit(FRESHNESS_BATCH)
+        queries = [q.where(filter=FieldFilter("staleAt", "<=", now)).order_by("staleAt")
+                   for q in resources.shard_groups(self.db.collection(RESOURCES), RESOURCE_SHARD_SPACE)]
         with fs.guard("Firestore query"):
-            stale = [s.to_dict() for s in query.stream(timeout=fs.TIMEOUT)]
+            stale = [s.to_dict() for s in resources.merged(queries, "staleAt", False, FRESHNESS_BATCH,
+                                                           timeout=fs.TIMEOUT)]
         for doc in stale:  # a failed publish raises: the tick is redelivered, the same ids published again
             update = not_reported(doc, now, doc["provider"] in silent)
             publish(self.publisher, self.lane(doc["provider"]), status_update.encode(update),
@@ -204,8 +217,9 @@ class Sweep:
         """Write each hot resource's document with its newest state (when it may take a write), or, quiet
         and up to date, stop treating it as hot; returns how many documents were written."""
         with fs.guard("Firestore query"):
-            hot = list(self.db.collection(RESOURCES).where(filter=FieldFilter("hot", "==", True))
-                       .order_by("writtenAt").limit(HOT_BATCH).stream(timeout=fs.TIMEOUT))
+            hot_docs = self.db.collection(RESOURCES).where(filter=FieldFilter("hot", "==", True))
+            queries = [q.order_by("writtenAt") for q in resources.shard_groups(hot_docs, RESOURCE_SHARD_SPACE)]
+            hot = resources.merged(queries, "writtenAt", False, HOT_BATCH, timeout=fs.TIMEOUT)
         if not hot:
             return 0
         with ThreadPoolExecutor(min(HOT_WORKERS, len(hot)), thread_name_prefix="sweep-hot") as pool:
@@ -221,8 +235,9 @@ class Sweep:
         if newest is not doc and tokens >= 1:
             change = {**newest, "hot": True, "writtenAt": timeutil.format(now_dt), "writeTokens": tokens - 1,
                       DOCUMENT_WRITES: firestore.Increment(1)}
-        elif newest is doc and quiet_for(doc, now_dt) >= HOT_QUIET:
-            change = {"hot": False, DOCUMENT_WRITES: firestore.Increment(1)}
+        elif newest is doc and quiet_for(doc, now_dt) >= HOT_QUIET:  # the field goes: a cool document's
+            # writes then leave the (hot, shard, writtenAt) index alone (docs/scale.md)
+            change = {"hot": firestore.DELETE_FIELD, DOCUMENT_WRITES: firestore.Increment(1)}
         else:
             return 0
         try:

@@ -48,12 +48,16 @@ from shared.state.model import (
     HOT_BURST,
     LEDGER,
     ORDER_FIELDS,
+    RESOURCE_SHARDS,
     RESOURCES,
     RESYNCS,
+    SHARD,
+    SHARDS,
     FlapPolicy,
     Outcome,
     compare_order,
     newest_state,
+    shard_of,
     without_bookkeeping,
     write_tokens,
 )
@@ -129,12 +133,18 @@ def compare(update: StatusUpdate, doc: Mapping[str, Any]) -> int:
 class StateStore:
     def __init__(self, db: firestore.Client, ledger_ttl_days: int = 7,
                  stale_after: Callable[[str, str], int | None] = lambda provider, rtype: None,
-                 flapping: FlapPolicy = FlapPolicy(), redaction: Redaction = Redaction.default()):
+                 flapping: FlapPolicy = FlapPolicy(), redaction: Redaction = Redaction.default(),
+                 shards: int = SHARDS, resource_shards: int = RESOURCE_SHARDS):
         """``stale_after(provider, type)``: seconds after a report the resource is no longer known to be as
         shown (Settings.stale_after); None: never (no freshness deadline). ``flapping``: how many changes
         in what window flag a resource (Settings.flapping). ``redaction``: the output values change events
-        show as ``[redacted]`` (Settings.output_redaction); the document and its history keep them."""
+        show as ``[redacted]`` (Settings.output_redaction); the document and its history keep them.
+        ``shards``, ``resource_shards``: how many index ranges the change feed's and the resource
+        documents' sequential fields spread over (shared/state/model.py; readers read every shard of
+        SHARD_SPACE, RESOURCE_SHARD_SPACE)."""
+        shard_of("", shards), shard_of("", resource_shards, RESOURCE_SHARDS)  # refuse what readers would miss
         self.db = db
+        self.shards, self.resource_shards = shards, resource_shards
         self.ttl = timedelta(days=ledger_ttl_days)
         self.stale_after = stale_after
         self.flapping = flapping
@@ -200,10 +210,11 @@ class StateStore:
                 {"changeAnnounced": True, "changeAnnouncedAt": timeutil.now_str()}, timeout=fs.TIMEOUT)
 
 
-def _feed_entry(update: StatusUpdate) -> dict[str, Any]:
-    """The fields that make a ledger entry with a change an entry of the change feed."""
+def _feed_entry(store: StateStore, update: StatusUpdate) -> dict[str, Any]:
+    """The fields that make a ledger entry with a change an entry of the change feed (its shard: the
+    resource's, so one resource's changes keep their commit order in one index range)."""
     return {COMMITTED_AT: firestore.SERVER_TIMESTAMP, "provider": update.key.provider,
-            "resourceType": update.key.resource_type}
+            "resourceType": update.key.resource_type, SHARD: shard_of(str(update.key), store.shards)}
 
 
 def _may_be_legacy(ledger: Any, result: Result) -> bool:
@@ -320,7 +331,8 @@ def _read(store: StateStore, update: StatusUpdate, ledger: Any, snap: Any,
                          resource_specific={**(current.get("resourceSpecific") or {}), **update.resource_specific})
     listed = _listed(update)
     reported = {**resource_document(update, timeutil.format(now_dt)), **listed,
-                "staleAt": _stale_at(store, update, now_dt)}
+                "staleAt": _stale_at(store, update, now_dt),
+                SHARD: shard_of(str(update.key), store.resource_shards, RESOURCE_SHARDS)}
     after = kept(reported, current)  # an output map the update does not carry stays as stored
     if current is not None and current.get("status") == update.status and not update.transition_reported:
         # A report of the same status without a transition time is no transition: keep the stored one.
@@ -369,7 +381,7 @@ def _stale(d: _Decision) -> tuple[Result, list[_Write]]:
     entry, resource_writes = _keep(d, {**d.current, **d.listed}, d.listed)
     return Result(Outcome.STALE, d.current["status"], d.update.status, late), [
         _Write(WriteOp.CREATE, d.ledger.reference, d.ledger_entry(
-            Outcome.STALE, **_feed_entry(d.update), change=late.to_record(), changeAnnounced=False, **entry)),
+            Outcome.STALE, **_feed_entry(d.store, d.update), change=late.to_record(), changeAnnounced=False, **entry)),
         _Write(WriteOp.SET, d.history_ref, d.history_entry(Outcome.STALE)),
         *resource_writes,
         *d.batch_writes,
@@ -379,7 +391,7 @@ def _stale(d: _Decision) -> tuple[Result, list[_Write]]:
 def _unchanged(d: _Decision) -> tuple[Result, list[_Write]]:
     """A re-report: nothing observed changed. The ledger entry, and the order and last-seen fields of the
     resource; no history entry, no change event."""
-    frontier = {k: d.after[k] for k in (*ORDER_FIELDS, "staleAt")}
+    frontier = {k: d.after[k] for k in (*ORDER_FIELDS, "staleAt", SHARD)}  # the shard: a document older than it
     moved = {**frontier, **d.listed, "reReports": d.current.get("reReports", 0) + 1}
     entry, resource_writes = _keep(d, {**d.current, **moved}, moved)
     return Result(Outcome.UNCHANGED, d.current["status"], d.update.status, None), [
@@ -409,7 +421,7 @@ def _applied(d: _Decision) -> tuple[Result, list[_Write]]:
     entry, resource_writes = _keep(d, after, None)
     return Result(Outcome.APPLIED, current.get("status"), update.status, change), [
         _Write(WriteOp.CREATE, d.ledger.reference, d.ledger_entry(
-            Outcome.APPLIED, **(_feed_entry(update) if change else {}),
+            Outcome.APPLIED, **(_feed_entry(d.store, update) if change else {}),
             change=change.to_record() if change else None, changeAnnounced=change is None, **entry)),
         *resource_writes,
         _Write(WriteOp.SET, d.history_ref, d.history_entry(Outcome.APPLIED)),

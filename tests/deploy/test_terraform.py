@@ -575,6 +575,7 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
         HISTORY,
         LEDGER,
         RESOURCES,
+        SHARD,
     )
 
     indexes = tf.evaluate({"indexes": "local.firestore_indexes"}, terraform=terraform)["indexes"]
@@ -586,28 +587,60 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
                        for f, _ in ResourceFilter("p", "t", "s", (label, "x")).equalities()}
     assert resource_fields == {"provider", "resourceType", "status",
                                "metadata.tenant", "metadata.region", "metadata.environment"}
-    for f in resource_fields:
-        assert (RESOURCES, ((f, asc), ("updatedAt", desc))) in indexed, f
+    for f in resource_fields:  # updatedAt is sharded: queried over every shard at once
+        assert (RESOURCES, ((f, asc), (SHARD, asc), ("updatedAt", desc))) in indexed, f
         assert (RESOURCES, ((f, asc), ("resourceId", asc))) in indexed, f
+    assert (RESOURCES, ((SHARD, asc), ("updatedAt", desc))) in indexed
     # events (the change feed): equality filters, commit order both ways (the latest N descending)
     feed_fields = {f for f, _ in FeedFilter("p", "t", "s").equalities()}
     assert feed_fields == {"provider", "resourceType", "status"}
-    for f in feed_fields:
-        for order in (asc, desc):
-            assert (LEDGER, ((f, asc), (COMMITTED_AT, order))) in indexed, (f, order)
+    for order in (asc, desc):  # committedAt is sharded
+        assert (LEDGER, ((SHARD, asc), (COMMITTED_AT, order))) in indexed, order
+        for f in feed_fields:
+            assert (LEDGER, ((f, asc), (SHARD, asc), (COMMITTED_AT, order))) in indexed, (f, order)
     # dead letters: newest first, by provider or reason
     for f in ("provider", "reason"):
         assert (DEADLETTERS, ((f, asc), ("lastSeen", desc))) in indexed, f
     # the sweep: a provider's resource with the newest freshness deadline (is the provider silent?)
-    assert (RESOURCES, (("provider", asc), ("staleAt", desc))) in indexed
+    assert (RESOURCES, (("provider", asc), (SHARD, asc), ("staleAt", desc))) in indexed
+    # the sweep: the resources past their deadline, oldest deadline first
+    assert (RESOURCES, ((SHARD, asc), ("staleAt", asc))) in indexed
     # the sweep: hot resources, the documents written longest ago first
-    assert (RESOURCES, (("hot", asc), ("writtenAt", asc))) in indexed
+    assert (RESOURCES, (("hot", asc), (SHARD, asc), ("writtenAt", asc))) in indexed
     # a hot resource's latest ledger entries (shared/state/resources.py)
     assert (LEDGER, (("key", asc), ("processedAt", desc))) in indexed
     # history (one resource's subcollection): ordered on one field, single-field indexes suffice
     assert HISTORY not in {c for c, _ in indexed}
-    for collection, fields in indexed:  # equality field first, then the one ordering
-        assert len(fields) == 2 and fields[0][1] == asc and fields[1][0] != fields[0][0], (collection, fields)
+    for collection, fields in indexed:  # equality field first, the shard field if sharded, then the one ordering
+        assert fields[0][1] == asc and fields[-1][0] not in (fields[0][0], SHARD), (collection, fields)
+        assert len(fields) == 2 or (len(fields) == 3 and fields[1] == (SHARD, asc)), (collection, fields)
+
+
+def test_no_sequential_field_is_indexed_but_behind_a_shard(config: tf.Config, terraform):
+    """The fields written at the event rate with increasing values: the data model declares the very list
+    the code (and benchmarks/capacity.py) knows; each has its single-field index exempted; a composite
+    index orders by it only behind the shard field (or a resource's key: one resource's entries)."""
+    from shared.state.model import SEQUENTIAL_FIELDS, SHARD, SHARDED
+
+    got = tf.evaluate({"sequential": "local.firestore_sequential_fields", "shard": "local.firestore_shard_field",
+                       "unindexed": "local.firestore_unindexed_fields", "indexes": "local.firestore_indexes",
+                       "ttl": "local.firestore_ttl_fields"}, terraform=terraform)
+    assert got["sequential"] == SEQUENTIAL_FIELDS and got["shard"] == SHARD
+    exempt = {(v["collection"], v["field"]) for v in got["unindexed"].values()}
+    assert exempt == {(c, f) for c, fields in SEQUENTIAL_FIELDS.items() for f in fields}
+    assert not exempt & set(got["ttl"].items()), "a field has one configuration: the TTL ones are exempt there"
+    for index in got["indexes"].values():
+        paths = [f["field_path"] for f in index["fields"]]
+        for i, path in enumerate(paths):
+            if path in SEQUENTIAL_FIELDS.get(index["collection"], {}):
+                assert i > 0 and paths[i - 1] in (SHARD, "key"), (index["collection"], paths)
+    sharded = {(c, f) for c, fields in SEQUENTIAL_FIELDS.items() for f, how in fields.items() if how == SHARDED}
+    ordered = {(i["collection"], i["fields"][-1]["field_path"]) for i in got["indexes"].values()}
+    assert sharded <= ordered, "a sharded field is one a query orders by"
+    field = config.resource("google_firestore_field", "unindexed")
+    assert field["for_each"] == "${local.firestore_unindexed_fields}"
+    assert (field["collection"], field["field"]) == ("${each.value.collection}", "${each.value.field}")
+    assert block(field, "index_config") == {} and "ttl_config" not in field
 
 
 # ---- module hygiene --------------------------------------------------------

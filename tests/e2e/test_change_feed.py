@@ -6,6 +6,9 @@ the server's write stamp alone skips changes here: a write stamped earlier becom
 visible after one stamped later (shared/contracts/change_feed.py; measured on the
 emulator: 6 to 32 of 1,200 concurrent writes skipped by a follower with no settle
 time). The follower's sequence must be exactly what was committed, in commit order.
+
+The feed is sharded (shared/state/model.py): the 60 resources spread over the shards, each change in
+its resource's shard, and a cursor taken anywhere in the sequence resumes exactly after it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from shared.state.model import COMMITTED_AT, LEDGER
+from shared.state.model import COMMITTED_AT, LEDGER, SHARD, shard_of
 from tests.e2e.conftest import wait_until
 
 STATUSES = ("PROVISIONING", "RUNNING", "STOPPING", "STOPPED", "RUNNING")
@@ -25,7 +28,9 @@ STATUSES = ("PROVISIONING", "RUNNING", "STOPPING", "STOPPED", "RUNNING")
 def committed_changes(e2e, uid: str) -> list[str]:
     """This test's changes as committed: ledger entries with a change, in (stamp, id) order."""
     snaps = e2e.db.collection(LEDGER).order_by(COMMITTED_AT).order_by("__name__").stream()
-    return [s.get("change")["id"] for s in snaps if uid in s.get("key")]
+    mine = [s for s in snaps if uid in s.get("key")]
+    assert all(s.get(SHARD) == shard_of(s.get("key")) for s in mine), "each change in its resource's shard"
+    return [s.get("change")["id"] for s in mine]
 
 
 def test_a_cursor_follower_sees_every_change_once_in_commit_order_while_writers_race(e2e, uid):
@@ -72,6 +77,21 @@ def test_a_cursor_follower_sees_every_change_once_in_commit_order_while_writers_
     assert sorted(mine) == sorted(committed), f"missed {len(set(committed) - set(mine))} committed changes"
     assert mine == committed, "the follower saw the changes out of commit order"
     assert [c["committedAt"] for c in followed] == sorted(c["committedAt"] for c in followed)
+    ours = [c for c in followed if uid in c["key"]]
+    assert len({shard_of(c["key"]) for c in ours}) >= 10, "the writers' changes crossed many shards"
+    by_resource: dict[str, list[str]] = {}
+    for c in ours:
+        by_resource.setdefault(c["key"], []).append(c["newStatus"])
+    assert all(statuses == list(STATUSES) for statuses in by_resource.values()), "per-resource commit order"
+    k = len(ours) // 3  # a cursor handed out mid-way resumes exactly after its change, across the shards
+    resumed, cursor = [], ours[k]["cursor"]
+    while True:
+        page = requests.get(api, params={"after": cursor, "limit": 100}, timeout=30).json()
+        resumed += [c["id"] for c in page["changes"] if uid in c["key"]]
+        cursor = page["nextCursor"]
+        if len(page["changes"]) < 100:
+            break
+    assert resumed == mine[k + 1:]
 
 
 def test_the_live_stream_sends_a_change_at_once_and_resumes_from_its_last_event_id(e2e, uid):

@@ -26,6 +26,7 @@ from shared.api import app as api_app
 from shared.api.feed import ChangeFeed, FeedFilter
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
+from shared.state.model import SHARDS
 from shared.upsert.store import StateStore
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, bind_all
@@ -33,13 +34,13 @@ from tests.samples import SCHEMAS
 
 
 def seed(db, provider: str, rtype: str, rid: str, status: str, time: str, event_id: str,
-         resource_specific: dict | None = None, **metadata: str):
+         resource_specific: dict | None = None, shards: int = SHARDS, **metadata: str):
     data, attrs = to_pubsub_message(build_event(provider, rtype, rid, status, f"{status.lower()} now",
                                                 event_id=event_id, time=time, last_transition_time=time,
                                                 metadata=metadata or None, resource_specific=resource_specific))
     message = PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}")
     update = status_update.decode(status_update.encode(normalize_message(message, settings.from_env())))
-    return StateStore(db).apply(update)
+    return StateStore(db, shards=shards).apply(update)
 
 
 @pytest.fixture

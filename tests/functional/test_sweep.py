@@ -18,6 +18,7 @@ from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsu
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.state import resources
+from shared.state.model import RESOURCE_SHARDS, SHARD, shard_of
 from shared.sweep.handler import Sweep
 from tests.functional.conftest import SHAPES
 
@@ -225,13 +226,14 @@ def test_an_idle_tick_reads_no_more_at_a_thousand_resources_than_at_one(firestor
             for i in range(start, min(n, start + 500)):
                 batch.set(firestore.document(f"resources/aws~vm~idle-{i}"), {
                     "key": f"aws/vm/idle-{i}", "provider": "aws", "resourceType": "vm", "status": "RUNNING",
-                    "staleAt": fresh, "lastSeenAt": timeutil.now_str()})
+                    "staleAt": fresh, "lastSeenAt": timeutil.now_str(),
+                    SHARD: shard_of(f"aws/vm/idle-{i}", RESOURCE_SHARDS, RESOURCE_SHARDS)})
             batch.commit()
 
-    hold(1)
-    one = reads_of_one_tick()
+    hold(100)
+    hundred = reads_of_one_tick()
     hold(1000)
-    assert reads_of_one_tick() == one == 1  # aws's newest deadline; every other query returns nothing
+    assert reads_of_one_tick() == hundred == 2  # aws's newest deadline in each group of 30 shards; nothing else
     assert publisher.messages == []
 
 

@@ -259,3 +259,10 @@ def test_the_export_schema_generator_reads_the_declaration_only():
     """infra/bigquery_schema.py writes terraform/bigquery/ from JSON schemas: the topology, nothing running."""
     assert infra_arrows()["bigquery_schema"] <= {"topology"}
     assert not [m for m in imports(INFRA / "bigquery_schema.py") if m.split(".")[0] == "shared"]
+
+
+def test_the_shard_backfill_is_an_entry_point_over_the_state_model_alone():
+    """infra/backfill_shards.py: the deploy's one-off job (docs/scale.md); its logic is shared/state's."""
+    path = INFRA / "backfill_shards.py"
+    assert infra_arrows()["backfill_shards"] == set()
+    assert {package_of(m) for m in imports(path)} - {None} == {"state"}

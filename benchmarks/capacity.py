@@ -1,0 +1,457 @@
+"""Capacity model: every documented limit of Pub/Sub, Cloud Run and Firestore that stands between this
+design and a fleet, with what the design puts against it, for the fleets of docs/scale.md.
+
+The design is read from its declarations, so a change to them changes the model:
+
+- infra/topology.yaml (infra/topology.py): topics and subscriptions per provider and shared ones, the
+  report interval (steady re-reports: every resource once per ``freshness.report_every``);
+- terraform/data_model.tf (python-hcl2, as tests/deploy reads it): the composite indexes, the fields
+  written at the event rate with sequentially increasing values and how each is kept off one index
+  range (sharded or unindexed), the TTL fields;
+- the code's constants: shards (shared/state/model.py), the hot-document write rate, the sweep's and
+  the feed's batches.
+
+Per-event work is counted, not assumed: Firestore reads and writes, Pub/Sub publishes and function
+invocations per applied change and per re-report are ``benchmarks/cost.py``'s counted figures (run it
+to refresh them: ``--counted`` takes its numbers), priced with cost.py's list prices. The CPU per event
+is ``benchmarks/pipeline.py``'s measured figure, an input (``--cpu-ms``): this model runs nothing.
+
+Prints a table per fleet; asserts nothing (run: make bench). Sources checked 2026-11-25 (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import hcl2  # noqa: E402
+
+from infra.topology import load as load_topology  # noqa: E402
+from infra.topology import seconds  # noqa: E402
+from shared.state import model  # noqa: E402
+from shared.sweep import handler as sweep  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+DATA_MODEL = REPO / "terraform" / "data_model.tf"
+VARIABLES = REPO / "terraform" / "variables.tf"
+HCL = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
+TARGET = 0.70  # a limit used beyond this is "over" (headroom for bursts and the ramp-up)
+MONTH_SECONDS = 30 * 24 * 3600
+
+# benchmarks/cost.py's counted figures per event (2026-11-25 run, on this branch; a publish counts the
+# provider's own): reads, writes, publishes, invocations. Refresh with --counted R,W,P,I for a change.
+COUNTED_CHANGE = {"reads": 3.0, "writes": 5.5, "publishes": 3.0, "invocations": 4.5}
+COUNTED_REREPORT = {"reads": 2.0, "writes": 2.0, "publishes": 2.0, "invocations": 2.0}
+MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
+RESOURCE_FIELDS = 32  # top-level fields of a resource document (shared/upsert/store.py resource_document and the rest)
+# benchmarks/pipeline.py's CPU ms per event from /proc (2026-11-25, 600 events on the emulators): ingest 3.4,
+# upsert 5.8 (the emulators' own CPU not counted). Inputs: --ingest-cpu-ms, --upsert-cpu-ms.
+INGEST_CPU_MS, UPSERT_CPU_MS = 3.4, 5.8
+
+S = {  # the sources, as cited in docs/scale.md
+    "shard": "https://cloud.google.com/firestore/native/docs/solutions/shard-timestamp",
+    "bestpractices": "https://cloud.google.com/firestore/docs/best-practices",
+    "quotas": "https://cloud.google.com/firestore/quotas",
+    "ramp": "https://cloud.google.com/firestore/docs/best-practices#ramping_up_traffic",
+    "pubsub": "https://cloud.google.com/pubsub/quotas",
+    "push": "https://cloud.google.com/pubsub/docs/push",
+    "concurrency": "https://cloud.google.com/run/docs/about-concurrency",
+    "maxinst": "https://cloud.google.com/run/docs/configuring/max-instances-limits",
+    "count": "https://cloud.google.com/firestore/docs/query-data/aggregation-queries",
+    "pricing": "https://cloud.google.com/firestore/pricing",
+    "in": "https://cloud.google.com/firestore/docs/query-data/queries#in_not-in_and_array-contains-any",
+}
+
+
+@dataclass(frozen=True)
+class Fleet:
+    name: str
+    providers: int
+    resources: int
+    changes: float  # applied changes/s (peak)
+    rereports: float | None = None  # re-reports/s beyond the steady heartbeat; None: the heartbeat only
+    callbacks: float = 0.1  # webhook deliveries per change
+    readers: int = 10  # change-feed followers, each reading every change (and an empty poll a second)
+    hottest: float = 0.5  # events/s of the busiest resource
+    burst_seconds: float | None = None  # a re-report burst that lasts this long (a storm, a resync)
+
+
+FLEETS = (
+    Fleet("DCM lab", 10, 10_000, 10),
+    Fleet("region", 200, 1_000_000, 500, readers=100),
+    Fleet("hyperscale", 5_000, 10_000_000, 10_000, readers=100),
+    Fleet("hyperscale resync", 5_000, 10_000_000, 10_000, rereports=100_000, readers=100,
+          burst_seconds=100),
+    Fleet("storm (region re-reported in 10 min)", 200, 1_000_000, 500, rereports=1_000_000 / 600,
+          readers=100, burst_seconds=600),
+)
+
+
+@dataclass(frozen=True)
+class Design:
+    """What the declarations say."""
+
+    topics_per_provider: int
+    shared_topics: int
+    subs_per_provider: int
+    shared_subs: int
+    max_subs_per_topic: int
+    report_every: int
+    sequential: dict[str, dict[str, str]]
+    indexes: list[dict[str, Any]]
+    ttl: dict[str, str]
+    shards: dict[str, int] = field(default_factory=lambda: {model.LEDGER: model.SHARDS,
+                                                            model.RESOURCES: model.RESOURCE_SHARDS})
+    hot_rate: float = model.HOT_RATE
+    sizing: dict[str, float] = field(default_factory=lambda: function_defaults())
+    ledger_days: int = 7  # DCM_LEDGER_TTL_DAYS (Terraform ledger_ttl_days): the feed's and the stats' window
+    ingest_cpu_ms: float = INGEST_CPU_MS
+    upsert_cpu_ms: float = UPSERT_CPU_MS
+    change: dict[str, float] = field(default_factory=lambda: dict(COUNTED_CHANGE))
+    rereport: dict[str, float] = field(default_factory=lambda: dict(COUNTED_REREPORT))
+
+    def composite(self, collection: str, order_by: str) -> list[tuple[str, ...]]:
+        return [tuple(f["field_path"] for f in i["fields"]) for i in self.indexes
+                if i["collection"] == collection and i["fields"][-1]["field_path"] == order_by]
+
+
+def data_model(path: Path = DATA_MODEL) -> dict[str, Any]:
+    """The data model's locals, with ``local.x`` references resolved and the indexes expanded as
+    data_model.tf expands them."""
+    with path.open() as f:
+        doc = hcl2.load(f, serialization_options=HCL)
+    local: dict[str, Any] = {}
+    for block in doc["locals"]:
+        local.update(block)
+    specs = [{**s, "equality": _resolve(s["equality"], local)} for s in local["firestore_index_specs"]]
+    return {"sequential": local["firestore_sequential_fields"], "ttl": local["firestore_ttl_fields"],
+            "shard": local["firestore_shard_field"], "indexes": _expand(specs, local["firestore_shard_field"])}
+
+
+def _resolve(value: Any, local: dict[str, Any]) -> Any:
+    if isinstance(value, str) and value.startswith("${local."):
+        return local[value[len("${local."):-1]]
+    return value
+
+
+def _expand(specs: list[dict[str, Any]], shard: str) -> list[dict[str, Any]]:
+    out = []
+    for spec in specs:
+        for eq in spec["equality"]:
+            for order in spec["orders"]:
+                middle = [{"field_path": shard, "order": "ASCENDING"}] if spec.get("sharded") else []
+                fields = [{"field_path": eq, "order": "ASCENDING"}, *middle,
+                          {"field_path": spec["order_by"], "order": order}]
+                out.append({"collection": spec["collection"], "fields": fields})
+    return out
+
+
+def function_defaults(path: Path = VARIABLES) -> dict[str, float]:
+    """The declared per-function sizing defaults (variable function_defaults: optional(type, default))."""
+    with path.open() as f:
+        doc = hcl2.load(f, serialization_options=HCL)
+    [var] = [v["function_defaults"] for v in doc["variable"] if "function_defaults" in v]
+    return {name: float(value) for name, value in re.findall(r"(\w+) = optional\(number, ([0-9.]+)\)", var["type"])}
+
+
+def sequential_indexed_fields(dm: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """collection => {field: sharded|unindexed}: what the data model declares (the test keeps it equal
+    to shared/state/model.py's SEQUENTIAL_FIELDS)."""
+    return {c: dict(fields) for c, fields in dm["sequential"].items()}
+
+
+def design(cpu_ms: tuple[float, float] = (INGEST_CPU_MS, UPSERT_CPU_MS),
+           counted: tuple[float, ...] | None = None) -> Design:
+    topo = load_topology(providers=["p1", "p2"])
+    per_topic: dict[str, int] = {}
+    for sub in topo.subscriptions:
+        per_topic[sub.topic] = per_topic.get(sub.topic, 0) + 1
+    dm = data_model()
+    d = Design(topics_per_provider=sum(1 for t in topo.topics if t.provider == "p1"),
+               shared_topics=sum(1 for t in topo.topics if t.provider is None),
+               subs_per_provider=sum(1 for s in topo.subscriptions if s.provider == "p1"),
+               shared_subs=sum(1 for s in topo.subscriptions if s.provider is None),
+               max_subs_per_topic=max(per_topic.values()),
+               report_every=seconds(topo.freshness["report_every"]),
+               sequential=sequential_indexed_fields(dm), indexes=dm["indexes"], ttl=dm["ttl"],
+               ingest_cpu_ms=cpu_ms[0], upsert_cpu_ms=cpu_ms[1])
+    if counted:
+        d.change.update(zip(("reads", "writes", "publishes", "invocations"), counted))
+    return d
+
+
+# ---- what the design puts against each limit ---------------------------------------------------------
+
+def rates(f: Fleet, d: Design) -> dict[str, float]:
+    heartbeat = f.resources / d.report_every
+    rereports = heartbeat + (f.rereports or 0.0)
+    return {"changes": f.changes, "rereports": rereports, "events": f.changes + rereports,
+            "heartbeat": heartbeat, "hot": min(f.changes + rereports, f.resources * 0.0001 * model.HOT_RATE)}
+
+
+# field => which events write it (shared/upsert/store.py: a change writes the feed entry and the
+# document; a re-report writes the document's last-seen, order fields and deadline)
+# writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep
+# deletes the field once it is quiet), at most HOT_RATE each; the busiest 0.01% of resources taken as hot.
+WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("resources", "updatedAt"): "changes",
+              ("resources", "staleAt"): "events", ("resources", "writtenAt"): "hot"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """A limit (None: no fixed one, the note says what the design does there), what the design puts
+    against it, in what unit, and where the limit is documented."""
+
+    limit: str
+    capacity: float | None
+    demand: float
+    unit: str
+    source: str
+    note: str = ""
+
+    @property
+    def use(self) -> float:
+        return self.demand / self.capacity if self.capacity else 0.0
+
+
+def firestore_rows(f: Fleet, d: Design) -> list[Row]:
+    r = rates(f, d)
+    rows = []
+    for collection, fields in sorted(d.sequential.items()):
+        for name, how in sorted(fields.items()):
+            written = r[WRITTEN_BY.get((collection, name), "events")]
+            behind = {c[-2] for c in d.composite(collection, name) if len(c) > 1}
+            if how == model.SHARDED:
+                shards = d.shards[collection]
+                rows.append(Row(f"{collection}.{name}: writes/s per index range (sharded x{shards})", 500,
+                                written / shards, "writes/s", S["shard"], f"indexed behind {', '.join(sorted(behind))}"))
+            elif behind - {"key"}:
+                rows.append(Row(f"{collection}.{name}: writes/s, indexed unsharded!", 500, written, "writes/s",
+                                S["shard"]))
+    rows.append(Row("events.processedAt behind key: writes/s per resource", 500, f.hottest, "writes/s", S["shard"],
+                    "only one resource's entries share a range"))
+    rows.append(Row("one document: sustained writes/s (busiest resource)", 1, min(f.hottest, d.hot_rate),
+                    "writes/s", S["bestpractices"], f"beyond {d.hot_rate}/s updates coalesce on the ledger"))
+    composites = sum(1 for i in d.indexes if i["collection"] == model.RESOURCES)
+    single = 2 * (RESOURCE_FIELDS - len(d.sequential[model.RESOURCES]))  # ascending and descending each
+    rows.append(Row("index entries per resource document", 40_000, composites + single, "entries", S["quotas"],
+                    f"{composites} composite + {single} single-field; the fan-out is write latency"))
+    writes = r["changes"] * d.change["writes"] + r["rereports"] * d.rereport["writes"]
+    ramp = max(0.0, math.log(max(writes, 500) / 500, 1.5) * 5)
+    rows.append(Row("database writes/s (no hard cap; 500/50/5 ramp-up rule)", None, writes, "writes/s", S["ramp"],
+                    f"{writes:,.0f} writes/s, reached after {ramp:.0f} min of +50%/5 min from 500/s"))
+    return rows
+
+
+def pubsub_rows(f: Fleet, d: Design) -> list[Row]:
+    r = rates(f, d)
+    topics = d.topics_per_provider * f.providers + d.shared_topics
+    subs = d.subs_per_provider * f.providers + d.shared_subs
+    in_flight = r["changes"] * 0.2  # a shared fan-out subscription: changes/s x ~200 ms per push
+    return [
+        Row("publish throughput per ordering key (one resource)", 1_000_000, f.hottest * MESSAGE_BYTES, "B/s",
+            S["pubsub"]),
+        Row("publish throughput per region (large region)", 200_000_000,
+            (r["events"] * 2 + r["changes"] * (1 + f.callbacks)) * MESSAGE_BYTES, "B/s", S["pubsub"],
+            "ingress + normalised per event, changed + callbacks per change"),
+        Row("topics per project", 10_000, topics, "topics", S["pubsub"],
+            f"{d.topics_per_provider} per provider + {d.shared_topics}"),
+        Row("subscriptions per project", 10_000, subs, "subscriptions", S["pubsub"],
+            f"{d.subs_per_provider} per provider + {d.shared_subs}"),
+        Row("subscriptions per topic", 10_000, d.max_subs_per_topic, "subscriptions", S["pubsub"]),
+        Row("push: outstanding messages per subscription (dcm-status-changed)", 3_000, in_flight, "messages",
+            S["push"], "changes/s x 200 ms in flight; push adapts its rate to the acks (docs/scale.md)"),
+    ]
+
+
+def run_rows(f: Fleet, d: Design, regional_vcpu: int = 1000) -> list[Row]:
+    """Instances are bounded by the region's CPU quota (1 vCPU each: vCPU = instances), scaled out at 60%
+    CPU. The fan-out consumers (billing, audit, notify) are taken at ingest's CPU per change each."""
+    r = rates(f, d)
+    upsert = r["events"] * d.upsert_cpu_ms / 1000 / 0.6
+    every = upsert + (r["events"] + r["changes"] * 3) * d.ingest_cpu_ms / 1000 / 0.6
+    return [
+        Row("vCPU of every function, against the regional CPU quota", regional_vcpu, every, "vCPU", S["maxinst"],
+            f"upsert {upsert:,.0f} of them ({d.upsert_cpu_ms} ms/event); the quota: a baseline, raised on request"),
+        Row("concurrent requests per instance (declared)", 1000, d.sizing["max_instance_request_concurrency"],
+            "requests", S["concurrency"], "terraform/variables.tf function_defaults"),
+    ]
+
+
+def read_rows(f: Fleet, d: Design) -> list[Row]:
+    sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
+    summary, stats = summary_reads(f), stats_reads(f, d)
+    dashboard = (summary + stats) / (DASHBOARD_REFRESH_MS / 1000)
+    return [
+        Row("GET /v1/summary: reads per call (count queries)", None, summary, "reads", S["count"],
+            f"{summary_queries(f):,} counts: total, per type and status, per provider"),
+        Row("GET /v1/stats: reads per call (counts over the ledger's retention)", None, stats, "reads", S["count"],
+            f"the ledger holds {ledger_entries(f, d):,.0f} entries ({d.ledger_days} days)"),
+        Row("an open dashboard: $ per month (summary + stats every 5 s)", None,
+            dashboard * MONTH_SECONDS * cost_prices()["read"], "USD", S["count"],
+            f"{dashboard:,.0f} reads/s; shared/api/static/app.js REFRESH_MIN_MS"),
+        Row("change-feed followers: $ per month (each reads every change)", None,
+            f.readers * (f.changes + 1) * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
+            f"{f.readers} followers, {f.readers * (f.changes + 1):,.0f} reads/s; many: subscribe to "
+            "dcm-status-changed instead"),
+        Row("GET /v1/resources?sort=-updatedAt: reads per page of 50", None, 2 * 51, "reads", S["in"],
+            "two shard groups read 51 each: independent of the fleet's size"),
+        Row("sweep tick duration (providers' queries at 20 ms), within its period", 60,
+            sweep_queries * 0.020 + 2, "s", "infra/topology.yaml (sweep: schedule every minute)",
+            f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + <= {sweep.FRESHNESS_BATCH} stale"),
+    ]
+
+
+DASHBOARD_REFRESH_MS = 5000  # shared/api/static/app.js: aggregates re-read at most this often while changes flow
+
+
+def summary_queries(f: Fleet) -> int:
+    from shared.api import queries
+
+    combos = sum(len(queries.statuses(t)) for t in queries.registry().resource_types)
+    return 1 + combos + f.providers
+
+
+def summary_reads(f: Fleet) -> int:
+    """Each count reads 1 per 1,000 entries (at least 1): the total, the per type and status counts and
+    the per provider counts each add up to every resource."""
+    return 3 * math.ceil(f.resources / 1000) + summary_queries(f)
+
+
+def ledger_entries(f: Fleet, d: Design) -> float:
+    """Ledger entries held: the steady rate over the retention, and a burst's re-reports once."""
+    r = rates(f, d)
+    return (f.changes + r["heartbeat"]) * d.ledger_days * 86_400 + (f.rereports or 0) * (f.burst_seconds or 0)
+
+
+def stats_reads(f: Fleet, d: Design) -> int:
+    """shared/api/queries.py stats: the ledger by outcome (every entry, once), duplicates, resources, dead
+    letters (small)."""
+    return math.ceil(ledger_entries(f, d) / 1000) + math.ceil(f.resources / 1000) + 3
+
+
+def cost_prices() -> dict[str, float]:
+    from benchmarks import cost
+
+    return {"read": cost.FIRESTORE_READ, "write": cost.FIRESTORE_WRITE}
+
+
+ROWS: tuple[Callable[[Fleet, Design], list[Row]], ...] = (firestore_rows, pubsub_rows, run_rows, read_rows)
+
+
+def monthly_usd(f: Fleet, d: Design) -> float:
+    from benchmarks import cost  # its list prices
+
+    r = rates(f, d)
+    steady = r["changes"] + r["heartbeat"]  # a burst is not a month
+
+    def per(counted: dict[str, float]) -> float:
+        return (counted["reads"] * cost.FIRESTORE_READ + counted["writes"] * cost.FIRESTORE_WRITE
+                + counted["publishes"] * 2 * max(1000, MESSAGE_BYTES) / cost.TIB * cost.PUBSUB_PER_TIB
+                + counted["invocations"] * cost.FUNCTION_INVOCATION
+                + (d.ingest_cpu_ms + d.upsert_cpu_ms) / 1000 * (cost.VCPU_SECOND + cost.MEMORY_GIB * cost.GIB_SECOND))
+    usd = (f.changes * per(d.change) + r["heartbeat"] * per(d.rereport)) * MONTH_SECONDS
+    return usd if steady else 0.0
+
+
+def title(f: Fleet, d: Design) -> str:
+    r = rates(f, d)
+    return (f"{f.name}: {f.providers:,} providers, {f.resources:,} resources, {f.changes:,.0f} changes/s, "
+            f"{r['rereports']:,.0f} re-reports/s ({r['heartbeat']:,.0f} of them heartbeats)")
+
+
+def verdict(f: Fleet, d: Design, rows: list[Row]) -> list[str]:
+    over = sorted((row for row in rows if row.use > TARGET), key=lambda row: -row.use)
+    highest = max(rows, key=lambda row: row.use)
+    first = (f"first limit to break: {over[0].limit} ({over[0].use:.0%})" if over else
+             f"first limit to break: none above {TARGET:.0%} (highest: {highest.limit}, {highest.use:.0%})")
+    return [first, *degradation(f, d, over), sizing(f, d, bool(over)),
+            f"monthly cost at the steady rate (changes + heartbeats): ${monthly_usd(f, d):,.0f}"]
+
+
+def sizing(f: Fleet, d: Design, admitted: bool) -> str:
+    """What terraform.tfvars must say for this fleet: upsert's max instances (its CPU at 60%, with 30%
+    headroom), or, for a burst beyond the ranges, exactly the admission (degradation())."""
+    per_event = d.upsert_cpu_ms / 1000 / 0.6
+    declared = int(d.sizing["max_instance_count"])
+    if admitted and f.burst_seconds:
+        admit = math.ceil(d.shards[model.RESOURCES] * 500 * TARGET * per_event)
+        return (f"Terraform sizing: function_overrides.upsert.max_instance_count = {admit:,}: the admission "
+                f"(declared default {declared})")
+    needed = math.ceil(rates(f, d)["events"] * per_event)
+    wanted = math.ceil(needed / TARGET)
+    return (f"Terraform sizing: upsert needs {needed:,} instances; " +
+            (f"set function_overrides.upsert.max_instance_count >= {wanted:,} (declared default {declared})"
+             if wanted > declared else f"the declared default max_instance_count {declared} holds it"))
+
+
+def cell(row: Row) -> tuple[str, str, str]:
+    if row.capacity is None:
+        return "-", f"{row.demand:,.0f} {row.unit}", "-"
+    flag = " !" if row.use > TARGET else ""
+    return f"{row.capacity:,.0f} {row.unit}", f"{row.demand:,.1f}", f"{row.use:.0%}{flag}"
+
+
+def report(f: Fleet, d: Design) -> list[str]:
+    rows = [row for rows_of in ROWS for row in rows_of(f, d)]
+    lines = [f"== {title(f, d)}", f"{'limit':<66}{'limit':>22}{'design':>16}{'use':>7}  source / note"]
+    for row in rows:
+        capacity, demand, use = cell(row)
+        lines.append(f"{row.limit:<66}{capacity:>22}{demand:>16}{use:>7}  {row.source} {row.note}")
+    return lines + verdict(f, d, rows)
+
+
+def markdown(f: Fleet, d: Design) -> list[str]:
+    """The same figures as a Markdown table (docs/scale.md)."""
+    rows = [row for rows_of in ROWS for row in rows_of(f, d)]
+    lines = [f"### {title(f, d)}", "", "| limit | value | this design | use | source, note |", "|---|---|---|---|---|"]
+    for row in rows:
+        capacity, demand, use = cell(row)
+        lines.append(f"| {row.limit} | {capacity} | {demand} | {use} | [source]({row.source}) {row.note} |")
+    return lines + [""] + [f"- {line}" for line in verdict(f, d, rows)] + [""]
+
+
+def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
+    """A burst beyond a range's 70%: upsert admits what the ranges take (its max instances), Pub/Sub keeps
+    the rest (7 days), drained once the burst ends."""
+    if not f.burst_seconds or not over:
+        return []
+    r = rates(f, d)
+    admitted = d.shards[model.RESOURCES] * 500 * TARGET  # events/s: each writes staleAt, sharded, at 70% a range
+    backlog = max(0.0, (r["events"] - admitted) * f.burst_seconds)
+    spare = admitted - (f.changes + r["heartbeat"])
+    drain = (f"drains in {backlog / spare / 60:,.0f} min after the burst" if spare > 0 else
+             "drains once the change rate falls below the admitted rate")
+    return [f"degrades: upsert admits {admitted:,.0f} events/s (its max instances), a backlog of {backlog:,.0f} "
+            f"events waits in Pub/Sub (7 days retained) and {drain}; changes queue behind the re-reports of "
+            "their provider's lane meanwhile (later, never lost)"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ingest-cpu-ms", type=float, default=INGEST_CPU_MS,
+                        help="ingest's CPU ms per event (benchmarks/pipeline.py measures it)")
+    parser.add_argument("--upsert-cpu-ms", type=float, default=UPSERT_CPU_MS,
+                        help="upsert's CPU ms per event (benchmarks/pipeline.py measures it)")
+    parser.add_argument("--counted", help="reads,writes,publishes,invocations per applied change "
+                                          "(benchmarks/cost.py counts them)")
+    parser.add_argument("--markdown", action="store_true", help="Markdown tables (docs/scale.md)")
+    args = parser.parse_args(argv)
+    counted = tuple(float(x) for x in args.counted.split(",")) if args.counted else None
+    d = design((args.ingest_cpu_ms, args.upsert_cpu_ms), counted)
+    print(f"design: shards {d.shards}, {d.topics_per_provider} topics and {d.subs_per_provider} subscriptions "
+          f"per provider, a heartbeat every {d.report_every} s, CPU ms per event ingest {d.ingest_cpu_ms}, "
+          f"upsert {d.upsert_cpu_ms}; target use <= {TARGET:.0%}")
+    for f in FLEETS:
+        print("\n".join(markdown(f, d) if args.markdown else report(f, d)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -17,6 +17,7 @@ from google.api_core import gapic_v1
 from google.cloud import firestore, pubsub_v1
 
 from shared.runtime import settings as settings_module
+from shared.runtime.publishing import PUBLISH_TIMEOUT_SECONDS
 from shared.runtime.settings import Settings
 
 
@@ -34,16 +35,18 @@ class SyncPublisher:
     adds only orders several publishes of one key in flight at once, which a function never has.
     """
 
-    def __init__(self, client: Any = None):
+    def __init__(self, client: Any = None, timeout: float = PUBLISH_TIMEOUT_SECONDS):
         from google.pubsub_v1 import PublisherClient  # the generated client the library's wraps
 
         self._client = client or PublisherClient()
+        self._timeout = timeout  # the whole call, its retries included
 
     def publish(self, topic: str, data: bytes, ordering_key: str = "", retry: Any = gapic_v1.method.DEFAULT,
-                timeout: Any = gapic_v1.method.DEFAULT, **attributes: str) -> Future:
+                timeout: Any = None, **attributes: str) -> Future:
         """Publish one message now; a done future holding its message id (a failure raises here)."""
         message = pubsub_v1.types.PubsubMessage(data=data, ordering_key=ordering_key, attributes=attributes)
-        response = self._client.publish(topic=topic, messages=[message], retry=retry, timeout=timeout)
+        response = self._client.publish(topic=topic, messages=[message], retry=retry,
+                                        timeout=self._timeout if timeout is None else timeout)
         future: Future = Future()
         future.set_result(response.message_ids[0])
         return future

@@ -33,8 +33,7 @@ def publish(client: pubsub_v1.PublisherClient, topic_path: str, data: bytes,
     ordering_key = clip(ordering_key)
     attributes = {k: clip(v) for k, v in trace_context.inject(attributes).items()}
     try:
-        future = client.publish(topic_path, data, ordering_key=ordering_key, timeout=PUBLISH_TIMEOUT_SECONDS,
-                                **attributes)
+        future = client.publish(topic_path, data, ordering_key=ordering_key, **attributes)
         return future.result(timeout=PUBLISH_TIMEOUT_SECONDS)
     except (gexc.GoogleAPIError, TimeoutError, pubsub_v1.publisher.exceptions.PublishError) as exc:
         if ordering_key:

@@ -23,12 +23,14 @@ of its minimal handler's CPU per event.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -203,45 +205,50 @@ def against_minimal(db, publisher, state, groups: dict[str, int], real: dict[str
         print(f"cpu per event, {name}: {ours:.1f} ms = {ratio} the minimal handler ({least:.1f} ms)  [target <= 2x]")
 
 
-def main() -> None:
+@contextlib.contextmanager
+def bench_stack() -> Iterator[tuple[LocalStack, Any, firestore.Client, pubsub_v1.PublisherClient, list]]:
+    """A fresh local stack (one provider, aws) and clients of it; the servers the caller adds to the yielded
+    list (the minimal handlers') are stopped with it."""
     with tempfile.TemporaryDirectory() as tmp:
         stack = LocalStack(Path(tmp) / "state", project="dcm-bench")
         state = stack.up(["aws"])
-        minimal: list = []
+        extra: list = []
         try:
             os.environ.update(stack.client_env(state))
-            db = firestore.Client(project=state.project)
-            publisher = pubsub_v1.PublisherClient()
-            topic = publisher.topic_path(state.project, "dcm-status-ingress-aws")
-            groups = {"pubsub emulator": state.pubsub["pid"], "firestore emulator": state.firestore["pid"],
-                      **{name: f["pid"] for name, f in state.functions.items()}}
-            cores = os.cpu_count() or 1
-            ceiling, spent = fair_ceiling(db, groups)
-            print(f"fair ceiling: upsert's Firestore work (2 reads, 3 conditional writes), 2 in flight: "
-                  f"{ceiling:7.1f} events/s")
-            show_cpu("fair ceiling", spent)
-            rate = throughput(db, publisher, topic, "full")
-            print(f"throughput, all functions ({THROUGHPUT_EVENTS} events, publish -> stored): {rate:7.1f} events/s "
-                  f"= {rate / ceiling:.0%} of the fair ceiling")
-            detach_fan_out(stack, state)
-            before = cpu_seconds(groups)
-            rate = throughput(db, publisher, topic, "pipe")
-            print(f"pipeline throughput, ingest + upsert ({THROUGHPUT_EVENTS} events): {rate:7.1f} events/s "
-                  f"= {rate / ceiling:.0%} of the fair ceiling (target >= 80%)")
-            real = cpu_per_event(before, cpu_seconds(groups), THROUGHPUT_EVENTS)
-            total = show_cpu("pipeline", real)
-            bound = cores * 1000 / total
-            print(f"  on {cores} cores that CPU allows at most {bound:.1f} events/s = {bound / ceiling:.0%} of the "
-                  f"fair ceiling; measured {rate / bound:.0%} of that bound")
-            p50, p99 = latency(db, publisher, topic)
-            print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
-            minimal = start_minimal(stack, state, groups)
-            against_minimal(db, publisher, state, groups, real)
+            yield stack, state, firestore.Client(project=state.project), pubsub_v1.PublisherClient(), extra
         finally:
-            for proc in minimal:
+            for proc in extra:
                 proc.stop()
             stack.down()
 
+
+def main() -> None:
+    with bench_stack() as (stack, state, db, publisher, extra):
+        topic = publisher.topic_path(state.project, "dcm-status-ingress-aws")
+        groups = {"pubsub emulator": state.pubsub["pid"], "firestore emulator": state.firestore["pid"],
+                  **{name: f["pid"] for name, f in state.functions.items()}}
+        cores = os.cpu_count() or 1
+        ceiling, spent = fair_ceiling(db, groups)
+        print(f"fair ceiling: upsert's Firestore work (2 reads, 3 conditional writes), 2 in flight: "
+              f"{ceiling:7.1f} events/s")
+        show_cpu("fair ceiling", spent)
+        rate = throughput(db, publisher, topic, "full")
+        print(f"throughput, all functions ({THROUGHPUT_EVENTS} events, publish -> stored): {rate:7.1f} events/s "
+              f"= {rate / ceiling:.0%} of the fair ceiling")
+        detach_fan_out(stack, state)
+        before = cpu_seconds(groups)
+        rate = throughput(db, publisher, topic, "pipe")
+        print(f"pipeline throughput, ingest + upsert ({THROUGHPUT_EVENTS} events): {rate:7.1f} events/s "
+              f"= {rate / ceiling:.0%} of the fair ceiling (target >= 80%)")
+        real = cpu_per_event(before, cpu_seconds(groups), THROUGHPUT_EVENTS)
+        total = show_cpu("pipeline", real)
+        bound = cores * 1000 / total
+        print(f"  on {cores} cores that CPU allows at most {bound:.1f} events/s = {bound / ceiling:.0%} of the "
+              f"fair ceiling; measured {rate / bound:.0%} of that bound")
+        p50, p99 = latency(db, publisher, topic)
+        print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
+        extra.extend(start_minimal(stack, state, groups))
+        against_minimal(db, publisher, state, groups, real)
 
 if __name__ == "__main__":
     main()

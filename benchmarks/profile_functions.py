@@ -11,7 +11,6 @@ directory) and prints each one's top functions by own samples and by inclusive s
 from __future__ import annotations
 
 import collections
-import os
 import shutil
 import signal
 import subprocess
@@ -22,10 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from google.cloud import firestore, pubsub_v1  # noqa: E402
-from pipeline import MIN_LEDGER, MIN_TOPICS, THROUGHPUT_EVENTS, detach_fan_out, start_minimal, throughput  # noqa: E402
-
-from infra.local.stack import LocalStack  # noqa: E402
+import pipeline  # noqa: E402
+from pipeline import MIN_LEDGER, MIN_TOPICS, bench_stack, detach_fan_out, start_minimal, throughput  # noqa: E402
 
 TOP = 25
 PROFILED = ("ingest", "upsert", "min_ingest", "min_upsert")
@@ -74,33 +71,20 @@ def top(collapsed: Path) -> None:
 def main() -> None:
     out_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="profile-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        stack = LocalStack(Path(tmp) / "state", project="dcm-bench")
-        state = stack.up(["aws"])
-        minimal: list = []
-        try:
-            os.environ.update(stack.client_env(state))
-            db, publisher = firestore.Client(project=state.project), pubsub_v1.PublisherClient()
-            detach_fan_out(stack, state)
-            groups = {name: f["pid"] for name, f in state.functions.items()}
-            minimal = start_minimal(stack, state, groups)
-            real, least = (publisher.topic_path(state.project, t) for t in
-                           ("dcm-status-ingress-aws", MIN_TOPICS["ingest"]))
-            throughput(db, publisher, real, "warm", 100)
-            throughput(db, publisher, least, "min-warm", 100, MIN_LEDGER)
-            spies = []
-            for name in PROFILED:
-                spies.append(record(groups[name], out_dir / f"{name}.txt", "raw"))
-            throughput(db, publisher, real, "prof", THROUGHPUT_EVENTS)
-            throughput(db, publisher, least, "min-prof", THROUGHPUT_EVENTS, MIN_LEDGER)
-            for spy in spies:
-                spy.send_signal(signal.SIGINT)
-            for spy in spies:
-                spy.wait(timeout=60)
-        finally:
-            for proc in minimal:
-                proc.stop()
-            stack.down()
+    with bench_stack() as (stack, state, db, publisher, extra):
+        detach_fan_out(stack, state)
+        groups = {name: f["pid"] for name, f in state.functions.items()}
+        extra.extend(start_minimal(stack, state, groups))
+        real, least = (publisher.topic_path(state.project, t) for t in ("dcm-status-ingress-aws", MIN_TOPICS["ingest"]))
+        throughput(db, publisher, real, "warm", 100)
+        throughput(db, publisher, least, "min-warm", 100, MIN_LEDGER)
+        spies = [record(groups[name], out_dir / f"{name}.txt", "raw") for name in PROFILED]
+        throughput(db, publisher, real, "prof", pipeline.THROUGHPUT_EVENTS)
+        throughput(db, publisher, least, "min-prof", pipeline.THROUGHPUT_EVENTS, MIN_LEDGER)
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+        for spy in spies:
+            spy.wait(timeout=60)
     for name in PROFILED:
         top(out_dir / f"{name}.txt")
     print(f"collapsed stacks (flamegraph.pl, speedscope): {out_dir}/*.txt")

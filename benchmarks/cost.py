@@ -161,7 +161,8 @@ def main() -> None:
         from google.cloud import firestore
 
         topo = load()
-        s = settings.from_env({**os.environ, **topo.env(), "DCM_PROJECT": "bench"})
+        # local mode: notify signs with a keyring made for this process (no secret to configure for a bench)
+        s = settings.from_env({**os.environ, **topo.env(), "DCM_PROJECT": "bench", "DCM_LOCAL_MODE": "1"})
         tally: Counter = Counter()
         db = Counting(firestore.Client(project="bench"), tally)
         subscribers = Counter(spec.topic for spec in topo.subscriptions)

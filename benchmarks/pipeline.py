@@ -11,19 +11,26 @@
 4. publish -> stored latency, p50/p99, at a paced rate below saturation;
 5. where the CPU goes: each process's CPU seconds per event (from /proc) during (1) and (3).
    The emulators, the functions and this process share the machine's cores, so the pipeline can
-   go no faster than cores / (its CPU seconds per event): printed beside the fair ceiling.
+   go no faster than cores / (its CPU seconds per event): printed beside the fair ceiling;
+6. ingest's and upsert's CPU per event against their minimal reference handlers
+   (benchmarks/minimal_handlers.py: the same calls for one event and nothing else), served the same way
+   (functions-framework under the stack's gunicorn settings and keeper, the same client libraries, push
+   subscriptions copied from the real ones), fed the same events in the same run, after (3).
 
-Prints figures; asserts nothing (run: make bench). Target: pipeline >= 80% of (1).
+Prints figures; asserts nothing (run: make bench). Target (issue 32): each of ingest and upsert within 2x
+of its minimal handler's CPU per event.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -97,23 +104,23 @@ def fair_ceiling(db: firestore.Client, groups: dict[str, int], in_flight: int = 
     return TX_SAMPLES / elapsed, cpu_per_event(before, cpu_seconds(groups), TX_SAMPLES)
 
 
-def applied(db: firestore.Client) -> int:
-    q = db.collection("events").where(filter=FieldFilter("outcome", "==", "applied"))
+def applied(db: firestore.Client, ledger: str = "events") -> int:
+    q = db.collection(ledger).where(filter=FieldFilter("outcome", "==", "applied"))
     return int(q.count().get()[0][0].value)
 
 
-def throughput(db, publisher, topic: str, tag: str) -> float:
+def throughput(db, publisher, topic: str, tag: str, events: int = THROUGHPUT_EVENTS, ledger: str = "events") -> float:
     msgs = [to_pubsub_message(build_event("aws", "vm", f"{tag}-{i}", "RUNNING", "benchmark"))
-            for i in range(THROUGHPUT_EVENTS)]
-    base = applied(db)
+            for i in range(events)]
+    base = applied(db, ledger)
     start = time.perf_counter()
     for f in [publisher.publish(topic, data, **attrs) for data, attrs in msgs]:
         f.result(timeout=60)
-    while applied(db) - base < THROUGHPUT_EVENTS:
+    while applied(db, ledger) - base < events:
         if time.perf_counter() - start > 600:
             raise SystemExit("pipeline did not finish within 600 s")
         time.sleep(1.0)  # each poll is a count query: it costs the emulator CPU too
-    return THROUGHPUT_EVENTS / (time.perf_counter() - start)
+    return events / (time.perf_counter() - start)
 
 
 def latency(db, publisher, topic: str) -> tuple[float, float]:
@@ -149,39 +156,99 @@ def detach_fan_out(stack: LocalStack, state) -> None:
                 Process(**state.functions[spec.push]).stop()
 
 
-def main() -> None:
+MINIMAL = {"ingest": "min_ingest", "upsert": "min_upsert"}  # real function -> its minimal reference handler
+MIN_TOPICS = {"ingest": "bench-min-ingress", "upsert": "bench-min-normalized", "changed": "bench-min-changed"}
+MIN_LEDGER = "bench-min-events"
+WARM_UP_EVENTS = 100
+
+
+def start_minimal(stack: LocalStack, state, groups: dict[str, int]) -> list:
+    """The minimal handlers' servers, fed by push subscriptions copied from the real functions' (their
+    ordering, ack deadline, dead-letter policy) onto topics of their own; their process groups join
+    ``groups``."""
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    for topic in MIN_TOPICS.values():
+        publisher.create_topic(name=publisher.topic_path(state.project, topic))
+    env = {"MIN_NORMALIZED_TOPIC": MIN_TOPICS["upsert"], "MIN_CHANGED_TOPIC": MIN_TOPICS["changed"],
+           "MIN_COLLECTION_PREFIX": "bench-min-"}
+    source = Path(__file__).resolve().parent / "minimal_handlers.py"
+    started = []
+    for spec in stack.topology(state).subscriptions:
+        if spec.push not in MINIMAL or spec.topic_key not in ("ingress", "normalized"):
+            continue
+        proc = stack.start_extra_function(MINIMAL[spec.push], state, source, env)
+        started.append(proc)
+        groups[MINIMAL[spec.push]] = proc.pid
+        real = subscriber.get_subscription(subscription=subscriber.subscription_path(state.project, spec.name))
+        copy = pubsub_v1.types.Subscription.deserialize(pubsub_v1.types.Subscription.serialize(real))
+        copy.name = subscriber.subscription_path(state.project, f"bench-min-{spec.push}")
+        copy.topic = publisher.topic_path(state.project, MIN_TOPICS[spec.push])
+        copy.push_config.push_endpoint = (f"http://127.0.0.1:{proc.port}/projects/{state.project}/topics/"
+                                          f"{MIN_TOPICS[spec.push]}")
+        subscriber.create_subscription(request=copy)
+    return started
+
+
+def against_minimal(db, publisher, state, groups: dict[str, int], real: dict[str, float]) -> None:
+    """The minimal handlers fed the same events as the pipeline was (after a warm-up), and each real
+    function's CPU per event against its minimal handler's, as issue 32 states them."""
+    topic = publisher.topic_path(state.project, MIN_TOPICS["ingest"])
+    throughput(db, publisher, topic, "min-warm", WARM_UP_EVENTS, MIN_LEDGER)
+    before = cpu_seconds(groups)
+    rate = throughput(db, publisher, topic, "min", ledger=MIN_LEDGER)
+    spent = cpu_per_event(before, cpu_seconds(groups), THROUGHPUT_EVENTS)
+    print(f"minimal handlers, ingest + upsert ({THROUGHPUT_EVENTS} events): {rate:7.1f} events/s")
+    show_cpu("minimal handlers", spent)
+    for name, minimal in MINIMAL.items():
+        ours, least = real.get(name, 0.0), spent.get(minimal, 0.0)
+        ratio = f"{ours / least:.1f}x" if least else "n/a"
+        print(f"cpu per event, {name}: {ours:.1f} ms = {ratio} the minimal handler ({least:.1f} ms)  [target <= 2x]")
+
+
+@contextlib.contextmanager
+def bench_stack() -> Iterator[tuple[LocalStack, Any, firestore.Client, pubsub_v1.PublisherClient, list]]:
+    """A fresh local stack (one provider, aws) and clients of it; the servers the caller adds to the yielded
+    list (the minimal handlers') are stopped with it."""
     with tempfile.TemporaryDirectory() as tmp:
         stack = LocalStack(Path(tmp) / "state", project="dcm-bench")
         state = stack.up(["aws"])
+        extra: list = []
         try:
             os.environ.update(stack.client_env(state))
-            db = firestore.Client(project=state.project)
-            publisher = pubsub_v1.PublisherClient()
-            topic = publisher.topic_path(state.project, "dcm-status-ingress-aws")
-            groups = {"pubsub emulator": state.pubsub["pid"], "firestore emulator": state.firestore["pid"],
-                      **{name: f["pid"] for name, f in state.functions.items()}}
-            cores = os.cpu_count() or 1
-            ceiling, spent = fair_ceiling(db, groups)
-            print(f"fair ceiling: upsert's Firestore work (2 reads, 3 conditional writes), 2 in flight: "
-                  f"{ceiling:7.1f} events/s")
-            show_cpu("fair ceiling", spent)
-            rate = throughput(db, publisher, topic, "full")
-            print(f"throughput, all functions ({THROUGHPUT_EVENTS} events, publish -> stored): {rate:7.1f} events/s "
-                  f"= {rate / ceiling:.0%} of the fair ceiling")
-            detach_fan_out(stack, state)
-            before = cpu_seconds(groups)
-            rate = throughput(db, publisher, topic, "pipe")
-            print(f"pipeline throughput, ingest + upsert ({THROUGHPUT_EVENTS} events): {rate:7.1f} events/s "
-                  f"= {rate / ceiling:.0%} of the fair ceiling (target >= 80%)")
-            total = show_cpu("pipeline", cpu_per_event(before, cpu_seconds(groups), THROUGHPUT_EVENTS))
-            bound = cores * 1000 / total
-            print(f"  on {cores} cores that CPU allows at most {bound:.1f} events/s = {bound / ceiling:.0%} of the "
-                  f"fair ceiling; measured {rate / bound:.0%} of that bound")
-            p50, p99 = latency(db, publisher, topic)
-            print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
+            yield stack, state, firestore.Client(project=state.project), pubsub_v1.PublisherClient(), extra
         finally:
+            for proc in extra:
+                proc.stop()
             stack.down()
 
+
+def main() -> None:
+    with bench_stack() as (stack, state, db, publisher, extra):
+        topic = publisher.topic_path(state.project, "dcm-status-ingress-aws")
+        groups = {"pubsub emulator": state.pubsub["pid"], "firestore emulator": state.firestore["pid"],
+                  **{name: f["pid"] for name, f in state.functions.items()}}
+        cores = os.cpu_count() or 1
+        ceiling, spent = fair_ceiling(db, groups)
+        print(f"fair ceiling: upsert's Firestore work (2 reads, 3 conditional writes), 2 in flight: "
+              f"{ceiling:7.1f} events/s")
+        show_cpu("fair ceiling", spent)
+        rate = throughput(db, publisher, topic, "full")
+        print(f"throughput, all functions ({THROUGHPUT_EVENTS} events, publish -> stored): {rate:7.1f} events/s "
+              f"= {rate / ceiling:.0%} of the fair ceiling")
+        detach_fan_out(stack, state)
+        before = cpu_seconds(groups)
+        rate = throughput(db, publisher, topic, "pipe")
+        print(f"pipeline throughput, ingest + upsert ({THROUGHPUT_EVENTS} events): {rate:7.1f} events/s "
+              f"= {rate / ceiling:.0%} of the fair ceiling (target >= 80%)")
+        real = cpu_per_event(before, cpu_seconds(groups), THROUGHPUT_EVENTS)
+        total = show_cpu("pipeline", real)
+        bound = cores * 1000 / total
+        print(f"  on {cores} cores that CPU allows at most {bound:.1f} events/s = {bound / ceiling:.0%} of the "
+              f"fair ceiling; measured {rate / bound:.0%} of that bound")
+        p50, p99 = latency(db, publisher, topic)
+        print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
+        extra.extend(start_minimal(stack, state, groups))
+        against_minimal(db, publisher, state, groups, real)
 
 if __name__ == "__main__":
     main()

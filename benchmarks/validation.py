@@ -6,7 +6,9 @@
          rebuilds the validator on every call;
 - floor: orjson.loads + the compiled envelope and data schemas, nothing else.
 
-Prints figures; asserts nothing (run: make bench).
+Prints figures; asserts nothing (run: make bench). No target of its own any more (issue 32): validation is
+tens of µs of what ingest spends per event, inside ingest's target (within 2x of its minimal handler's CPU,
+benchmarks/pipeline.py); the figures stay, to see what validation costs.
 """
 
 from __future__ import annotations
@@ -100,7 +102,6 @@ def main() -> None:
         fast, slow, least = timeit(ours, msgs), timeit(naive, msgs, resolved), timeit(floor, msgs)
         print(f"  {label:<8} ours {fast:7.1f} µs/event   floor (orjson + fastjsonschema) {least:6.1f} µs = "
               f"{fast / least:4.1f}x the floor   naive {slow:7.1f} µs = {slow / fast:5.1f}x slower than ours")
-    print("  targets: valid within 2x of the floor; invalid >= 20x faster than naive")
 
 
 if __name__ == "__main__":

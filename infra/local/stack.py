@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import requests
 from google.api_core import exceptions as gexc
@@ -444,13 +444,15 @@ class LocalStack:
         })
         return env
 
-    def _start_function(self, name: str, state: StackState, port: int | None = None) -> Process:
-        """Start function `name`'s server under its keeper (infra/local/supervise.py), which restarts it on its port."""
+    def _start_function(self, name: str, state: StackState, port: int | None = None, source: Path | None = None,
+                        extra_env: Mapping[str, str] | None = None) -> Process:
+        """Start function `name`'s server under its keeper (infra/local/supervise.py), which restarts it on its port.
+        ``source``: a module other than functions/NAME/main.py defining ``name`` (the bench's minimal handlers)."""
         port = port or emulators.free_port()
         ff = Path(sys.executable).parent / "functions-framework"
         signature = "http" if name in self.topology(state).http_functions else "cloudevent"
         server = [str(ff) if ff.exists() else "functions-framework", "--target", name,
-                  "--source", str(REPO_ROOT / "functions" / name / "main.py"),
+                  "--source", str(source or REPO_ROOT / "functions" / name / "main.py"),
                   "--signature-type", signature, "--host", "127.0.0.1", "--port", str(port)]
         keeper = self.keeper_command(name, [])[:-1]  # the options, then the tick's, then "--" and the server
         doc = read()
@@ -460,8 +462,17 @@ class LocalStack:
             topic = f"projects/{state.project}/topics/{self.topology(state).topic(key)}"
             keeper += ["--tick", topic, "--every", str(spec.get("tick_seconds", 60))]
         keeper += ["--", *server]
-        pid = emulators.spawn(keeper, self.log_dir / f"{name}.log", env=self.function_env(state), cwd=str(REPO_ROOT))
+        env = {**self.function_env(state), **(extra_env or {})}
+        pid = emulators.spawn(keeper, self.log_dir / f"{name}.log", env=env, cwd=str(REPO_ROOT))
         return Process(pid, port)
+
+    def start_extra_function(self, name: str, state: StackState, source: Path,
+                             extra_env: Mapping[str, str]) -> Process:
+        """A server for function ``name`` of ``source``, served as the stack serves its own (same keeper,
+        environment and gunicorn settings), ready; the caller stops it (benchmarks/pipeline.py)."""
+        proc = self._start_function(name, state, source=source, extra_env=extra_env)
+        emulators.wait_http(proc, f"function {name}", self.log_dir / f"{name}.log")
+        return proc
 
     def keeper_command(self, name: str, command: list[str]) -> list[str]:
         """``command`` under a keeper (infra/local/supervise.py) that restarts it when it dies, its pid in a file."""

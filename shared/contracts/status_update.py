@@ -9,7 +9,7 @@ at different versions: replay it once upsert reads that version).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 import orjson
@@ -77,8 +77,14 @@ class StatusUpdate:
 
 
 
+_FIELDS = tuple(f.name for f in fields(StatusUpdate))
+
+
 def to_document(update: StatusUpdate) -> dict[str, Any]:
-    doc = asdict(update)
+    """The update as the message's JSON object. Its fields as they are (``dataclasses.asdict`` deep-copied
+    every map, a quarter of ingest's own CPU per event for a copy ``encode`` drops at once: issue 32); the
+    only nested dataclass, the key, is spelled out."""
+    doc = {name: getattr(update, name) for name in _FIELDS}
     doc.update(version=VERSION, key=str(update.key), provider=update.key.provider,
                resource_type=update.key.resource_type, resource_id=update.key.resource_id)
     return doc

@@ -7,25 +7,56 @@ them from the ``Runtime`` their entry point hands them.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
 import grpc
+from google.api_core import gapic_v1
 from google.cloud import firestore, pubsub_v1
 
 from shared.runtime import settings as settings_module
+from shared.runtime.publishing import PUBLISH_TIMEOUT_SECONDS
 from shared.runtime.settings import Settings
 
 
-def publisher_client() -> pubsub_v1.PublisherClient:
-    return pubsub_v1.PublisherClient(
-        # One message per call: publish at once. Both settings count: with an ordering key the client
-        # otherwise holds each message for max_latency (10 ms by default; measured 13 ms per publish on the
-        # emulator, 1.8 ms without), whatever max_messages says.
-        batch_settings=pubsub_v1.types.BatchSettings(max_messages=1, max_latency=0.0),
-        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True),
-    )
+class SyncPublisher:
+    """Publishes in the caller's thread: one Publish call per message, the answer awaited, nothing batched.
+
+    A function publishes a message, waits for Pub/Sub's ack, then answers its delivery. The library's
+    ``PublisherClient`` is built for the opposite (many messages in flight, batched on threads of its own):
+    for each message it started two threads (the batch's commit, and the ordered sequencers' commit timer),
+    a future, and a lock round, about 8% of upsert's CPU in the profile of issue 32, and held a message
+    with an ordering key for ``max_latency`` unless that was 0. This is the same RPC through the same
+    library's generated client (its default retry, the emulator when ``PUBSUB_EMULATOR_HOST`` is set),
+    with the interface ``shared/runtime/publishing.py`` and the tests' fakes use: ``publish`` returns a
+    done future. An ordering key rides on the message as before; the client-side sequencing the library
+    adds only orders several publishes of one key in flight at once, which a function never has.
+    """
+
+    def __init__(self, client: Any = None, timeout: float = PUBLISH_TIMEOUT_SECONDS):
+        from google.pubsub_v1 import PublisherClient  # the generated client the library's wraps
+
+        self._client = client or PublisherClient()
+        self._timeout = timeout  # the whole call, its retries included
+
+    def publish(self, topic: str, data: bytes, ordering_key: str = "", retry: Any = gapic_v1.method.DEFAULT,
+                timeout: Any = None, **attributes: str) -> Future:
+        """Publish one message now; a done future holding its message id (a failure raises here)."""
+        message = pubsub_v1.types.PubsubMessage(data=data, ordering_key=ordering_key, attributes=attributes)
+        response = self._client.publish(topic=topic, messages=[message], retry=retry,
+                                        timeout=self._timeout if timeout is None else timeout)
+        future: Future = Future()
+        future.set_result(response.message_ids[0])
+        return future
+
+    def resume_publish(self, topic: str, ordering_key: str) -> None:
+        """Nothing to resume: no key is ever paused here (the library pauses a key after a failed publish)."""
+
+
+def publisher_client() -> SyncPublisher:
+    return SyncPublisher()
 
 
 # gRPC's reconnect back-off grows to 120 s while a server is unreachable: after a long outage a function
@@ -63,7 +94,7 @@ class Runtime:
         return self.make_firestore()
 
     @cached_property
-    def publisher(self) -> Any:  # google.cloud.pubsub_v1.PublisherClient (or a fake)
+    def publisher(self) -> Any:  # SyncPublisher (or a fake)
         return self.make_publisher()
 
     @classmethod

@@ -49,10 +49,11 @@ class SpanFields(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         span = trace.get_current_span()
         if span.is_recording():
-            labels = getattr(record, "labels", None) or {}
-            span.set_attributes({name: str(labels[k]) for k, name in SPAN_LABELS.items() if labels.get(k)})
-            span.set_attributes({name: str(record.__dict__[k]) for k, name in SPAN_FIELDS.items()
-                                 if record.__dict__.get(k)})
+            labels, fields = getattr(record, "labels", None) or {}, record.__dict__
+            named = {name: str(labels[k]) for k, name in SPAN_LABELS.items() if labels.get(k)}
+            named.update((name, str(fields[k])) for k, name in SPAN_FIELDS.items() if fields.get(k))
+            if named:  # one call: each one takes the span's lock and checks every value (issue 32)
+                span.set_attributes(named)
         return True
 
 

@@ -1,7 +1,9 @@
 """Publish to Pub/Sub and wait for the server's ack, or raise Transient.
 
-With message ordering on, a failed publish pauses its ordering key in the
-client; we resume it before raising so the redelivered message can go out.
+The functions' client is ``shared/runtime/clients.py``'s ``SyncPublisher`` (one Publish call in the
+caller's thread). A client that pauses an ordering key after a failed publish (the library's batching
+``PublisherClient``, with message ordering on) has it resumed before we raise, so the redelivered message
+can go out.
 
 Every message carries the trace context of the span current when it is published (``traceparent``,
 ``tracestate``: shared/contracts/trace_context.py), in place of any it had: the next hop continues the

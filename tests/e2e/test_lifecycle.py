@@ -65,7 +65,9 @@ def test_a_flapping_resource_is_flagged_and_a_report_after_its_deletion_is_a_re_
     for i, status in enumerate(statuses):  # one change a minute: 8 within the 10 min window, then a pause
         at = start + timedelta(minutes=i if i < 8 else 20 + i)
         send(e2e, "aws", "vm", rid, status, timeutil.format(at), f"flap-{uid}-{i}")
-        time.sleep(0.3)  # the local stack delivers without ordering: keep the changes in their order
+        # the local stack delivers without ordering (production orders by resource key): each change is
+        # announced before the next is sent, so none is decided beside the one before it
+        wait_until(lambda n=i + 1: len(changes_of(e2e, key)) == n, 30, interval=0.05, what=f"change {i} announced")
     changes = wait_until(lambda: (c := changes_of(e2e, key)) and len(c) == len(statuses) and c, 60,
                          what="every change announced")
     assert [c["newStatus"] for c in changes] == statuses  # billing gets every one

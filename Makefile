@@ -45,8 +45,17 @@ test-fast: $(STAMP)
 test-e2e: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 tests/e2e
 
+# The quick reliability run of every `make test`: the scenarios the e2e tier has no twin of. The kill and
+# outage rows (all in `make reliability`) have theirs there, run by every `make test`: function killed ->
+# tests/e2e/test_reliability.py::test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost,
+# server/worker killed under load -> tests/e2e/test_kill_under_load.py, outage 10 s ->
+# tests/e2e/test_pipeline.py::test_firestore_outage_during_processing_applies_every_event_once, outage >
+# retries -> tests/e2e/test_reliability.py::test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_says_so,
+# nats ingress killed -> tests/e2e/test_nats.py::test_the_ingress_killed_mid_burst_loses_nothing_and_applies_nothing_twice.
+QUICK_ROWS = --only burst --only 'hot resource' --only flooding --only spoofed --only cross-provider --only fuzz
+
 test-reliability: $(STAMP)
-	$(PY) -m infra.reliability --quick
+	$(PY) -m infra.reliability --quick $(QUICK_ROWS)
 
 unit: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional

@@ -58,7 +58,7 @@ test-reliability: $(STAMP)
 	$(PY) -m infra.reliability --quick $(QUICK_ROWS)
 
 unit: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/functional  # two workers: the tier waits (CLI subprocesses, its emulator) as much as it computes
 
 check: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint unit

@@ -109,8 +109,20 @@ def test_the_live_stream_sends_a_change_at_once_and_resumes_from_its_last_event_
     events: list[tuple[str, str, str]] = []  # (event, id, data)
     opened = threading.Event()
 
+    refused: list[str] = []
+
     def listen(headers: dict[str, str], done) -> None:
-        with requests.get(url, headers=headers, stream=True, timeout=60) as response:
+        deadline = time.monotonic() + 45
+        while True:  # a 503 (Firestore slow on a loaded machine) or 429 is retried, as a client does
+            response = requests.get(url, headers=headers, stream=True, timeout=60)
+            if response.status_code not in (429, 503) or time.monotonic() > deadline:
+                break
+            response.close()
+            time.sleep(0.5)
+        if response.status_code != 200:
+            refused.append(f"{response.status_code} {response.text[:300]}")
+            return
+        with response:
             event = event_id = ""
             for line in response.iter_lines(decode_unicode=True):
                 if line.startswith(("event: ", "id: ", "data: ")):
@@ -144,4 +156,5 @@ def test_the_live_stream_sends_a_change_at_once_and_resumes_from_its_last_event_
     second = threading.Thread(target=listen, args=({"Last-Event-ID": resume}, both))
     second.start()
     second.join(timeout=60)
+    assert not refused, f"the stream was refused: {refused}"
     assert both([d for e, _, d in events if e == "change" and uid in d])

@@ -27,9 +27,12 @@
 #                              reason / provider / fingerprint ==, ranged and
 #                              ordered on lastSeen: composite indexes below.
 #                              TTL on expireAt.
-#   billing_resources/{key}    provider ==, resourceType ==, tenants array-contains:
-#                              automatic single-field indexes (merged).
-#     .../transitions          read whole, counted: automatic.
+#   billing_resources/{key}    never written since billing writes one document per
+#                              change (documents from before are left, read by nobody).
+#     .../transitions          one resource's read whole: automatic. The report's
+#                              collection-group queries (shared/billing/store.py):
+#                              provider ==, resourceType ==, labels.tenant ==, merged;
+#                              counted: collection-group single-field indexes below.
 #   audit_stopped/{eventId}    written once, never queried.
 #   callbacks/{callbackId}     webhook callbacks (shared/api/callbacks.py,
 #                              shared/notify/store.py): key ==, scope ==:
@@ -103,6 +106,20 @@ locals {
   firestore_unindexed_fields = merge([
     for collection, fields in local.firestore_sequential_fields : {
       for field, how in fields : "${collection}-${replace(lower(field), ".", "-")}" => { collection = collection, field = field }
+    }
+  ]...)
+
+  # Fields that collection-group queries filter on (equality only, merged). Firestore keeps single-field
+  # indexes of collection scope only, by default: each of these gets an ascending one of collection-group
+  # scope (firestore.tf: google_firestore_field.collection_group). Mirrors GROUP_FILTER_FIELDS in
+  # shared/billing/store.py (tests/deploy/test_terraform.py). None is sequential.
+  firestore_collection_group_fields = {
+    transitions = ["provider", "resourceType", "labels.tenant"]
+  }
+  # "collection-field" => {collection, field}: one field override each.
+  firestore_collection_group_indexed = merge([
+    for collection, fields in local.firestore_collection_group_fields : {
+      for field in fields : "${collection}-${replace(lower(field), ".", "-")}" => { collection = collection, field = field }
     }
   ]...)
 

@@ -62,6 +62,27 @@ resource "google_firestore_field" "unindexed" {
   depends_on = [google_firestore_database.database]
 }
 
+# A single-field index of collection-group scope on each field a collection-group query filters on
+# (data_model.tf says which): Firestore keeps none by default. The override also drops the field's automatic
+# collection-scope index, which no query of one resource's subcollection uses.
+resource "google_firestore_field" "collection_group" {
+  for_each = local.firestore_collection_group_indexed
+
+  project    = var.project_id
+  database   = local.firestore_database
+  collection = each.value.collection
+  field      = each.value.field
+
+  index_config {
+    indexes {
+      order       = "ASCENDING"
+      query_scope = "COLLECTION_GROUP"
+    }
+  }
+
+  depends_on = [google_firestore_database.database]
+}
+
 resource "google_firestore_index" "index" {
   for_each = local.firestore_indexes
 

@@ -15,7 +15,7 @@ from shared.api import queries
 from shared.billing.intervals import Transition, as_datetime, day_start, usage
 from shared.billing.rates import RateCard
 from shared.billing.report import ResourceUsage, cell, dimension, report, totals, window
-from shared.billing.store import BILLING_RESOURCES, BillingStore
+from shared.billing.store import BillingStore
 
 
 def backlog(db) -> int:
@@ -63,12 +63,11 @@ def console_summary(console: Any, db, *, start: datetime | str | None = None, en
     left = wait_for_billing(db, wait)
     now = timeutil.now()
     if start is None:
-        firsts = [d.to_dict().get("firstAtUs") for d in db.collection(BILLING_RESOURCES).select(["firstAtUs"]).stream()]
-        firsts = [f for f in firsts if f is not None]
-        if not firsts:
+        first = BillingStore(db).earliest_at_us()
+        if first is None:
             console.print("[bold]billing:[/] no change events stored")
             return left == 0
-        start = day_start(datetime.fromtimestamp(min(firsts) // 1_000_000, tz=now.tzinfo).date())
+        start = day_start(datetime.fromtimestamp(first // 1_000_000, tz=now.tzinfo).date())
     end_dt = as_datetime(end) if end is not None else now
     rows = report(db, start, end_dt, by, daily=False, rates=rates, now=now)
     dims = [dimension(d) for d in by]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
@@ -23,7 +22,7 @@ from dcm_status_contracts import timeutil
 
 from shared.billing.intervals import Interval, as_datetime, usage
 from shared.billing.rates import RateCard
-from shared.billing.store import BillingStore, epoch_us
+from shared.billing.store import BillingStore
 
 DIMENSIONS = ("provider", "resourceType", "tenant", "region", "environment", "resource", "status")
 ALIASES = {"type": "resourceType", "resource_type": "resourceType", "key": "resource", "resources": "resource"}
@@ -62,25 +61,22 @@ def window(start: datetime | str, end: datetime | str, now: datetime | None = No
 def resource_usage(db, start: datetime | str, end: datetime | str, *, now: datetime | None = None,
                    provider: str | None = None, resource_type: str | None = None, tenant: str | None = None,
                    workers: int = 8) -> list[ResourceUsage]:
-    """Every resource's billable intervals in the window, split per UTC day."""
+    """Every resource's billable intervals in the window, split per UTC day.
+
+    Reads every transition of the resources the filters select (``BillingStore.transition_sets``), not
+    only those before the window's end: that pruning would need a range index on a transition time over
+    the whole collection group, a sequentially increasing value written at the change rate (docs/billing.md).
+    """
     start_dt, horizon = window(start, end, now)
     if horizon <= start_dt:
         return []
-    store = BillingStore(db)
-    horizon_us = epoch_us(horizon)
-    candidates = [r for r in store.resources(provider, resource_type, tenant)
-                  if r.get("firstAtUs") is None or r["firstAtUs"] < horizon_us]
-    if not candidates:
-        return []
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(candidates)))) as pool:
-        transition_sets = list(pool.map(lambda r: store.transitions(r["id"]), candidates))
     out = []
-    for r, transitions in zip(candidates, transition_sets):
-        intervals = usage(transitions, r["resourceType"], start_dt, horizon, now=horizon)
+    for r in BillingStore(db).transition_sets(provider, resource_type, tenant, workers=workers):
+        intervals = usage(r.transitions, r.resource_type, start_dt, horizon, now=horizon)
         if tenant:
             intervals = [iv for iv in intervals if iv.labels.get("tenant") == tenant]
         if intervals:
-            out.append(ResourceUsage(r["key"], r["provider"], r["resourceType"], intervals))
+            out.append(ResourceUsage(r.key, r.provider, r.resource_type, intervals))
     return out
 
 

@@ -1,27 +1,41 @@
-"""Billing's own Firestore collections: the transition set of every resource.
+"""Billing's own Firestore data: the transition set of every resource.
 
-- ``billing_resources/{provider~type~id}``: identity, ``tenants`` (every tenant
-  label seen, for filtering), ``firstAtUs`` / ``lastAtUs`` (earliest / latest
-  transition time, µs since the epoch);
-- ``billing_resources/{..}/transitions/{changeEventId}``: one document per
-  change event: status, at (= newTransitionTime, canonical), labels, late,
-  and ``oldSide``: the old side of the change (oldStatus since
-  oldTransitionTime, see ``implied_document``), which readers see as a
-  transition of its own, ``{changeEventId}~old``. One document, not two:
-  a Firestore write less per change (benchmarks/cost.py).
+- ``billing_resources/{provider~type~id}/transitions/{changeEventId}``: one
+  document per change event: status, at (= newTransitionTime, canonical),
+  labels, late, the resource's key, provider and resourceType, and
+  ``oldSide``: the old side of the change (oldStatus since oldTransitionTime,
+  see ``implied_document``), which readers see as a transition of its own,
+  ``{changeEventId}~old``.
 
-Every write is idempotent and commutative, so at-least-once delivery in any
-order converges to the same documents: the transition is keyed by the change
-event's id (a redelivery rewrites the same document) and the resource
-document only takes ``merge`` writes of constant fields and the
-ArrayUnion / Minimum / Maximum transforms. No transaction, no read before
-write, no hot document: one small batch per change event.
+**One Firestore write per change event**, and nothing else: the parent
+``billing_resources/{key}`` document is never written (a subcollection needs
+no parent document), so there is no second write, no transaction, no read
+before the write and no hot document. The write is keyed by the change
+event's id and its content is a function of the change event alone (but
+``recordedAt``): a redelivery rewrites the same document, so at-least-once
+delivery in any order converges to the same set of documents.
+
+Readers find the resources through the transitions themselves: a
+collection-group query on ``transitions`` with equality filters on
+``provider`` and ``resourceType`` (every transition document carries them,
+from the first version on) returns every matching resource's whole set in
+one query; a tenant filter first finds the resources that ever had that
+tenant label (``labels.tenant ==``), then reads those resources' whole sets,
+since a resource that moved between tenants is split between them by the
+labels of each transition. terraform/data_model.tf declares the
+collection-group indexes those filters need (``GROUP_FILTER_FIELDS``).
+
+Parent documents written before (identity, ``tenants``, ``firstAtUs`` /
+``lastAtUs``, merged at every change) are left where they are and read by
+nobody: their transitions are found like any other.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any
 
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.status_changed import Change
@@ -35,6 +49,10 @@ BILLING_RESOURCES = "billing_resources"
 TRANSITIONS = "transitions"
 IMPLIED_SUFFIX = "~old"  # id suffix of the transition implied by a change's old side
 OLD_SIDE = "oldSide"  # the field of a transition document that holds it
+KEY, PROVIDER, RESOURCE_TYPE, TENANT_LABEL, AT_US = "key", "provider", "resourceType", "labels.tenant", "atUs"
+# The fields readers filter the ``transitions`` collection group on (equality): each needs a single-field
+# index of collection-group scope, which Firestore does not keep by default (terraform/data_model.tf).
+GROUP_FILTER_FIELDS = (PROVIDER, RESOURCE_TYPE, TENANT_LABEL)
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -93,70 +111,70 @@ def implied_document(change: Change, now: str) -> tuple[str, dict[str, Any]] | N
     }
 
 
-def resource_update(change: Change, now: str) -> dict[str, Any]:
-    times = [epoch_us(timeutil.parse(change.at))]
-    if change.old_at and not change.late:
-        times.append(epoch_us(timeutil.parse(change.old_at)))
-    doc: dict[str, Any] = {
-        "key": change.key,
-        "provider": change.provider,
-        "resourceType": change.resource_type,
-        "resourceId": change.resource_id,
-        "firstAtUs": firestore.Minimum(min(times)),
-        "lastAtUs": firestore.Maximum(max(times)),
-        "updatedAt": now,
-    }
-    if change.labels.get("tenant"):
-        doc["tenants"] = firestore.ArrayUnion([change.labels["tenant"]])
-    return doc
+@dataclass(frozen=True)
+class ResourceTransitions:
+    """One resource's identity and its whole transition set (old sides included)."""
+
+    doc_id: str
+    key: str
+    provider: str
+    resource_type: str
+    transitions: list[Transition]
 
 
 class BillingStore:
     def __init__(self, db: firestore.Client):
         self.db = db
 
-    def resource_ref(self, doc_id: str):
-        return self.db.collection(BILLING_RESOURCES).document(doc_id)
+    def transitions_ref(self, doc_id: str):
+        return self.db.collection(BILLING_RESOURCES).document(doc_id).collection(TRANSITIONS)
 
     def record(self, change: Change) -> None:
-        """Store one change (idempotent); Transient when Firestore fails."""
+        """Store one change: one document write (idempotent); Transient when Firestore fails."""
         now = timeutil.now_str()
-        ref = self.resource_ref(change.doc_id)
-        batch = self.db.batch()
         doc = transition_document(change, now)
         implied = implied_document(change, now)
         if implied:
             doc[OLD_SIDE] = implied[1]
-        batch.set(ref.collection(TRANSITIONS).document(change.event_id), doc)
-        batch.set(ref, resource_update(change, now), merge=True)
-        with fs.guard("Firestore batch"):
-            batch.commit(timeout=fs.TIMEOUT)
+        with fs.guard("Firestore write"):
+            self.transitions_ref(change.doc_id).document(change.event_id).set(doc, timeout=fs.TIMEOUT)
 
     # ---- read side -------------------------------------------------------------
-    def resources(self, provider: str | None = None, resource_type: str | None = None,
-                  tenant: str | None = None) -> Iterator[dict[str, Any]]:
-        """Billing resources (with their document ``id``), optionally filtered."""
-        query: Any = self.db.collection(BILLING_RESOURCES)
-        if provider:
-            query = query.where(filter=FieldFilter("provider", "==", provider))
-        if resource_type:
-            query = query.where(filter=FieldFilter("resourceType", "==", resource_type))
+    def transition_sets(self, provider: str | None = None, resource_type: str | None = None,
+                        tenant: str | None = None, workers: int = 8) -> list[ResourceTransitions]:
+        """Every resource with a transition matching the filters, each with its *whole* transition set.
+
+        Without ``tenant``: one collection-group query (each transition read once). With ``tenant``: the
+        resources that ever had that tenant label (a projection of the matching transitions), then each
+        one's whole set, ``workers`` at a time (a matching transition is read twice).
+        """
         if tenant:
-            query = query.where(filter=FieldFilter("tenants", "array_contains", tenant))
-        for snap in query.stream(retry=fs.RETRY, timeout=30):
-            yield {"id": snap.id, **snap.to_dict()}
+            doc_ids = {snap.reference.parent.parent.id for snap in
+                       self._group_query(provider, resource_type, tenant).select([KEY]).stream(**fs.read_options())}
+            if not doc_ids:
+                return []
+            with ThreadPoolExecutor(max_workers=max(1, min(workers, len(doc_ids)))) as pool:
+                sets = list(pool.map(lambda d: (d, self.transition_documents(d)), sorted(doc_ids)))
+        else:
+            grouped: dict[str, list[dict[str, Any]]] = {}
+            for snap in self._group_query(provider, resource_type, None).stream(**fs.read_options()):
+                grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_old_side(snap))
+            sets = sorted(grouped.items())
+        return [resource_transitions(doc_id, docs) for doc_id, docs in sets if docs]
+
+    def _group_query(self, provider: str | None, resource_type: str | None, tenant: str | None) -> Any:
+        query: Any = self.db.collection_group(TRANSITIONS)
+        for field_path, value in ((PROVIDER, provider), (RESOURCE_TYPE, resource_type), (TENANT_LABEL, tenant)):
+            if value:
+                query = query.where(filter=FieldFilter(field_path, "==", value))
+        return query
 
     def transition_documents(self, doc_id: str) -> list[dict[str, Any]]:
         """The transitions of one resource, each with its ``id``: a change's old side as one of its own
         (``implied``, id ``{changeEventId}~old``)."""
-        ref = self.resource_ref(doc_id).collection(TRANSITIONS)
-        out = []
-        for snap in ref.stream(retry=fs.RETRY, timeout=30):
-            doc = {"id": snap.id, **snap.to_dict()}
-            old = doc.pop(OLD_SIDE, None)
-            out.append(doc)
-            if old:
-                out.append({"id": snap.id + IMPLIED_SUFFIX, **old})
+        out: list[dict[str, Any]] = []
+        for snap in self.transitions_ref(doc_id).stream(**fs.read_options()):
+            out.extend(_with_old_side(snap))
         return out
 
     def transitions(self, doc_id: str) -> list[Transition]:
@@ -165,6 +183,30 @@ class BillingStore:
     def stored_changes(self) -> int:
         """Change events stored: an aggregation query."""
         return int(self.db.collection_group(TRANSITIONS).count().get()[0][0].value)
+
+    def earliest_at_us(self) -> int | None:
+        """The earliest transition time stored (µs since the epoch), old sides included; None when empty.
+        Reads every transition document (a projection): for the demo's fleet, not for a production one."""
+        firsts = []
+        for snap in self.db.collection_group(TRANSITIONS).select([AT_US, f"{OLD_SIDE}.{AT_US}"]).stream(
+                **fs.read_options()):
+            doc = snap.to_dict()
+            firsts += [v for v in (doc.get(AT_US), (doc.get(OLD_SIDE) or {}).get(AT_US)) if v is not None]
+        return min(firsts, default=None)
+
+
+def _with_old_side(snap) -> list[dict[str, Any]]:
+    """A stored transition document as one or two transitions: itself and its old side (if any)."""
+    doc = {"id": snap.id, **snap.to_dict()}
+    old = doc.pop(OLD_SIDE, None)
+    return [doc, {"id": snap.id + IMPLIED_SUFFIX, **old}] if old else [doc]
+
+
+def resource_transitions(doc_id: str, docs: list[dict[str, Any]]) -> ResourceTransitions:
+    """A resource's identity (from its transitions: every one carries it) and its transition set."""
+    first = docs[0]
+    return ResourceTransitions(doc_id, first["key"], first["provider"], first["resourceType"],
+                               [to_transition(d) for d in docs])
 
 
 def to_transition(doc: dict[str, Any]) -> Transition:

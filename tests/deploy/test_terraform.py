@@ -643,6 +643,23 @@ def test_no_sequential_field_is_indexed_but_behind_a_shard(config: tf.Config, te
     assert block(field, "index_config") == {} and "ttl_config" not in field
 
 
+def test_collection_group_queries_have_their_single_field_indexes(config: tf.Config, terraform):
+    """Firestore keeps no collection-group index by default: every field billing's report filters the
+    ``transitions`` collection group on has one declared (ascending, collection-group scope), and no other."""
+    from shared.billing.store import GROUP_FILTER_FIELDS, TRANSITIONS
+
+    got = tf.evaluate({"fields": "local.firestore_collection_group_fields",
+                       "indexed": "local.firestore_collection_group_indexed"}, terraform=terraform)
+    assert got["fields"] == {TRANSITIONS: list(GROUP_FILTER_FIELDS)}
+    assert {(v["collection"], v["field"]) for v in got["indexed"].values()} == {
+        (TRANSITIONS, f) for f in GROUP_FILTER_FIELDS}
+    field = config.resource("google_firestore_field", "collection_group")
+    assert field["for_each"] == "${local.firestore_collection_group_indexed}"
+    assert (field["collection"], field["field"]) == ("${each.value.collection}", "${each.value.field}")
+    assert block(block(field, "index_config"), "indexes") == {"order": "ASCENDING", "query_scope": "COLLECTION_GROUP"}
+    assert "ttl_config" not in field
+
+
 # ---- module hygiene --------------------------------------------------------
 
 

@@ -13,12 +13,11 @@ from dcm_status_contracts.errors import Reason, Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.status_changed import Change, decode
 from google.api_core import exceptions as gexc
-from google.cloud import firestore
 
 from shared.audit import handler as audit
 from shared.audit.handler import Audit, Audited
 from shared.billing.handler import Billing
-from shared.billing.store import EPOCH, epoch_us, resource_update, transition_document
+from shared.billing.store import EPOCH, GROUP_FILTER_FIELDS, epoch_us, transition_document
 from shared.runtime.entrypoint import pubsub_function
 from tests.fakes import FakePublisher, runtime_of
 from tests.unit.test_change_event_contract import as_message, build
@@ -167,17 +166,21 @@ def test_billing_dead_letters_and_acks_a_bad_message(dead_letters):
     assert attrs["dcm-source-topic"] == "dcm-status-changed" and attrs["dcm-provider"] == "aws"
 
 
-def test_transition_and_resource_documents():
+def test_the_transition_document_carries_what_readers_filter_on():
+    """No parent document is written: the transition alone names its resource, and carries every field the
+    report's collection-group query filters on (GROUP_FILTER_FIELDS)."""
     c = decode(message_of("changed"))
     doc = transition_document(c, "now")
     assert doc["status"] == "RUNNING" and doc["at"] == c.at and doc["eventId"] == c.event_id
     assert doc["atUs"] == epoch_us(EPOCH) + 1772355600 * 1_000_000
     assert doc["labels"]["tenant"] == "acme" and doc["late"] is False
-    res = resource_update(c, "now")
-    assert isinstance(res["firstAtUs"], firestore.Minimum) and isinstance(res["lastAtUs"], firestore.Maximum)
-    assert isinstance(res["tenants"], firestore.ArrayUnion)
-    assert {k: res[k] for k in ("key", "provider", "resourceType", "resourceId")} == {
-        "key": "aws/vm/i-0abc123", "provider": "aws", "resourceType": "vm", "resourceId": "i-0abc123"}
+    assert {k: doc[k] for k in ("key", "provider", "resourceType")} == {
+        "key": "aws/vm/i-0abc123", "provider": "aws", "resourceType": "vm"}
+    for path in GROUP_FILTER_FIELDS:
+        value: Any = doc
+        for part in path.split("."):
+            value = value[part]
+        assert isinstance(value, str) and value, path
 
 
 # ---- audit ------------------------------------------------------------------------------

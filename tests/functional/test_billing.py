@@ -1,0 +1,221 @@
+"""Billing on the Firestore emulator: one write per change event, and the report's enumeration of resources
+from the transitions alone (a collection-group query): a tenant move split between the tenants, a late change
+correcting counted usage, documents written before this layout still counted.
+
+Firestore operations are counted where the client sends them (the commit, query and get RPCs), so nothing is
+assumed about how the code batches its calls.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.status_update import StatusUpdate
+
+from shared.billing import report as billing_report
+from shared.billing.store import BILLING_RESOURCES, TRANSITIONS, BillingStore
+from shared.upsert.store import resource_document
+from tests.functional.conftest import post_push
+
+CHANGED = "dcm-status-changed"
+D1, D2 = "2026-03-01", "2026-03-02"
+START, END = "2026-03-01T00:00:00Z", "2026-03-03T00:00:00Z"
+H = 3600
+
+
+class CountingApi:
+    """The client's Firestore API with its RPCs counted: commits, documents written, queries, gets."""
+
+    def __init__(self, api, tally: Counter):
+        self.api, self.tally = api, tally
+
+    def __getattr__(self, name):
+        return getattr(self.api, name)
+
+    def commit(self, request=None, **kwargs):
+        writes = request["writes"] if isinstance(request, dict) else request.writes
+        self.tally["commits"] += 1
+        self.tally["writes"] += len(writes)
+        return self.api.commit(request=request, **kwargs)
+
+    def run_query(self, *args, **kwargs):
+        self.tally["queries"] += 1
+        return self.api.run_query(*args, **kwargs)
+
+    def run_aggregation_query(self, *args, **kwargs):
+        self.tally["queries"] += 1
+        return self.api.run_aggregation_query(*args, **kwargs)
+
+    def batch_get_documents(self, *args, **kwargs):
+        self.tally["gets"] += 1
+        return self.api.batch_get_documents(*args, **kwargs)
+
+
+@pytest.fixture
+def rpcs(firestore) -> Counter:
+    """Every Firestore RPC of this test's client, counted (the billing function is bound to that client)."""
+    tally: Counter = Counter()
+    firestore._firestore_api_internal = CountingApi(firestore._firestore_api, tally)
+    return tally
+
+
+def status_update(key: ResourceKey, status: str, at: str, event_id: str, metadata: dict[str, str]) -> StatusUpdate:
+    at = timeutil.canonical(at)
+    return StatusUpdate(
+        key=key, status=status, raw_status=status.lower(), status_recognized=True, message=status.lower(),
+        reason=None, last_transition_time=at, observed_at=at, metadata=dict(metadata), resource_specific={},
+        event_id=event_id, event_source=f"{key.provider}-provider",
+        event_type=f"dcm.providers.{key.provider}.{key.resource_type}.{key.resource_id}.status", event_subject=None,
+        dataschema=f"https://schemas.dcm.org/{key.resource_type}/status-v1.json", schema_defaulted=False,
+        ingress_message_id=event_id, ingress_topic=None, received_at=timeutil.now_str())
+
+
+def lifecycle(key: str, steps: list[tuple[str, str, dict[str, str]]],
+              late: list[tuple[str, str, dict[str, str]]] = ()) -> list[change_events.ChangeEvent]:
+    """The change events upsert announces for ``steps`` (time order: each with the one before as its old
+    side), then for ``late`` (refused as stale for the current state: late, no old side)."""
+    k = ResourceKey.parse(key)
+    out, old = [], None
+    for i, (at, status, metadata) in enumerate(steps):
+        upd = status_update(k, status, at, f"{k.resource_id}-{i}", metadata)
+        new = resource_document(upd, upd.observed_at)
+        out.append(change_events.build(upd, old, new, late=False))
+        old = new
+    for i, (at, status, metadata) in enumerate(late):
+        upd = status_update(k, status, at, f"{k.resource_id}-late-{i}", metadata)
+        out.append(change_events.build(upd, None, resource_document(upd, upd.observed_at), late=True))
+    return out
+
+
+def deliver(billing, events: list[change_events.ChangeEvent]) -> None:
+    for i, ev in enumerate(events):
+        assert post_push(billing, CHANGED, ev.body, dict(ev.attributes), message_id=f"m-{i}").status_code == 200
+
+
+def seconds(db, by: str, **kw: Any) -> dict[tuple[str, Any], int | float]:
+    rows = billing_report.report(db, kw.pop("start", START), kw.pop("end", END), [by], **kw)
+    return {(r["day"], r[by]): r["seconds"] for r in rows}
+
+
+# ---- the write side ------------------------------------------------------------------------
+def test_a_change_costs_one_document_write_and_nothing_else(billing, firestore, rpcs):
+    acme = {"tenant": "acme"}
+    created, started, stop = lifecycle("aws/vm/i-1", [(f"{D1}T09:00:00Z", "PROVISIONING", acme),
+                                                      (f"{D1}T10:00:00Z", "RUNNING", acme)],
+                                       late=[(f"{D1}T09:30:00Z", "STOPPED", acme)])
+    for ev in (created, started, stop):  # first sight, a change with an old side, a late change
+        rpcs.clear()
+        deliver(billing, [ev])
+        assert dict(rpcs) == {"commits": 1, "writes": 1}, ev.attributes
+    rpcs.clear()
+    deliver(billing, [started])  # a redelivery rewrites the same document: one write, still one document
+    assert dict(rpcs) == {"commits": 1, "writes": 1}
+    resource = firestore.collection(BILLING_RESOURCES).document(ResourceKey.parse("aws/vm/i-1").doc_id)
+    assert sorted(s.id for s in resource.collection(TRANSITIONS).stream()) == sorted(
+        ev.event_id for ev in (created, started, stop))
+    assert not resource.get().exists  # no parent document: a subcollection needs none
+    assert seconds(firestore, "resource") == {(D1, "aws/vm/i-1"): 14 * H, (D2, "aws/vm/i-1"): 24 * H}
+
+
+def test_a_redelivered_change_stores_the_same_document(billing, firestore):
+    [ev] = lifecycle("aws/vm/i-2", [(f"{D1}T10:00:00Z", "RUNNING", {"tenant": "acme"})])
+    deliver(billing, [ev])
+    ref = firestore.collection(BILLING_RESOURCES).document("aws~vm~i-2").collection(TRANSITIONS).document(ev.event_id)
+    first = ref.get().to_dict()
+    deliver(billing, [ev])
+    again = ref.get().to_dict()
+    assert {k: v for k, v in again.items() if k != "recordedAt"} == {k: v for k, v in first.items()
+                                                                     if k != "recordedAt"}
+
+
+# ---- the report's enumeration ----------------------------------------------------------------
+def test_a_resource_that_moved_tenants_is_split_between_them(billing, firestore, rpcs):
+    a, b, c = {"tenant": "a", "region": "eu"}, {"tenant": "b", "region": "eu"}, {"tenant": "c"}
+    # moved from tenant a to b while stopped: a's run ends at the STOPPED only b's transitions know of
+    deliver(billing, lifecycle("aws/vm/moved", [(f"{D1}T10:00:00Z", "RUNNING", a), (f"{D1}T12:00:00Z", "STOPPED", b),
+                                                (f"{D1}T14:00:00Z", "RUNNING", b),
+                                                (f"{D1}T18:00:00Z", "DELETED", b)]))
+    deliver(billing, lifecycle("aws/vm/stays", [(f"{D1}T00:00:00Z", "RUNNING", a)]))
+    deliver(billing, lifecycle("azure/vm/other", [(f"{D1}T00:00:00Z", "RUNNING", c),
+                                                  (f"{D1}T01:00:00Z", "STOPPED", c)]))
+    everyone = {(D1, "a"): 2 * H + 24 * H, (D2, "a"): 24 * H, (D1, "b"): 4 * H, (D1, "c"): H}
+    rpcs.clear()
+    assert seconds(firestore, "tenant") == everyone
+    assert rpcs["queries"] == 1  # every resource's whole set in one collection-group query
+    assert seconds(firestore, "tenant", tenant="a") == {k: v for k, v in everyone.items() if k[1] == "a"}
+    assert seconds(firestore, "tenant", tenant="b") == {(D1, "b"): 4 * H}
+    assert seconds(firestore, "resource", tenant="b") == {(D1, "aws/vm/moved"): 4 * H}
+    assert seconds(firestore, "resource", tenant="a") == {(D1, "aws/vm/moved"): 2 * H, (D1, "aws/vm/stays"): 24 * H,
+                                                          (D2, "aws/vm/stays"): 24 * H}
+    assert seconds(firestore, "tenant", tenant="nobody") == {}
+    # the other filters, alone and together with the tenant's
+    assert seconds(firestore, "tenant", provider="azure") == {(D1, "c"): H}
+    assert seconds(firestore, "tenant", provider="aws", resource_type="vm", tenant="b") == {(D1, "b"): 4 * H}
+    assert seconds(firestore, "tenant", provider="azure", tenant="a") == {}
+    assert seconds(firestore, "tenant", resource_type="volume") == {}
+
+
+def test_a_late_change_still_corrects_counted_usage(billing, firestore):
+    t = {"tenant": "late"}
+    first, deleted, stop, restart = lifecycle(
+        "vmware/vm/g", [(f"{D1}T10:00:00Z", "RUNNING", t), (f"{D2}T00:00:00Z", "DELETED", t)],
+        late=[(f"{D1}T12:00:00Z", "STOPPED", t), (f"{D1}T14:00:00Z", "RUNNING", t)])
+    deliver(billing, [deleted, first])  # out of order
+    assert seconds(firestore, "resource", tenant="late") == {(D1, "vmware/vm/g"): 14 * H}
+    deliver(billing, [stop])  # a STOPPED at 12:00 arrives after the deletion was counted: 10:00-12:00
+    assert seconds(firestore, "resource", tenant="late") == {(D1, "vmware/vm/g"): 2 * H}
+    deliver(billing, [restart, stop])  # the restart at 14:00, and the stop again
+    assert seconds(firestore, "resource", tenant="late") == {(D1, "vmware/vm/g"): 12 * H}
+    assert seconds(firestore, "resource") == {(D1, "vmware/vm/g"): 12 * H}
+    # a window that ends before the late changes' times: they still bound what came before
+    assert seconds(firestore, "resource", end=f"{D1}T13:00:00Z") == {(D1, "vmware/vm/g"): 2 * H}
+
+
+def test_any_delivery_order_and_duplication_gives_the_same_documents_and_usage(billing, firestore):
+    t = {"tenant": "shuffled"}
+    events = lifecycle("aws/vm/s", [(f"{D1}T08:00:00Z", "PROVISIONING", t), (f"{D1}T09:00:00Z", "RUNNING", t),
+                                    (f"{D1}T17:30:00Z", "STOPPED", t), (f"{D1}T22:00:00Z", "RUNNING", t),
+                                    (f"{D2}T06:15:00Z", "DELETED", t)],
+                       late=[(f"{D1}T12:00:00Z", "STOPPED", t)])
+    rng = random.Random(7)
+    deliveries = [ev for ev in events for _ in range(rng.randint(1, 3))]
+    rng.shuffle(deliveries)
+    deliver(billing, deliveries)
+    docs = BillingStore(firestore).transition_documents("aws~vm~s")
+    assert sorted(d["id"] for d in docs if not d.get("implied")) == sorted(ev.event_id for ev in events)
+    assert seconds(firestore, "resource") == {(D1, "aws/vm/s"): 3 * H + 2 * H, (D2, "aws/vm/s"): 6 * H + 15 * 60}
+
+
+def test_documents_written_before_this_layout_still_count(billing, firestore):
+    """Before: a parent document merged at every change (identity, tenants, firstAtUs, lastAtUs), and earlier
+    still, the old side of a change as a document of its own ({eventId}~old). The report reads no parent
+    document (one left behind, with or without transitions, changes nothing) and counts every transition."""
+    resources = firestore.collection(BILLING_RESOURCES)
+    legacy = resources.document("aws~vm~legacy")
+    legacy.set({"key": "aws/vm/legacy", "provider": "aws", "resourceType": "vm", "resourceId": "legacy",
+                "tenants": ["old"], "firstAtUs": 0, "lastAtUs": 1})
+    common = {"key": "aws/vm/legacy", "provider": "aws", "resourceType": "vm", "labels": {"tenant": "old"},
+              "late": False, "recordedAt": "2026-03-01T00:00:00.000000Z"}
+    legacy.collection(TRANSITIONS).document("e1").set(
+        {**common, "status": "RUNNING", "at": f"{D1}T10:00:00.000000Z", "observedAt": f"{D1}T10:00:00.000000Z",
+         "eventId": "e1", "implied": False, "oldStatus": None})  # no publishedAt, no atUs: the first layout
+    legacy.collection(TRANSITIONS).document("e2").set(
+        {**common, "status": "STOPPED", "at": f"{D1}T16:00:00.000000Z", "observedAt": f"{D1}T16:00:00.000000Z",
+         "eventId": "e2", "implied": False, "oldStatus": "RUNNING"})
+    legacy.collection(TRANSITIONS).document("e2~old").set(  # an old side stored as its own document
+        {**common, "status": "RUNNING", "at": f"{D1}T13:00:00.000000Z", "observedAt": "", "eventId": "e2",
+         "implied": True, "oldStatus": None})
+    resources.document("aws~vm~empty").set({"key": "aws/vm/empty", "provider": "aws", "resourceType": "vm",
+                                             "tenants": ["old"], "firstAtUs": 0})
+    # a new change of the legacy resource: no parent write, the old and new transitions form one set
+    [stop_again] = lifecycle("aws/vm/legacy", [], late=[(f"{D1}T11:00:00Z", "STOPPED", {"tenant": "old"})])
+    deliver(billing, [stop_again])
+    assert legacy.get().to_dict()["lastAtUs"] == 1  # untouched
+    assert seconds(firestore, "resource") == {(D1, "aws/vm/legacy"): H + 3 * H}
+    assert seconds(firestore, "tenant", tenant="old") == {(D1, "old"): H + 3 * H}

@@ -35,7 +35,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterator
 
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.status_changed import Change
@@ -46,7 +46,8 @@ from shared.billing.intervals import Transition, microseconds
 from shared.runtime import firestore as fs
 
 BILLING_RESOURCES = "billing_resources"
-TRANSITIONS = "transitions"
+TRANSITIONS = "transitions"  # a collection-group name: no other collection may be called so
+PAGE = 1000  # documents per query page: each page is one RPC with its own deadline (fs.READ_TIMEOUT)
 IMPLIED_SUFFIX = "~old"  # id suffix of the transition implied by a change's old side
 OLD_SIDE = "oldSide"  # the field of a transition document that holds it
 KEY, PROVIDER, RESOURCE_TYPE, TENANT_LABEL, AT_US = "key", "provider", "resourceType", "labels.tenant", "atUs"
@@ -149,15 +150,15 @@ class BillingStore:
         one's whole set, ``workers`` at a time (a matching transition is read twice).
         """
         if tenant:
-            doc_ids = {snap.reference.parent.parent.id for snap in
-                       self._group_query(provider, resource_type, tenant).select([KEY]).stream(**fs.read_options())}
+            doc_ids = {snap.reference.parent.parent.id
+                       for snap in pages(self._group_query(provider, resource_type, tenant).select([KEY]))}
             if not doc_ids:
                 return []
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(doc_ids)))) as pool:
                 sets = list(pool.map(lambda d: (d, self.transition_documents(d)), sorted(doc_ids)))
         else:
             grouped: dict[str, list[dict[str, Any]]] = {}
-            for snap in self._group_query(provider, resource_type, None).stream(**fs.read_options()):
+            for snap in pages(self._group_query(provider, resource_type, None)):
                 grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_old_side(snap))
             sets = sorted(grouped.items())
         return [resource_transitions(doc_id, docs) for doc_id, docs in sets if docs]
@@ -173,7 +174,7 @@ class BillingStore:
         """The transitions of one resource, each with its ``id``: a change's old side as one of its own
         (``implied``, id ``{changeEventId}~old``)."""
         out: list[dict[str, Any]] = []
-        for snap in self.transitions_ref(doc_id).stream(**fs.read_options()):
+        for snap in pages(self.transitions_ref(doc_id)):
             out.extend(_with_old_side(snap))
         return out
 
@@ -188,11 +189,24 @@ class BillingStore:
         """The earliest transition time stored (µs since the epoch), old sides included; None when empty.
         Reads every transition document (a projection): for the demo's fleet, not for a production one."""
         firsts = []
-        for snap in self.db.collection_group(TRANSITIONS).select([AT_US, f"{OLD_SIDE}.{AT_US}"]).stream(
-                **fs.read_options()):
+        for snap in pages(self.db.collection_group(TRANSITIONS).select([AT_US, f"{OLD_SIDE}.{AT_US}"])):
             doc = snap.to_dict()
             firsts += [v for v in (doc.get(AT_US), (doc.get(OLD_SIDE) or {}).get(AT_US)) if v is not None]
         return min(firsts, default=None)
+
+
+def pages(query: Any, size: int | None = None) -> Iterator[Any]:
+    """Every document of ``query`` (in ``__name__`` order), one page of ``size`` per RPC: a stream of the
+    whole collection group in one RPC would have to finish within one read deadline."""
+    size = size or PAGE
+    last = None
+    while True:
+        page = query.limit(size) if last is None else query.start_after(last).limit(size)
+        snaps = list(page.stream(**fs.read_options()))
+        yield from snaps
+        if len(snaps) < size:
+            return
+        last = snaps[-1]
 
 
 def _with_old_side(snap) -> list[dict[str, Any]]:

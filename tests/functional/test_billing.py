@@ -161,6 +161,27 @@ def test_a_resource_that_moved_tenants_is_split_between_them(billing, firestore,
     assert seconds(firestore, "tenant", resource_type="volume") == {}
 
 
+def test_the_report_reads_page_by_page(billing, firestore, rpcs, monkeypatch):
+    """Each page of a query is one RPC with its own deadline: a whole collection group in one stream would
+    have to finish within one. Pages of 2 give the same report as one page."""
+    from shared.billing import store
+
+    t = {"tenant": "paged"}
+    for i in range(3):
+        deliver(billing, lifecycle(f"aws/vm/p{i}", [(f"{D1}T0{i}:00:00Z", "RUNNING", t),
+                                                   (f"{D1}T1{i}:00:00Z", "STOPPED", t)]))
+    expected = {(D1, f"aws/vm/p{i}"): 10 * H for i in range(3)}
+    assert seconds(firestore, "resource") == expected
+    monkeypatch.setattr(store, "PAGE", 2)
+    rpcs.clear()
+    assert seconds(firestore, "resource") == expected
+    assert rpcs["queries"] == 4  # 6 transitions: pages of 2, 2, 2 and the empty one that says it was the last
+    rpcs.clear()
+    assert seconds(firestore, "resource", tenant="paged") == expected
+    assert rpcs["queries"] == 4 + 3 * 2  # the keys (6 matching transitions), then each resource's 2 and an empty page
+    assert BillingStore(firestore).earliest_at_us() == store.epoch_us(timeutil.parse(f"{D1}T00:00:00Z"))
+
+
 def test_a_late_change_still_corrects_counted_usage(billing, firestore):
     t = {"tenant": "late"}
     first, deleted, stop, restart = lifecycle(

@@ -130,7 +130,11 @@ class Notify:
 
     # ---- fan out ------------------------------------------------------------------------------
     def fan_out(self, message: PubSubMessage) -> list[str]:
-        """One delivery per callback that asks for this change; their ids."""
+        """One delivery per callback that asks for this change; their ids. A change upsert marked as one no
+        callback can match (``notify="0"``: the subscription's filter, which the emulator ignores) is acked
+        without a read."""
+        if not status_changed.notify_wanted(message.attributes):
+            return []
         change = status_changed.decode(message)
         if change.late:
             return []

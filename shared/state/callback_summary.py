@@ -1,0 +1,219 @@
+"""What the registered callbacks can match, summed up in one small document (``summaries/callbacks``),
+so that upsert can say on each change event whether any callback may want it (the change event's
+``notify`` attribute; the notify subscription filters on it: docs/callbacks.md "What it costs").
+
+The summary holds, for the *enabled* callbacks only:
+
+- ``filters``: each distinct filter of the filter callbacks, with how many have it (at most
+  ``MAX_FILTERS`` listed; more are counted in ``overflow``, and then every change "may match");
+- ``resourceTypes``: for the resource callbacks (there may be millions: their keys are never listed),
+  how many there are per ``provider/type``;
+- ``revision``: how many times it was written.
+
+It is bounded: ``MAX_FILTERS`` filters of at most 4 x 256 characters, and one count per provider and
+resource type. It is written in the same Firestore transaction as the callback it accounts for
+(``for_update`` then ``write``: shared/api/callbacks.py, shared/notify/store.py), so it never says
+"no callback" while one that matches is enabled; it can say "may match" when none does (a callback
+disabled outside these paths, a filter whose labels do not match), which only costs notify a look.
+
+No document (a deployment older than the summary, or a new one before its first callback): the first
+registration creates it when no other callback exists; while callbacks registered before it exist,
+it stays absent and every change "may match" (fail-open; ``CallbackView``).
+
+``CallbackView`` is upsert's cached read of it: one read per ``ttl`` seconds per instance
+(``DCM_CALLBACK_VIEW_TTL``), so a callback registered less than ``ttl`` ago can miss a change
+(docs/callbacks.md "Registration lag"). Any failure to read it answers "may match".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+import orjson
+from dcm_status_contracts.callback import Callback, Filter, Scope
+from google.cloud import firestore
+
+from shared.runtime.logs import get_logger
+from shared.state.model import CALLBACK_SUMMARY, CALLBACKS, SUMMARIES
+
+log = get_logger("callback_summary")
+
+MAX_FILTERS = 200  # distinct filters listed; more: every change "may match" (the document stays < 250 KB)
+VIEW_READ_TIMEOUT = 2.0  # seconds: a slow read answers "may match" rather than hold an update up
+
+
+def filter_id(where: Filter) -> str:
+    """A stable name of a filter (a map key of the summary)."""
+    return hashlib.sha256(orjson.dumps(where.to_doc(), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def resource_type_of(key: str | None) -> str | None:
+    """``provider/type`` of a resource key ``provider/type/id``."""
+    parts = (key or "").split("/", 2)
+    return f"{parts[0]}/{parts[1]}" if len(parts) == 3 and all(parts) else None
+
+
+@dataclass(frozen=True)
+class CallbackSummary:
+    """What the enabled callbacks can match. No I/O."""
+
+    filters: Mapping[str, tuple[Filter, int]] = field(default_factory=dict)  # filter id -> (filter, count)
+    overflow: int = 0  # enabled filter callbacks beyond MAX_FILTERS distinct filters: not listed
+    resource_types: Mapping[str, int] = field(default_factory=dict)  # "provider/type" -> resource callbacks
+    revision: int = 0
+
+    # ---- the decision ---------------------------------------------------------------------------
+    @property
+    def needs_resource(self) -> bool:
+        """Whether a decision needs the changed resource (a listed filter has a label)."""
+        return any(where.label for where, _ in self.filters.values())
+
+    @property
+    def empty(self) -> bool:
+        return not self.filters and not self.overflow and not self.resource_types
+
+    def may_match(self, change: Mapping[str, Any]) -> bool:
+        """Whether an enabled callback may ask for ``change`` (an item of the change feed; ``resource``
+        needed only when ``needs_resource``)."""
+        if self.overflow > 0:
+            return True
+        if self.resource_types.get(f"{change.get('provider')}/{change.get('resourceType')}", 0) > 0:
+            return True
+        return any(where.matches(change) for where, _ in self.filters.values())
+
+    # ---- keeping it right -----------------------------------------------------------------------
+    def changed(self, before: Callback | None, after: Callback | None) -> "CallbackSummary":
+        """This summary once a callback went from ``before`` to ``after`` (None: absent)."""
+        out = self._without(before) if before is not None and not before.disabled else self
+        out = out._with(after) if after is not None and not after.disabled else out
+        return replace(out, revision=self.revision + 1)
+
+    def _with(self, cb: Callback) -> "CallbackSummary":
+        if cb.scope is Scope.RESOURCE:
+            pair = resource_type_of(cb.key)
+            if pair is None:
+                return replace(self, overflow=self.overflow + 1)  # never seen: a key is provider/type/id
+            return replace(self, resource_types={**self.resource_types, pair: self.resource_types.get(pair, 0) + 1})
+        fid = filter_id(cb.filter)
+        if fid in self.filters:
+            where, n = self.filters[fid]
+            return replace(self, filters={**self.filters, fid: (where, n + 1)})
+        if len(self.filters) >= MAX_FILTERS:
+            return replace(self, overflow=self.overflow + 1)
+        return replace(self, filters={**self.filters, fid: (cb.filter, 1)})
+
+    def _without(self, cb: Callback) -> "CallbackSummary":
+        # Counts never go below 0 (a summary created while the callback existed uncounted: fail-open anyway)
+        if cb.scope is Scope.RESOURCE:
+            pair = resource_type_of(cb.key)
+            if pair is None or pair not in self.resource_types:
+                return replace(self, overflow=max(0, self.overflow - 1)) if pair is None else self
+            left = {**self.resource_types, pair: self.resource_types[pair] - 1}
+            return replace(self, resource_types={k: v for k, v in left.items() if v > 0})
+        fid = filter_id(cb.filter)
+        if fid in self.filters:
+            where, n = self.filters[fid]
+            left = {**self.filters, fid: (where, n - 1)}
+            return replace(self, filters={k: v for k, v in left.items() if v[1] > 0})
+        return replace(self, overflow=max(0, self.overflow - 1))
+
+    # ---- stored form ----------------------------------------------------------------------------
+    def to_doc(self) -> dict[str, Any]:
+        return {"filters": {fid: {"filter": where.to_doc(), "count": n} for fid, (where, n) in self.filters.items()},
+                "overflow": self.overflow, "resourceTypes": dict(self.resource_types), "revision": self.revision,
+                "updatedAt": firestore.SERVER_TIMESTAMP}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> "CallbackSummary":
+        """ValueError/TypeError/KeyError on a document that is not a summary (the caller fails open)."""
+        filters = {str(fid): (Filter.of(entry["filter"]), int(entry["count"]))
+                   for fid, entry in (doc.get("filters") or {}).items()}
+        return cls(filters={k: v for k, v in filters.items() if v[1] > 0}, overflow=int(doc.get("overflow") or 0),
+                   resource_types={str(k): int(v) for k, v in (doc.get("resourceTypes") or {}).items() if int(v) > 0},
+                   revision=int(doc.get("revision") or 0))
+
+
+# ---- in a callback's transaction ------------------------------------------------------------------
+def summary_ref(db: firestore.Client) -> Any:
+    return db.collection(SUMMARIES).document(CALLBACK_SUMMARY)
+
+
+def for_update(db: firestore.Client, transaction: Any, callback_id: str) -> CallbackSummary | None:
+    """The summary to update in ``transaction`` (read before its writes), or None when it is to stay absent:
+    it does not exist and callbacks other than ``callback_id`` exist (registered before the summary was)."""
+    snap = summary_ref(db).get(transaction=transaction)
+    if snap.exists:
+        return CallbackSummary.from_doc(snap.to_dict() or {})
+    others = [s.id for s in db.collection(CALLBACKS).limit(2).stream(transaction=transaction)]
+    return None if [i for i in others if i != callback_id] else CallbackSummary()
+
+
+def write(db: firestore.Client, transaction: Any, summary: CallbackSummary | None, before: Callback | None,
+          after: Callback | None) -> None:
+    """Account for a callback going from ``before`` to ``after`` in the same transaction (nothing when the
+    summary is to stay absent, or when the change does not change what can match)."""
+    if summary is None:
+        return
+    new = summary.changed(before, after)
+    created = summary.revision == 0  # no document yet: write it even when empty ("no callback", known)
+    if created or replace(new, revision=summary.revision) != summary:
+        transaction.set(summary_ref(db), new.to_doc())
+
+
+# ---- upsert's cached read -------------------------------------------------------------------------
+class CallbackView:
+    """Whether any enabled callback may ask for a change, from the summary read at most once per ``ttl``
+    seconds (``ttl`` 0: every time). Fail-open: a failed read, an unreadable document, or a summary absent
+    while callbacks exist answers True."""
+
+    def __init__(self, db: firestore.Client, ttl: float, clock: Callable[[], float] = time.monotonic):
+        self.db = db
+        self.ttl = ttl
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._summary: CallbackSummary | None = None  # None: unknown (may match anything)
+        self._read_at: float | None = None
+
+    def summary(self) -> CallbackSummary | None:
+        """The summary as cached (None: unknown)."""
+        with self._lock:
+            now = self.clock()
+            if self._read_at is None or now - self._read_at >= self.ttl or self.ttl <= 0:
+                self._summary, self._read_at = self._read(), now
+            return self._summary
+
+    def _read(self) -> CallbackSummary | None:
+        try:
+            snap = summary_ref(self.db).get(timeout=VIEW_READ_TIMEOUT)
+            if snap.exists:
+                return CallbackSummary.from_doc(snap.to_dict() or {})
+            # no summary: no callback at all (nothing to match), or callbacks from before the summary (unknown)
+            anyone = list(self.db.collection(CALLBACKS).limit(1).select([]).stream(timeout=VIEW_READ_TIMEOUT))
+            return None if anyone else CallbackSummary()
+        except Exception as exc:  # noqa: BLE001 - fail-open: any failure means "notify looks", never a lost delivery
+            log.warning("callback summary unreadable: every change goes to notify", extra={
+                "error": f"{type(exc).__name__}: {exc}"[:300]})
+            return None
+
+    def wanted(self, attributes: Mapping[str, str], body: bytes) -> bool:
+        """Whether notify need look at a change event (its message attributes and JSON CloudEvent body)."""
+        if attributes.get("late") == "true":
+            return False  # notify sends no late change (the feed has it)
+        summary = self.summary()
+        if summary is None:
+            return True
+        if summary.empty:
+            return False
+        change: dict[str, Any] = {"key": attributes.get("key"), "provider": attributes.get("provider"),
+                                  "resourceType": attributes.get("resourceType"),
+                                  "newStatus": attributes.get("newStatus")}
+        if summary.needs_resource:
+            try:
+                change["resource"] = orjson.loads(body)["data"]["resource"]
+            except (ValueError, KeyError, TypeError):
+                return True
+        return summary.may_match(change)

@@ -20,30 +20,25 @@ No document (a deployment older than the summary, or a new one before its first 
 registration creates it when no other callback exists; while callbacks registered before it exist,
 it stays absent and every change "may match" (fail-open; ``CallbackView``).
 
-``CallbackView`` is upsert's cached read of it: one read per ``ttl`` seconds per instance
-(``DCM_CALLBACK_VIEW_TTL``), so a callback registered less than ``ttl`` ago can miss a change
-(docs/callbacks.md "Registration lag"). Any failure to read it answers "may match".
+Upsert reads it through shared/runtime/callback_view.py (``read``), cached for ``DCM_CALLBACK_VIEW_TTL``
+seconds: a callback registered less than that ago can miss a change (docs/callbacks.md "Registration
+lag"). Any failure to read it answers "may match".
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
-import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import orjson
 from dcm_status_contracts.callback import Callback, Filter, Scope
+from dcm_status_contracts.errors import InvalidRequest
 from google.cloud import firestore
 
-from shared.runtime.logs import get_logger
 from shared.state.model import CALLBACK_SUMMARY, CALLBACKS, SUMMARIES
 
-log = get_logger("callback_summary")
-
 MAX_FILTERS = 200  # distinct filters listed; more: every change "may match" (the document stays < 250 KB)
-VIEW_READ_TIMEOUT = 2.0  # seconds: a slow read answers "may match" rather than hold an update up
 
 
 def filter_id(where: Filter) -> str:
@@ -129,9 +124,16 @@ class CallbackSummary:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> "CallbackSummary":
-        """ValueError/TypeError/KeyError on a document that is not a summary (the caller fails open)."""
-        filters = {str(fid): (Filter.of(entry["filter"]), int(entry["count"]))
-                   for fid, entry in (doc.get("filters") or {}).items()}
+        """ValueError on a document that is not a summary (its readers then fail open)."""
+        try:
+            filters = {str(fid): (Filter.of(entry["filter"]), int(entry["count"]))
+                       for fid, entry in (doc.get("filters") or {}).items()}
+            return cls._of(filters, doc)
+        except (InvalidRequest, TypeError, KeyError, AttributeError, ValueError) as exc:
+            raise ValueError(f"not a callback summary: {exc}") from exc
+
+    @classmethod
+    def _of(cls, filters: Mapping[str, tuple[Filter, int]], doc: Mapping[str, Any]) -> "CallbackSummary":
         return cls(filters={k: v for k, v in filters.items() if v[1] > 0}, overflow=int(doc.get("overflow") or 0),
                    resource_types={str(k): int(v) for k, v in (doc.get("resourceTypes") or {}).items() if int(v) > 0},
                    revision=int(doc.get("revision") or 0))
@@ -147,7 +149,10 @@ def for_update(db: firestore.Client, transaction: Any, callback_id: str) -> Call
     it does not exist and callbacks other than ``callback_id`` exist (registered before the summary was)."""
     snap = summary_ref(db).get(transaction=transaction)
     if snap.exists:
-        return CallbackSummary.from_doc(snap.to_dict() or {})
+        try:
+            return CallbackSummary.from_doc(snap.to_dict() or {})
+        except ValueError:
+            return None  # not a summary (altered by hand): left as it is, upsert's view reads it as unknown
     others = [s.id for s in db.collection(CALLBACKS).limit(2).stream(transaction=transaction)]
     return None if [i for i in others if i != callback_id] else CallbackSummary()
 
@@ -164,56 +169,12 @@ def write(db: firestore.Client, transaction: Any, summary: CallbackSummary | Non
         transaction.set(summary_ref(db), new.to_doc())
 
 
-# ---- upsert's cached read -------------------------------------------------------------------------
-class CallbackView:
-    """Whether any enabled callback may ask for a change, from the summary read at most once per ``ttl``
-    seconds (``ttl`` 0: every time). Fail-open: a failed read, an unreadable document, or a summary absent
-    while callbacks exist answers True."""
-
-    def __init__(self, db: firestore.Client, ttl: float, clock: Callable[[], float] = time.monotonic):
-        self.db = db
-        self.ttl = ttl
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._summary: CallbackSummary | None = None  # None: unknown (may match anything)
-        self._read_at: float | None = None
-
-    def summary(self) -> CallbackSummary | None:
-        """The summary as cached (None: unknown)."""
-        with self._lock:
-            now = self.clock()
-            if self._read_at is None or now - self._read_at >= self.ttl or self.ttl <= 0:
-                self._summary, self._read_at = self._read(), now
-            return self._summary
-
-    def _read(self) -> CallbackSummary | None:
-        try:
-            snap = summary_ref(self.db).get(timeout=VIEW_READ_TIMEOUT)
-            if snap.exists:
-                return CallbackSummary.from_doc(snap.to_dict() or {})
-            # no summary: no callback at all (nothing to match), or callbacks from before the summary (unknown)
-            anyone = list(self.db.collection(CALLBACKS).limit(1).select([]).stream(timeout=VIEW_READ_TIMEOUT))
-            return None if anyone else CallbackSummary()
-        except Exception as exc:  # noqa: BLE001 - fail-open: any failure means "notify looks", never a lost delivery
-            log.warning("callback summary unreadable: every change goes to notify", extra={
-                "error": f"{type(exc).__name__}: {exc}"[:300]})
-            return None
-
-    def wanted(self, attributes: Mapping[str, str], body: bytes) -> bool:
-        """Whether notify need look at a change event (its message attributes and JSON CloudEvent body)."""
-        if attributes.get("late") == "true":
-            return False  # notify sends no late change (the feed has it)
-        summary = self.summary()
-        if summary is None:
-            return True
-        if summary.empty:
-            return False
-        change: dict[str, Any] = {"key": attributes.get("key"), "provider": attributes.get("provider"),
-                                  "resourceType": attributes.get("resourceType"),
-                                  "newStatus": attributes.get("newStatus")}
-        if summary.needs_resource:
-            try:
-                change["resource"] = orjson.loads(body)["data"]["resource"]
-            except (ValueError, KeyError, TypeError):
-                return True
-        return summary.may_match(change)
+def read(db: firestore.Client, timeout: float) -> CallbackSummary | None:
+    """The summary as stored, outside any transaction; None when it is not known: absent while callbacks
+    exist (registered before it). Absent with no callback at all: an empty summary (nothing to match).
+    Firestore's errors, and ValueError on a document that is no summary, are raised."""
+    snap = summary_ref(db).get(timeout=timeout)
+    if snap.exists:
+        return CallbackSummary.from_doc(snap.to_dict() or {})
+    anyone = list(db.collection(CALLBACKS).limit(1).select([]).stream(timeout=timeout))
+    return None if anyone else CallbackSummary()

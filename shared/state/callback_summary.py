@@ -18,7 +18,8 @@ disabled outside these paths, a filter whose labels do not match), which only co
 
 No document (a deployment older than the summary, or a new one before its first callback): the first
 registration creates it when no other callback exists; while callbacks registered before it exist,
-it stays absent and every change "may match" (fail-open; ``CallbackView``).
+it stays absent and every change "may match" (fail-open), until ``rebuild`` (``dcm-status callbacks
+summarize``) counts them.
 
 Upsert reads it through shared/runtime/callback_view.py (``read``), cached for ``DCM_CALLBACK_VIEW_TTL``
 seconds: a callback registered less than that ago can miss a change (docs/callbacks.md "Registration
@@ -60,6 +61,7 @@ class CallbackSummary:
     overflow: int = 0  # enabled filter callbacks beyond MAX_FILTERS distinct filters: not listed
     resource_types: Mapping[str, int] = field(default_factory=dict)  # "provider/type" -> resource callbacks
     revision: int = 0
+    complete: bool = True  # False: a rebuild under way (``rebuild``): its readers take it as unknown
 
     # ---- the decision ---------------------------------------------------------------------------
     @property
@@ -120,7 +122,7 @@ class CallbackSummary:
     def to_doc(self) -> dict[str, Any]:
         return {"filters": {fid: {"filter": where.to_doc(), "count": n} for fid, (where, n) in self.filters.items()},
                 "overflow": self.overflow, "resourceTypes": dict(self.resource_types), "revision": self.revision,
-                "updatedAt": firestore.SERVER_TIMESTAMP}
+                "complete": self.complete, "updatedAt": firestore.SERVER_TIMESTAMP}
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> "CallbackSummary":
@@ -136,7 +138,7 @@ class CallbackSummary:
     def _of(cls, filters: Mapping[str, tuple[Filter, int]], doc: Mapping[str, Any]) -> "CallbackSummary":
         return cls(filters={k: v for k, v in filters.items() if v[1] > 0}, overflow=int(doc.get("overflow") or 0),
                    resource_types={str(k): int(v) for k, v in (doc.get("resourceTypes") or {}).items() if int(v) > 0},
-                   revision=int(doc.get("revision") or 0))
+                   revision=int(doc.get("revision") or 0), complete=doc.get("complete", True) is not False)
 
 
 # ---- in a callback's transaction ------------------------------------------------------------------
@@ -175,6 +177,51 @@ def read(db: firestore.Client, timeout: float) -> CallbackSummary | None:
     Firestore's errors, and ValueError on a document that is no summary, are raised."""
     snap = summary_ref(db).get(timeout=timeout)
     if snap.exists:
-        return CallbackSummary.from_doc(snap.to_dict() or {})
+        found = CallbackSummary.from_doc(snap.to_dict() or {})
+        return found if found.complete else None
     anyone = list(db.collection(CALLBACKS).limit(1).select([]).stream(timeout=timeout))
     return None if anyone else CallbackSummary()
+
+
+SUMMARIZED_FIELDS = ("hook", "scope", "createdAt", "key", "filter", "disabled")  # what a rebuild reads of each
+
+
+def rebuild(db: firestore.Client, attempts: int = 5) -> CallbackSummary | None:
+    """Count every callback again into the summary (after an upgrade, or to repair it); None when callbacks
+    kept changing during every attempt (nothing written but the placeholder: try again).
+
+    Optimistic: the summary's revision is noted (a placeholder marked incomplete is created first when there
+    is none, so every registration from then on counts itself into it and bumps its revision), the callbacks
+    are read (outside a transaction: there may be many), and the count is written only if the revision has
+    not moved meanwhile."""
+    ref = summary_ref(db)
+
+    @firestore.transactional
+    def start(transaction: Any) -> int:
+        snap = ref.get(transaction=transaction)
+        try:
+            found = CallbackSummary.from_doc(snap.to_dict() or {}) if snap.exists else None
+        except ValueError:
+            found = None
+        if found is None:
+            found = CallbackSummary(revision=1, complete=False)
+            transaction.set(ref, found.to_doc())
+        return found.revision
+
+    @firestore.transactional
+    def finish(transaction: Any, seen: int, counted: CallbackSummary) -> bool:
+        snap = ref.get(transaction=transaction)
+        if not snap.exists or int((snap.to_dict() or {}).get("revision") or 0) != seen:
+            return False
+        transaction.set(ref, counted.to_doc())
+        return True
+
+    for _ in range(attempts):
+        seen = start(db.transaction())
+        counted = CallbackSummary()
+        for snap in db.collection(CALLBACKS).select(list(SUMMARIZED_FIELDS)).stream():
+            counted = counted.changed(None, Callback.from_doc(snap.id, snap.to_dict() or {}))
+        counted = replace(counted, revision=seen + 1, complete=True)
+        if finish(db.transaction(), seen, counted):
+            return counted
+    return None

@@ -173,3 +173,40 @@ def test_notify_reads_a_change_without_the_attribute_as_before(firestore, publis
     sent = Notify(CallbackStore(firestore), publisher, settings, keys=KEYS)(message)
     assert len(sent) == 1 and len(publisher.on("dcm-status-callbacks")) == 1
     assert firestore.collection(CALLBACKS).document(sent[0].split(".")[-1]).get().exists
+
+
+# ---- rebuilding it (dcm-status callbacks summarize) --------------------------------------------------------
+def test_a_rebuild_counts_callbacks_stored_before_the_summary_and_the_view_then_knows(firestore, registry):
+    registry.add(HOOK, {"status": "STOPPED"})
+    registry.put_resource("azure/disk/d-1", HOOK)
+    firestore.collection(SUMMARIES).document(CALLBACK_SUMMARY).delete()  # as before the upgrade
+    registry.put_resource("aws/vm/i-1", HOOK)
+    assert summary(firestore) is None  # unknown
+    done = callback_summary.rebuild(firestore)
+    assert done.resource_types == {"azure/disk": 1, "aws/vm": 1} and len(done.filters) == 1 and done.complete
+    assert summary(firestore) == CallbackSummary.from_doc(stored(firestore))
+    view = CallbackView(firestore, ttl=0)
+    assert not view.wanted({"provider": "aws", "resourceType": "disk", "newStatus": "RUNNING"}, b"")
+    assert view.wanted({"provider": "aws", "resourceType": "disk", "newStatus": "STOPPED"}, b"")
+    registry.put_resource("aws/vm/i-1", "none")  # kept right from then on
+    assert summary(firestore).resource_types == {"azure/disk": 1}
+
+
+def test_a_rebuild_that_sees_callbacks_change_meanwhile_writes_nothing_but_its_placeholder(firestore, registry,
+                                                                                            monkeypatch):
+    registry.add(HOOK, {"status": "STOPPED"})
+    firestore.collection(SUMMARIES).document(CALLBACK_SUMMARY).delete()
+    real = callback_summary.CallbackSummary.changed
+
+    def racing(self, before, after):  # a registration lands while the rebuild counts
+        if not getattr(racing, "done", False) and before is None and after is not None and after.id != "r-race":
+            racing.done = True
+            monkeypatch.setattr(callback_summary.CallbackSummary, "changed", real)
+            registry.put_resource("gcp/vm/race", HOOK)
+        return real(self, before, after)
+
+    monkeypatch.setattr(callback_summary.CallbackSummary, "changed", racing)
+    assert callback_summary.rebuild(firestore, attempts=1) is None
+    assert stored(firestore)["complete"] is False and summary(firestore) is None  # unknown: notify looks
+    done = callback_summary.rebuild(firestore)
+    assert done.resource_types == {"gcp/vm": 1} and len(done.filters) == 1

@@ -41,12 +41,16 @@ class CallbackView:
         self._read_at: float | None = None
 
     def summary(self) -> CallbackSummary | None:
-        """The summary as cached (None: unknown)."""
+        """The summary as cached (None: unknown). Read outside the lock: the threads of an instance never wait
+        for one another's read (at expiry a few may read at once; with ``ttl`` 0 each reads its own)."""
         with self._lock:
             now = self.clock()
-            if self._read_at is None or now - self._read_at >= self.ttl or self.ttl <= 0:
-                self._summary, self._read_at = self._read(), now
-            return self._summary
+            if self._read_at is not None and self.ttl > 0 and now - self._read_at < self.ttl:
+                return self._summary
+        found = self._read()
+        with self._lock:
+            self._summary, self._read_at = found, now
+        return found
 
     def _read(self) -> CallbackSummary | None:
         try:

@@ -228,15 +228,14 @@ def summarize(as_json):
         click.echo("callbacks kept changing while they were counted; nothing changed: run it again", err=True)
         raise SystemExit(1)
     shown = {"filters": [{"filter": f.to_doc(), "callbacks": n} for f, n in done.filters.values()],
-             "unlistedFilterCallbacks": done.overflow, "resourceCallbacks": dict(done.resource_types),
+             "unlistedFilterCallbacks": done.overflow, "resourceCallbackTypes": sorted(done.resource_types),
              "revision": done.revision}
     if as_json:
         emit_json(shown)
         return
     click.echo(f"{sum(n for _, n in done.filters.values()) + done.overflow} enabled filter callback(s) in "
                f"{len(done.filters)} distinct filter(s)" + (f" (+{done.overflow} not listed)" if done.overflow else ""))
-    click.echo(f"{sum(done.resource_types.values())} enabled resource callback(s): "
-               + (", ".join(f"{k} {v}" for k, v in sorted(done.resource_types.items())) or "none"))
+    click.echo("provider/type with enabled resource callbacks: " + (", ".join(sorted(done.resource_types)) or "none"))
 
 
 @callbacks.command("keyring")

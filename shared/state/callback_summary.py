@@ -7,7 +7,10 @@ The summary holds, for the *enabled* callbacks only:
 - ``filters``: each distinct filter of the filter callbacks, with how many have it (at most
   ``MAX_FILTERS`` listed; more are counted in ``overflow``, and then every change "may match");
 - ``resourceTypes``: for the resource callbacks (there may be millions: their keys are never listed),
-  how many there are per ``provider/type``;
+  the ``provider/type`` pairs that have one. Added to, never taken from, by registrations: the
+  summary is written only when a pair appears, so registering many resources' callbacks does not make
+  it a hot document (Firestore holds about one sustained write a second to one document). A pair
+  whose callbacks are all gone stays (its changes "may match") until ``rebuild`` recounts;
 - ``revision``: how many times it was written.
 
 It is bounded: ``MAX_FILTERS`` filters of at most 4 x 256 characters, and one count per provider and
@@ -59,7 +62,7 @@ class CallbackSummary:
 
     filters: Mapping[str, tuple[Filter, int]] = field(default_factory=dict)  # filter id -> (filter, count)
     overflow: int = 0  # enabled filter callbacks beyond MAX_FILTERS distinct filters: not listed
-    resource_types: Mapping[str, int] = field(default_factory=dict)  # "provider/type" -> resource callbacks
+    resource_types: frozenset[str] = frozenset()  # "provider/type" pairs with resource callbacks (add-only)
     revision: int = 0
     complete: bool = True  # False: a rebuild under way (``rebuild``): its readers take it as unknown
 
@@ -78,7 +81,7 @@ class CallbackSummary:
         needed only when ``needs_resource``)."""
         if self.overflow > 0:
             return True
-        if self.resource_types.get(f"{change.get('provider')}/{change.get('resourceType')}", 0) > 0:
+        if f"{change.get('provider')}/{change.get('resourceType')}" in self.resource_types:
             return True
         return any(where.matches(change) for where, _ in self.filters.values())
 
@@ -94,7 +97,7 @@ class CallbackSummary:
             pair = resource_type_of(cb.key)
             if pair is None:
                 return replace(self, overflow=self.overflow + 1)  # never seen: a key is provider/type/id
-            return replace(self, resource_types={**self.resource_types, pair: self.resource_types.get(pair, 0) + 1})
+            return replace(self, resource_types=self.resource_types | {pair})
         fid = filter_id(cb.filter)
         if fid in self.filters:
             where, n = self.filters[fid]
@@ -106,11 +109,7 @@ class CallbackSummary:
     def _without(self, cb: Callback) -> "CallbackSummary":
         # Counts never go below 0 (a summary created while the callback existed uncounted: fail-open anyway)
         if cb.scope is Scope.RESOURCE:
-            pair = resource_type_of(cb.key)
-            if pair is None or pair not in self.resource_types:
-                return replace(self, overflow=max(0, self.overflow - 1)) if pair is None else self
-            left = {**self.resource_types, pair: self.resource_types[pair] - 1}
-            return replace(self, resource_types={k: v for k, v in left.items() if v > 0})
+            return self  # add-only (another callback may share the pair: only a recount knows); rebuild
         fid = filter_id(cb.filter)
         if fid in self.filters:
             where, n = self.filters[fid]
@@ -121,7 +120,7 @@ class CallbackSummary:
     # ---- stored form ----------------------------------------------------------------------------
     def to_doc(self) -> dict[str, Any]:
         return {"filters": {fid: {"filter": where.to_doc(), "count": n} for fid, (where, n) in self.filters.items()},
-                "overflow": self.overflow, "resourceTypes": dict(self.resource_types), "revision": self.revision,
+                "overflow": self.overflow, "resourceTypes": sorted(self.resource_types), "revision": self.revision,
                 "complete": self.complete, "updatedAt": firestore.SERVER_TIMESTAMP}
 
     @classmethod
@@ -137,8 +136,14 @@ class CallbackSummary:
     @classmethod
     def _of(cls, filters: Mapping[str, tuple[Filter, int]], doc: Mapping[str, Any]) -> "CallbackSummary":
         return cls(filters={k: v for k, v in filters.items() if v[1] > 0}, overflow=int(doc.get("overflow") or 0),
-                   resource_types={str(k): int(v) for k, v in (doc.get("resourceTypes") or {}).items() if int(v) > 0},
+                   resource_types=frozenset(_strings(doc.get("resourceTypes") or [])),
                    revision=int(doc.get("revision") or 0), complete=doc.get("complete", True) is not False)
+
+
+def _strings(values: Any) -> list[str]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ValueError(f"expected a list of provider/type, got {str(values)[:80]}")
+    return values
 
 
 # ---- in a callback's transaction ------------------------------------------------------------------

@@ -59,27 +59,39 @@ def test_register_overwrite_disable_enable_remove_keep_the_summary_right(firesto
 
     registry.put_resource("aws/vm/i-7", HOOK)
     registry.put_resource("aws/vm/i-7", "http://127.0.0.1:8/other")  # overwritten: still one callback
-    assert summary(firestore).resource_types == {"aws/vm": 1}
+    assert summary(firestore).resource_types == {"aws/vm"}
     assert summary(firestore).may_match(change("RUNNING")) and not summary(firestore).may_match(
         change("RUNNING", resource_type="disk"))
+    revision = stored(firestore)["revision"]
+    registry.put_resource("aws/vm/i-8", HOOK)  # another aws/vm resource: nothing new, the summary is not written
+    assert stored(firestore)["revision"] == revision
 
-    rid = registry.of_resource("aws/vm/i-7")["id"]
-    CallbackStore(firestore).disable(rid, "the receiver answered 410 Gone")  # notify, on a 410
-    assert summary(firestore).resource_types == {}
-    CallbackStore(firestore).disable(rid, "again")  # disabled twice: counted off once
-    assert summary(firestore).resource_types == {}
-    registry.enable(rid)
-    assert summary(firestore).resource_types == {"aws/vm": 1}
-    registry.enable(rid)  # enabled twice: counted once
-    assert summary(firestore).resource_types == {"aws/vm": 1}
-
-    CallbackStore(firestore).disable(rid, "gone")
-    registry.put_resource("aws/vm/i-7", "http://127.0.0.1:8/other")  # a PUT enables it again
-    assert summary(firestore).resource_types == {"aws/vm": 1}
+    # the filter callback disabled by notify on a 410, then enabled again
+    store = CallbackStore(firestore)
+    store.disable(fid, "the receiver answered 410 Gone")
+    assert not summary(firestore).filters
+    store.disable(fid, "again")  # disabled twice: counted off once
+    assert not summary(firestore).filters
+    registry.enable(fid)
+    registry.enable(fid)  # enabled twice: counted once
+    assert [n for _, n in summary(firestore).filters.values()] == [1]
 
     registry.put_resource("aws/vm/i-7", "none")
+    registry.put_resource("aws/vm/i-8", "none")
     registry.remove(fid)
-    assert summary(firestore).empty and stored(firestore)["revision"] >= 7
+    s = summary(firestore)
+    assert not s.filters and s.resource_types == {"aws/vm"}  # resource pairs: add-only until a rebuild
+    assert callback_summary.rebuild(firestore).empty and summary(firestore).empty
+
+
+def test_a_put_re_enables_a_disabled_resource_callback_and_counts_it(firestore, registry):
+    registry.put_resource("aws/vm/i-7", HOOK)
+    rid = registry.of_resource("aws/vm/i-7")["id"]
+    CallbackStore(firestore).disable(rid, "gone")
+    callback_summary.rebuild(firestore)
+    assert summary(firestore).empty
+    registry.put_resource("aws/vm/i-7", HOOK)  # a PUT enables it again
+    assert summary(firestore).resource_types == {"aws/vm"}
 
 
 def test_a_rotation_or_a_refused_change_leaves_the_summary_as_it_was(firestore, registry):
@@ -183,13 +195,13 @@ def test_a_rebuild_counts_callbacks_stored_before_the_summary_and_the_view_then_
     registry.put_resource("aws/vm/i-1", HOOK)
     assert summary(firestore) is None  # unknown
     done = callback_summary.rebuild(firestore)
-    assert done.resource_types == {"azure/disk": 1, "aws/vm": 1} and len(done.filters) == 1 and done.complete
+    assert done.resource_types == {"azure/disk", "aws/vm"} and len(done.filters) == 1 and done.complete
     assert summary(firestore) == CallbackSummary.from_doc(stored(firestore))
     view = CallbackView(firestore, ttl=0)
     assert not view.wanted({"provider": "aws", "resourceType": "disk", "newStatus": "RUNNING"}, b"")
     assert view.wanted({"provider": "aws", "resourceType": "disk", "newStatus": "STOPPED"}, b"")
-    registry.put_resource("aws/vm/i-1", "none")  # kept right from then on
-    assert summary(firestore).resource_types == {"azure/disk": 1}
+    registry.add(HOOK, {"provider": "gcp"})  # kept right from then on
+    assert summary(firestore).may_match(change(provider="gcp"))
 
 
 def test_a_rebuild_that_sees_callbacks_change_meanwhile_writes_nothing_but_its_placeholder(firestore, registry,
@@ -209,4 +221,4 @@ def test_a_rebuild_that_sees_callbacks_change_meanwhile_writes_nothing_but_its_p
     assert callback_summary.rebuild(firestore, attempts=1) is None
     assert stored(firestore)["complete"] is False and summary(firestore) is None  # unknown: notify looks
     done = callback_summary.rebuild(firestore)
-    assert done.resource_types == {"gcp/vm": 1} and len(done.filters) == 1
+    assert done.resource_types == {"gcp/vm"} and len(done.filters) == 1

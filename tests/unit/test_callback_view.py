@@ -42,7 +42,17 @@ def test_a_resource_callback_makes_its_provider_and_type_match_and_nothing_else(
     s = CallbackSummary().changed(None, resource_cb("aws/vm/i-9"))
     assert s.may_match(change()) and s.may_match(change(status="STOPPED"))  # coarse: any aws/vm resource
     assert not s.may_match(change(resource_type="disk")) and not s.may_match(change(provider="azure"))
-    assert s.resource_types == {"aws/vm": 1} and "i-9" not in str(s.to_doc())  # keys are never listed
+    assert s.resource_types == {"aws/vm"} and "i-9" not in str(s.to_doc())  # keys are never listed
+
+
+def test_resource_callbacks_are_added_to_the_summary_never_taken_from_it():
+    """So only a new provider/type writes the summary (no hot document when many resources get callbacks);
+    a pair whose callbacks are gone stays "maybe" until a rebuild recounts."""
+    first, second = resource_cb("aws/vm/i-1", "r1"), resource_cb("aws/vm/i-2", "r2")
+    s = CallbackSummary().changed(None, first)
+    assert s.changed(None, second).resource_types == s.resource_types  # nothing new: nothing to write
+    assert s.changed(first, None).may_match(change())
+    assert s.changed(first, resource_cb("aws/vm/i-1", "r1", disabled="410 Gone")).may_match(change())
 
 
 def test_a_filter_callback_matches_as_its_filter_does_labels_included():
@@ -62,7 +72,7 @@ def test_identical_filters_are_listed_once_and_counted_and_removal_empties_the_s
     assert len(s.filters) == 1 and list(s.filters.values())[0][1] == 2
     s = s.changed(a, None)
     assert s.may_match(change(status="STOPPED"))  # b is still there
-    s = s.changed(b, None).changed(resource_cb("aws/vm/i-1"), None)  # removing one never counted stays at 0
+    s = s.changed(b, None).changed(filter_cb("f3", provider="x"), None)  # removing one never counted: at 0
     assert s.empty and s.revision == 5
 
 
@@ -95,7 +105,7 @@ def test_the_stored_form_reads_back_the_same():
 
 def test_a_document_that_is_no_summary_is_refused_so_the_reader_fails_open():
     for doc in ({"filters": {"x": {"filter": {"colour": "red"}, "count": 1}}}, {"filters": {"x": {"count": 1}}},
-                {"filters": ["x"]}, {"resourceTypes": {"aws/vm": "many"}}):
+                {"filters": ["x"]}, {"resourceTypes": {"aws/vm": 1}}):
         with pytest.raises(ValueError, match="not a callback summary"):
             CallbackSummary.from_doc(doc)
 

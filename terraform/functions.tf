@@ -128,6 +128,7 @@ resource "google_cloudfunctions2_function" "function" {
       DCM_MAX_CLOCK_SKEW_SECONDS = tostring(var.max_clock_skew_seconds)
       DCM_HOOK_TIMEOUT_SECONDS   = tostring(var.hook_timeout_seconds)
       DCM_CALLBACK_CONCURRENCY   = tostring(var.callback_concurrency)
+      DCM_CALLBACK_VIEW_TTL      = tostring(var.callback_view_ttl_seconds)
       DCM_HOOK_PORTS             = join(",", var.hook_ports)
       # output values readers see as "[redacted]" (docs/security.md, item 13); "" = the default names
       DCM_OUTPUT_REDACT = join(",", var.output_redact)

@@ -331,6 +331,17 @@ variable "max_callbacks_per_caller" {
   }
 }
 
+variable "callback_view_ttl_seconds" {
+  description = "How long upsert keeps its read of the callbacks' summary (DCM_CALLBACK_VIEW_TTL): a change committed less than this after a callback's registration may not be sent to it (docs/callbacks.md, \"Registration lag\"). 0 reads it at every change."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.callback_view_ttl_seconds >= 0 && var.callback_view_ttl_seconds <= 3600
+    error_message = "callback_view_ttl_seconds must be from 0 to 3600."
+  }
+}
+
 variable "max_callbacks" {
   description = "Webhook callbacks registered at once, all callers together (DCM_MAX_CALLBACKS): every change is delivered to each matching one."
   type        = number

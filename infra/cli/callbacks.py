@@ -21,6 +21,7 @@ from infra.local.stack import LocalStack
 from shared.api.callbacks import Callbacks
 from shared.notify.store import CallbackStore
 from shared.runtime import secretbox
+from shared.state import callback_summary
 
 COLUMNS = ("id", "hook", "for", "delivered", "failing", "last success", "state")  # last failure: show
 
@@ -210,6 +211,31 @@ def rekey(rotate, drop, as_json):
             click.echo(f"did not open: {why}", err=True)
     if done.unavailable:
         raise SystemExit(1)
+
+
+@callbacks.command("summarize")
+@JSON
+def summarize(as_json):
+    """Count every callback again into the callbacks' summary, by which upsert tells notify which changes no
+    callback can match (docs/callbacks.md, "What notify costs"). Needed once after upgrading a deployment
+    that had callbacks before the summary existed (until then every change goes to notify, as before);
+    harmless at any time. Exits 1 if callbacks kept changing meanwhile (run it again).
+
+    Example: dcm-status callbacks summarize
+    """
+    done = callback_summary.rebuild(connect().firestore())
+    if done is None:
+        click.echo("callbacks kept changing while they were counted; nothing changed: run it again", err=True)
+        raise SystemExit(1)
+    shown = {"filters": [{"filter": f.to_doc(), "callbacks": n} for f, n in done.filters.values()],
+             "unlistedFilterCallbacks": done.overflow, "resourceCallbackTypes": sorted(done.resource_types),
+             "revision": done.revision}
+    if as_json:
+        emit_json(shown)
+        return
+    click.echo(f"{sum(n for _, n in done.filters.values()) + done.overflow} enabled filter callback(s) in "
+               f"{len(done.filters)} distinct filter(s)" + (f" (+{done.overflow} not listed)" if done.overflow else ""))
+    click.echo("provider/type with enabled resource callbacks: " + (", ".join(sorted(done.resource_types)) or "none"))
 
 
 @callbacks.command("keyring")

@@ -431,6 +431,9 @@ class LocalStack:
         env.update({
             "FIRESTORE_EMULATOR_HOST": state.functions_firestore_host,
             "DCM_LOCAL_MODE": "1",  # no OIDC tokens on the emulator; never set in production
+            # upsert reads the callbacks' summary on every change (production caches it 10 s): a callback is
+            # sent the very next change after its registration, as the e2e tests expect (docs/callbacks.md)
+            "DCM_CALLBACK_VIEW_TTL": os.environ.get("DCM_CALLBACK_VIEW_TTL") or "0",
             "DCM_CALLBACK_KEYS_FILE": str(secretbox.ensure_file(self.callback_keys)),  # mode 0600, made once
             "PYTHONPATH": str(REPO_ROOT),
             "PYTHONUNBUFFERED": "1",

@@ -23,6 +23,7 @@ from shared.api import queries
 from shared.api.identity import LOCAL, Caller, require_identity
 from shared.runtime import egress, secretbox
 from shared.runtime import firestore as fs
+from shared.state import callback_summary
 from shared.state.model import CALLBACKS
 
 MAX_LISTED = 1000
@@ -110,8 +111,12 @@ class Callbacks:
             self.remove(callback_id, caller)
             return None
         self._vet(hook)
-        with fs.guard("registering a callback"):
-            snap = self._ref(callback_id).get(retry=fs.RETRY, timeout=fs.TIMEOUT)
+        ref = self._ref(callback_id)
+
+        @firestore.transactional
+        def run(transaction: Any) -> tuple[Callback | None, str | None]:
+            snap = ref.get(transaction=transaction)
+            summary = callback_summary.for_update(self.db, transaction, callback_id)
             if snap.exists:
                 doc = snap.to_dict()
                 self._may_change(callback_id, doc, caller)
@@ -122,12 +127,21 @@ class Callbacks:
                     secret = callback.new_secret()
                     fresh = replace(Callback.from_doc(callback_id, doc), secrets=(SigningSecret(secret),))
                     fields["secrets"] = self._sealed(fresh).to_doc()["secrets"]
-                self._ref(callback_id).update(fields, retry=fs.RETRY, timeout=fs.TIMEOUT)
-                return self.show(callback_id, self._viewer(caller)), secret, False
+                transaction.update(ref, fields)
+                before = Callback.from_doc(callback_id, doc)
+                callback_summary.write(self.db, transaction, summary, before, replace(before, disabled=None))
+                return None, secret
             self._within_caps(owner)
             cb, secret = self._new(callback_id, hook, Scope.RESOURCE, token, retry_seconds, owner, key=key)
-            self._ref(callback_id).set(cb.to_doc(), retry=fs.RETRY, timeout=fs.TIMEOUT)
-        return callback.public(callback_id, cb.to_doc()), secret, True
+            transaction.set(ref, cb.to_doc())
+            callback_summary.write(self.db, transaction, summary, None, cb)
+            return cb, secret
+
+        with fs.guard("registering a callback"):
+            created, secret = run(self.db.transaction())
+        if created is None:
+            return self.show(callback_id, self._viewer(caller)), secret, False
+        return callback.public(callback_id, created.to_doc()), secret, True
 
     def add(self, hook: str, where: Mapping[str, Any] | None = None, token: Any = None,
             retry_seconds: Any = None, caller: Caller | None = None) -> tuple[dict[str, Any], str]:
@@ -138,8 +152,21 @@ class Callbacks:
                                where=Filter.of(where))
         self._within_caps(owner)
         with fs.guard("registering a callback"):
-            self._ref(cb.id).create(cb.to_doc(), retry=fs.RETRY, timeout=fs.TIMEOUT)
+            self._create(cb)
         return callback.public(cb.id, cb.to_doc()), secret
+
+    def _create(self, cb: Callback) -> None:
+        """The new callback and, in the same transaction, the callbacks' summary (shared/state/callback_summary.py:
+        what upsert decides a change event's ``notify`` by)."""
+        ref = self._ref(cb.id)
+
+        @firestore.transactional
+        def run(transaction: Any) -> None:
+            summary = callback_summary.for_update(self.db, transaction, cb.id)
+            transaction.create(ref, cb.to_doc())
+            callback_summary.write(self.db, transaction, summary, None, cb)
+
+        run(self.db.transaction())
 
     # ---- read ------------------------------------------------------------------------------------
     def _doc(self, callback_id: str, caller: Caller | None = None) -> dict[str, Any]:
@@ -193,9 +220,31 @@ class Callbacks:
 
     # ---- change ----------------------------------------------------------------------------------
     def remove(self, callback_id: str, caller: Caller | None = None) -> None:
-        self._doc(callback_id, caller or self.operator)  # NotFound when there is none
-        with fs.guard("removing a callback"):
-            self._ref(callback_id).delete(retry=fs.RETRY, timeout=fs.TIMEOUT)
+        self._changed(callback_id, caller or self.operator, "removing a callback", "delete", None, lambda cb: None)
+
+    def _changed(self, callback_id: str, caller: Caller, what: str, how: str, fields: Mapping[str, Any] | None,
+                 after: Callable[[Callback], Callback | None]) -> None:
+        """Read the callback (NotFound, Forbidden unless ``caller`` may change it), then write it and the
+        callbacks' summary in one transaction: the summary counts what the callback was when written
+        (a concurrent change of it makes the transaction run again)."""
+        self._doc(callback_id, caller)  # NotFound when there is none; Forbidden
+        ref = self._ref(callback_id)
+
+        @firestore.transactional
+        def run(transaction: Any) -> None:
+            snap = ref.get(transaction=transaction)
+            summary = callback_summary.for_update(self.db, transaction, callback_id)
+            if not snap.exists:
+                raise NotFound(f"no callback {callback_id!r}", "id")
+            before = Callback.from_doc(callback_id, snap.to_dict())
+            if how == "delete":
+                transaction.delete(ref)
+            else:
+                transaction.update(ref, dict(fields or {}))
+            callback_summary.write(self.db, transaction, summary, before, after(before))
+
+        with fs.guard(what):
+            run(self.db.transaction())
 
     def rotate(self, callback_id: str, grace_seconds: int = callback.DEFAULT_ROTATION_GRACE_SECONDS,
                caller: Caller | None = None) -> tuple[dict[str, Any], str]:
@@ -211,10 +260,8 @@ class Callbacks:
     def enable(self, callback_id: str, caller: Caller | None = None) -> dict[str, Any]:
         """Call a disabled callback again (after its receiver's 410), its failure count reset."""
         caller = caller or self.operator
-        self._doc(callback_id, caller)
-        with fs.guard("enabling a callback"):
-            self._ref(callback_id).update({"disabled": None, "stats.consecutiveFailures": 0}, retry=fs.RETRY,
-                                          timeout=fs.TIMEOUT)
+        self._changed(callback_id, caller, "enabling a callback", "update",
+                      {"disabled": None, "stats.consecutiveFailures": 0}, lambda cb: replace(cb, disabled=None))
         return self.show(callback_id, self._viewer(caller))
 
     def test(self, callback_id: str, caller: Caller | None = None) -> dict[str, Any]:

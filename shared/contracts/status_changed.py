@@ -7,7 +7,9 @@ https://schemas.dcm.org/events/status-changed-v{MAJOR}.json``) whose data says
 which resource changed, old -> new status with their transition times, every
 attribute that changed as a JSON pointer, and a snapshot of the resource.
 Message attributes repeat provider, resourceType, oldStatus and newStatus for
-Pub/Sub subscription filters.
+Pub/Sub subscription filters. Upsert adds ``notify`` where it publishes: "0" when no enabled
+webhook callback can match the change (the notify subscription filters those out), "1" when one
+may; a message without it (an older publisher, a replay) is one notify looks at (``notify_wanted``).
 
 Versioning (as Nova's versioned notifications): ``data.version`` is
 "MAJOR.MINOR". Adding fields bumps MINOR; removing or changing the meaning of a
@@ -117,6 +119,18 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
         "key": str(update.key),  # clipped to Pub/Sub's 1,024 bytes where it is published
     }
     return ChangeEvent(update.dedup_id, to_json(event), attributes)
+
+
+# The attribute upsert sets on each change event it publishes: may a webhook callback want it? Set at
+# publication (not stored with the change event: a re-publication decides again). infra/topology.yaml's
+# dcm-notify filter, 'NOT attributes.notify = "0"', lets a message without it through.
+NOTIFY_ATTRIBUTE = "notify"
+NOTIFY_YES, NOTIFY_NO = "1", "0"
+
+
+def notify_wanted(attributes: Mapping[str, str]) -> bool:
+    """Whether notify must look at a change event: anything but an explicit "0" (absent: maybe)."""
+    return attributes.get(NOTIFY_ATTRIBUTE) != NOTIFY_NO
 
 
 # ---- the consumer's side ---------------------------------------------------------------

@@ -3,7 +3,9 @@ events.
 
 Three topics reach it (the push path says which):
 
-- ``dcm-status-changed``: fan out. The change's ledger entry makes the change-feed item a
+- ``dcm-status-changed``: fan out. A change upsert marked ``notify="0"`` (no enabled callback can
+  match it: shared/state/callback_summary.py) is acked at once, unread; the subscription's filter
+  keeps those away in production, not on the emulator. The change's ledger entry makes the change-feed item a
   receiver is sent (the same object ``GET /v1/changes`` serves, cursor included); one delivery
   per matching callback is published to ``dcm-status-callbacks``. Late changes (refused as
   stale: the resource did not change) are not sent; the feed has them.
@@ -130,7 +132,11 @@ class Notify:
 
     # ---- fan out ------------------------------------------------------------------------------
     def fan_out(self, message: PubSubMessage) -> list[str]:
-        """One delivery per callback that asks for this change; their ids."""
+        """One delivery per callback that asks for this change; their ids. A change upsert marked as one no
+        callback can match (``notify="0"``: the subscription's filter, which the emulator ignores) is acked
+        without a read."""
+        if not status_changed.notify_wanted(message.attributes):
+            return []
         change = status_changed.decode(message)
         if change.late:
             return []

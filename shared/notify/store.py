@@ -4,6 +4,8 @@
   the change-feed item a receiver is sent, cursor included);
 - reads ``callbacks``: a resource's callback by its key, the filter callbacks all (few: each is
   matched in memory);
+- disables a callback whose receiver answered 410, with the callbacks' summary in the same
+  transaction (shared/state/callback_summary.py);
 - writes each attempt's outcome into the callback's ``stats`` (field updates, no transaction:
   many deliveries of one callback update it at once), and ``deliveries/{deliveryId}`` once a
   delivery succeeded, so that a redelivered one is not sent again (TTL: ``expireAt``);
@@ -13,7 +15,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
@@ -27,6 +29,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from shared.runtime import firestore as fs
 from shared.runtime.egress import HookResponse
 from shared.runtime.secretbox import Keyring
+from shared.state import callback_summary
 from shared.state.model import CALLBACKS, CHANGE, COMMITTED_AT, DELIVERIES, LEDGER
 
 
@@ -149,7 +152,22 @@ class CallbackStore:
             return run(self.db.transaction())
 
     def disable(self, callback_id: str, why: str) -> None:
-        self._update(callback_id, {"disabled": why}, "disabling a callback")
+        """The callback disabled (its receiver answered 410) and, in the same transaction, the callbacks'
+        summary (shared/state/callback_summary.py), so upsert stops announcing changes for it."""
+        ref = self.db.collection(CALLBACKS).document(callback_id)
+
+        @firestore.transactional
+        def run(transaction: Any) -> None:
+            snap = ref.get(transaction=transaction)
+            summary = callback_summary.for_update(self.db, transaction, callback_id)
+            if not snap.exists:
+                return  # removed meanwhile
+            before = Callback.from_doc(callback_id, snap.to_dict())
+            transaction.update(ref, {"disabled": why})
+            callback_summary.write(self.db, transaction, summary, before, replace(before, disabled=why))
+
+        with fs.guard("disabling a callback"):
+            run(self.db.transaction())
 
     def exhausted(self, callback_id: str) -> None:
         self._update(callback_id, {"stats.exhausted": firestore.Increment(1)}, "counting a delivery given up")

@@ -136,6 +136,9 @@ class Settings:
     max_callbacks_per_caller: int = 100
     max_callbacks: int = 10_000
     min_rotation_grace_seconds: int = 60  # a rotation's previous secret signs at least this long
+    # upsert reads the callbacks' summary (shared/state/callback_summary.py) at most once per this many seconds;
+    # a callback registered less than this ago can miss a change (docs/callbacks.md). The local stack: 0.
+    callback_view_ttl_seconds: float = 10.0
     max_streams: int = 100  # open /v1/changes/stream per api instance
     max_streams_per_caller: int = 10  # ... and per caller on one instance
     trace_exporter: TraceExporter = TraceExporter.NONE  # DCM_TRACE_EXPORTER (docs/tracing.md)
@@ -184,6 +187,17 @@ def _ports(text: str) -> tuple[int, ...]:
     if any(not 0 < p < 65536 for p in ports):
         raise ConfigError(f"DCM_HOOK_PORTS must be comma-separated TCP ports (e.g. 8443,9443), got {text[:80]!r}")
     return ports
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name, "") or str(default)
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 3600.0:
+        raise ConfigError(f"{name} must be seconds from 0 to 3600, got {text[:40]!r}")
+    return value
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
@@ -255,6 +269,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         max_callbacks_per_caller=int(env.get("DCM_MAX_CALLBACKS_PER_CALLER", "100")),
         max_callbacks=int(env.get("DCM_MAX_CALLBACKS", "10000")),
         min_rotation_grace_seconds=int(env.get("DCM_MIN_ROTATION_GRACE_SECONDS", "60")),
+        callback_view_ttl_seconds=_seconds(env, "DCM_CALLBACK_VIEW_TTL", 10.0),
         max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
         max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
         trace_exporter=_trace_exporter(env),

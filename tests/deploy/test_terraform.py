@@ -402,6 +402,8 @@ def test_function_grants_follow_what_each_use_case_does(terraform):
     lanes = {g["topic"] for g in got["grants"].values() if g["function"] == "ingest"} - {"deadletter"}
     assert lanes == {f"normalized-{p}" for p in topo.load().providers}  # every provider's lane to upsert
     assert publishes["upsert"] == {"changed", "deadletter"}
+    # only upsert announces changes: no one else can set a change event's notify attribute (docs/security.md)
+    assert [name for name, topics in publishes.items() if "changed" in topics] == ["upsert"]
     assert publishes["deadletter"] == set(), "the deadletter function must never publish (into its own topic)"
     for name, topics in publishes.items():
         assert not any(t.startswith("ingress") for t in topics), f"{name} may not pose as a provider"

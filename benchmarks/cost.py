@@ -39,6 +39,7 @@ os.environ.setdefault("DCM_PROJECT", "bench")
 
 import orjson  # noqa: E402
 from dcm_status_contracts.model import PubSubMessage  # noqa: E402
+from dcm_status_contracts import status_changed  # noqa: E402
 from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
 
 from infra.local import emulators  # noqa: E402
@@ -237,10 +238,11 @@ def main() -> None:
         billing, audit, deadletter = Billing.build(runtime), Audit.build(runtime), DeadLetter.build(runtime)
         every = lambda m: True  # noqa: E731
         stopped = lambda m: orjson.loads(m.data)["data"]["newStatus"] == "STOPPED"  # noqa: E731 - audit's filter
+        maybe_callback = lambda m: status_changed.notify_wanted(m.attributes)  # noqa: E731 - notify's filter
         bus.handlers = {s.ingress_topic("aws"): [("ingest", ingest, every)],
                         s.normalized_topic("aws"): [("upsert", upsert, every)],
                         s.topic_changed: [("billing", billing, every), ("audit", audit, stopped),
-                                          ("notify", Notify.build(runtime), every)],
+                                          ("notify", Notify.build(runtime), maybe_callback)],
                         s.topic_deadletter: [("deadletter", deadletter, every)]}
         topic = s.ingress_topic("aws")
 

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DCM_PROJECT", "bench")
 
 import orjson  # noqa: E402
-from dcm_status_contracts.model import PubSubMessage  # noqa: E402
 from dcm_status_contracts import status_changed  # noqa: E402
+from dcm_status_contracts.model import PubSubMessage  # noqa: E402
 from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
 
 from infra.local import emulators  # noqa: E402

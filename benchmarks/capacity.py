@@ -197,10 +197,12 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
 
 
 # field => which events write it (shared/upsert/store.py: a change writes the feed entry and the
-# document; a re-report writes the document's last-seen, order fields and deadline)
+# document; a re-report writes the document's last-seen, order fields and deadline; an applied or stale
+# update's ledger entry is its history entry, recordedAt: taken at the change rate)
 # writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep
 # deletes the field once it is quiet), at most HOT_RATE each; the busiest 0.01% of resources taken as hot.
-WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("resources", "updatedAt"): "changes",
+WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("events", "recordedAt"): "changes",
+              ("resources", "updatedAt"): "changes",
               ("resources", "staleAt"): "events", ("resources", "writtenAt"): "hot"}
 
 

@@ -47,7 +47,8 @@ MONTH_SECONDS = 30 * 24 * 3600
 
 # benchmarks/cost.py's counted figures per event (2026-11-25 run, on this branch; a publish counts the
 # provider's own): reads, writes, publishes, invocations. Refresh with --counted R,W,P,I for a change.
-COUNTED_CHANGE = {"reads": 3.0, "writes": 5.5, "publishes": 3.0, "invocations": 4.5}
+# Writes 5.5 -> 4.5 on 2026-11-27: an applied update's ledger entry is its history entry (issue 32).
+COUNTED_CHANGE = {"reads": 3.0, "writes": 4.5, "publishes": 3.0, "invocations": 4.5}
 COUNTED_REREPORT = {"reads": 2.0, "writes": 2.0, "publishes": 2.0, "invocations": 2.0}
 MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
 RESOURCE_FIELDS = 32  # top-level fields of a resource document (shared/upsert/store.py resource_document and the rest)
@@ -197,10 +198,12 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
 
 
 # field => which events write it (shared/upsert/store.py: a change writes the feed entry and the
-# document; a re-report writes the document's last-seen, order fields and deadline)
+# document; a re-report writes the document's last-seen, order fields and deadline; an applied or stale
+# update's ledger entry is its history entry, recordedAt: taken at the change rate)
 # writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep
 # deletes the field once it is quiet), at most HOT_RATE each; the busiest 0.01% of resources taken as hot.
-WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("resources", "updatedAt"): "changes",
+WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("events", "recordedAt"): "changes",
+              ("resources", "updatedAt"): "changes",
               ("resources", "staleAt"): "events", ("resources", "writtenAt"): "hot"}
 
 

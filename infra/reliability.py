@@ -46,6 +46,7 @@ from dcm_status_contracts.model import ResourceKey, event_identity
 from dcm_status_contracts.status_report import build_event, to_pubsub_message
 from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
 from google.api_core.exceptions import DeadlineExceeded, ServiceUnavailable
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import nats_accounts
 from infra.local import emulators, natsserver
@@ -53,6 +54,7 @@ from infra.local.stack import REPO_ROOT, LocalStack, StackState, answers_http
 from infra.local.supervise import children, listening
 from shared.api import queries
 from shared.state import resources
+from shared.state.model import HISTORY_OUTCOMES, LEDGER
 
 PROVIDERS = ["aws", "azure", "vmware"]
 IN_FLIGHT_SECONDS = 3  # a push under way when its subscription is purged: its Firestore calls time out in 2 s
@@ -552,7 +554,9 @@ def hot_resource(h: Harness, n: int) -> Row:
     row = h.row("hot resource", ledger, started, timeout=120 + n / 10)
     ref = h.db.collection("resources").document(ResourceKey("aws", "vm", rid).doc_id)
     writes = (ref.get().to_dict() or {}).get("documentWrites", 0)
-    history = ref.collection("history").count().get()[0][0].value
+    history = (h.db.collection(LEDGER).where(filter=FieldFilter("key", "==", f"aws/vm/{rid}"))  # its history:
+               .where(filter=FieldFilter("outcome", "in", sorted(HISTORY_OUTCOMES)))  # its ledger entries that
+               .count().get()[0][0].value)  # carry it (issue 32)
     row.lost += abs(history - (row.applied + row.stale))  # every update that changed something is in history
     row.note = (f"{n} updates of one resource, {per_second}/s for {burst:.1f} s: its document written {writes} times "
                 f"({writes / row.seconds:.1f}/s over the row), history {history} = applied + stale")

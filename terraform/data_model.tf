@@ -12,16 +12,22 @@
 #                              by updatedAt desc (sharded), or searched by a resourceId
 #                              prefix (range, ordered by resourceId), with those
 #                              filters: composite indexes below.
-#   resources/{key}/history    order_by observedAt desc; recordedAt <= t order_by
-#                              recordedAt desc: single-field indexes, automatic.
-#   events/{dedupId}           dedup ledger + outbox + change feed; counted by
-#                              outcome ==, change != null: automatic. The feed:
+#   events/{dedupId}           dedup ledger + outbox + change feed + history; counted
+#                              by outcome == (applied, stale: recordedAt >= the
+#                              stats' window, composite below), change != null:
+#                              automatic. The feed:
 #                              committedAt <= horizon, ordered by committedAt,
 #                              __name__ (asc, or desc for the latest N), with
 #                              equality on provider, resourceType, status:
-#                              composite indexes below. TTL on expireAt. A hot
+#                              composite indexes below. TTL on expireAt, which
+#                              only entries without history carry (an applied or
+#                              stale one is its resource's history: kept). A hot
 #                              resource's latest entries (key ==, processedAt
-#                              desc): composite below.
+#                              desc), a resource's history (key ==, observedAt
+#                              desc; key ==, recordedAt <= t, recordedAt desc):
+#                              composites below.
+#   resources/{key}/history    history written before issue 32, read by nothing
+#                              once infra/backfill_history.py folded it into events.
 #   duplicates/{messageId}     TTL on expireAt.
 #   deadletters/{entryId}      counted by reason / provider ==; filtered by
 #                              reason / provider / fingerprint ==, ranged and
@@ -86,6 +92,10 @@ locals {
       "change.body"       = "unindexed"
       "change.attributes" = "unindexed"
       state               = "unindexed"
+      observedAt          = "unindexed"
+      recordedAt          = "sharded"
+      publishedAt         = "unindexed"
+      lastTransitionTime  = "unindexed"
     }
     resources = {
       updatedAt          = "sharded"
@@ -144,6 +154,13 @@ locals {
     # A hot resource's latest ledger entries, whose states are newer than its document (upsert, the sweep, the api).
     # The key in front spreads processedAt over every resource: one resource's entries only are sequential.
     { collection = "events", equality = ["key"], order_by = "processedAt", orders = ["DESCENDING"] },
+    # A resource's history, newest observation first (paged), and the last applied by a time (?at=): behind
+    # the key, as above, only one resource's entries share a range.
+    { collection = "events", equality = ["key"], order_by = "observedAt", orders = ["DESCENDING"] },
+    { collection = "events", equality = ["key"], order_by = "recordedAt", orders = ["DESCENDING"] },
+    # The history entries of the stats' window, counted by outcome (an applied or stale entry has no TTL), every
+    # shard at once (recordedAt is sharded).
+    { collection = "events", equality = ["outcome"], sharded = true, order_by = "recordedAt", orders = ["ASCENDING"] },
     # Resources past their freshness deadline (the sweep), every shard at once (staleAt is sharded).
     { collection = "resources", equality = ["shard"], order_by = "staleAt", orders = ["ASCENDING"] },
     # A provider's resource with the newest freshness deadline (the sweep: is the provider silent?).

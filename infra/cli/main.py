@@ -443,7 +443,7 @@ def get(key: str, as_json: bool, with_history: bool) -> None:
                ("key", "status", "message", "reason", "lastTransitionTime", "eventTime", "rawStatus", "metadata",
                 "resourceSpecific", "updatedAt"))
         for h in doc.get("history", []):
-            click.echo(f"{'history':<20}{h.get('eventTime')}  {h.get('status')}  {to_text(h.get('message'))}")
+            click.echo(f"{'history':<20}{h.get('observedAt')}  {h.get('status')}  {to_text(h.get('message'))}")
 
 
 @cli.command("list")

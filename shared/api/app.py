@@ -260,7 +260,8 @@ class Api:
 
     def _stats(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
-        return json_response({**queries.stats(self.db, READ_OPTIONS), "windowDays": self.feed.retention_days})
+        window = self.feed.retention_days  # DCM_LEDGER_TTL_DAYS: what the TTL leaves of the entries without history
+        return json_response({**queries.stats(self.db, READ_OPTIONS, window), "windowDays": window})
 
     # ---- the DCM control-plane's read API --------------------------------------------------------
     def _dcm(self, request: flask.Request, rest: str) -> flask.Response:

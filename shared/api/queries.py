@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Iterable, Iterator, Mapping
 
 from dcm_status_contracts import timeutil, tokens
@@ -24,11 +25,13 @@ from shared.state import resources
 from shared.state.model import (
     DEADLETTERS,
     DUPLICATES,
-    HISTORY,
+    HISTORY_FIELDS,
+    HISTORY_OUTCOMES,
     LEDGER,
     PROVIDERS,
     RESOURCE_SHARD_SPACE,
     RESOURCES,
+    SHARD_SPACE,
     EntryState,
     Outcome,
 )
@@ -62,13 +65,15 @@ def history(db: firestore.Client, key: ResourceKey, limit: int = 50) -> list[dic
 
 def history_page(db: firestore.Client, key: ResourceKey, limit: int = 50, token: str | None = None,
                  options: Mapping[str, Any] | None = None) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of a resource's history, newest observation first, and the next page's token."""
-    ref = db.collection(RESOURCES).document(key.doc_id).collection(HISTORY)
-    query = (ref.order_by("observedAt", direction=firestore.Query.DESCENDING)
+    """One page of a resource's history, newest observation first, and the next page's token. History is
+    the resource's ledger entries that carry it (applied, stale: only they have ``observedAt``), shown as
+    their history fields (shared/state/model.py)."""
+    ledger = db.collection(LEDGER)
+    query = (_history_of(ledger, key).order_by("observedAt", direction=firestore.Query.DESCENDING)
              .order_by("__name__", direction=firestore.Query.DESCENDING))
     if token:
         observed_at, entry_id = _token_values(token, "history", 2)
-        query = query.start_after({"observedAt": observed_at, "__name__": ref.document(entry_id)})
+        query = query.start_after({"observedAt": observed_at, "__name__": ledger.document(entry_id)})
     snaps = list(query.limit(limit + 1).stream(**(options or fs.read_options())))
     more = len(snaps) > limit
     snaps = snaps[:limit]
@@ -80,14 +85,19 @@ def history_page(db: firestore.Client, key: ResourceKey, limit: int = 50, token:
 def state_at(db: firestore.Client, key: ResourceKey, at: str,
              options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The state the platform knew at ``at`` (canonical): the last update applied by then."""
-    ref = db.collection(RESOURCES).document(key.doc_id).collection(HISTORY)
-    query = (ref.where(filter=FieldFilter("recordedAt", "<=", at))
+    query = (_history_of(db.collection(LEDGER), key).where(filter=FieldFilter("recordedAt", "<=", at))
              .order_by("recordedAt", direction=firestore.Query.DESCENDING))
     for snap in query.stream(**(options or fs.read_options())):  # stale entries are skipped: a few at most
         entry = snap.to_dict()
         if entry.get("outcome") == Outcome.APPLIED.value:
             return entry
     return None
+
+
+def _history_of(ledger: Any, key: ResourceKey) -> Any:
+    """The ledger entries of one resource, as history entries (composite indexes key + observedAt, key +
+    recordedAt: terraform/data_model.tf). Ordered by a history field, they are its history entries only."""
+    return ledger.where(filter=FieldFilter("key", "==", str(key))).select(HISTORY_FIELDS)
 
 
 # ---- lists --------------------------------------------------------------------------------
@@ -278,24 +288,30 @@ def status_counts(db: firestore.Client) -> dict[str, dict[str, int]]:
     return summary(db, ())["byType"]
 
 
-def outcome_counts(db: firestore.Client, options: Mapping[str, Any] | None = None) -> dict[str, int]:
-    """Updates per outcome over the ledger's retention window, and the resources held."""
+def outcome_counts(db: firestore.Client, options: Mapping[str, Any] | None = None,
+                   window_days: int = 7) -> dict[str, int]:
+    """Updates per outcome over the ledger's retention window, and the resources held. An applied or stale
+    update's entry is its resource's history (no TTL): counted by ``recordedAt`` within the window, over
+    every shard; an unchanged one's expires with the window (its TTL), as a duplicate's record does."""
     ledger = db.collection(LEDGER)
+    since = timeutil.format(timeutil.now() - timedelta(days=window_days))
+    [every_shard] = resources.shard_groups(ledger, SHARD_SPACE)
     return counts({
-        **{o.value: ledger.where(filter=FieldFilter("outcome", "==", o.value))
-           for o in (Outcome.APPLIED, Outcome.UNCHANGED, Outcome.STALE)},
+        **{o.value: every_shard.where(filter=FieldFilter("outcome", "==", o.value))
+           .where(filter=FieldFilter("recordedAt", ">=", since)) for o in HISTORY_OUTCOMES},
+        Outcome.UNCHANGED.value: ledger.where(filter=FieldFilter("outcome", "==", Outcome.UNCHANGED.value)),
         Outcome.DUPLICATE.value: db.collection(DUPLICATES),
         "resources": db.collection(RESOURCES),
     }, options)
 
 
-def stats(db: firestore.Client, options: Mapping[str, Any] | None = None) -> dict[str, int]:
-    """Outcome counters over the ledger's retention window.
+def stats(db: firestore.Client, options: Mapping[str, Any] | None = None, window_days: int = 7) -> dict[str, int]:
+    """Outcome counters over the ledger's retention window (``window_days``: DCM_LEDGER_TTL_DAYS).
 
     ``received`` is every provider message that reached a final outcome:
     applied + unchanged (re-reports) + duplicate + stale + deadlettered.
     """
-    outcomes = outcome_counts(db, options)
+    outcomes = outcome_counts(db, options, window_days)
     counted = (Outcome.APPLIED, Outcome.UNCHANGED, Outcome.STALE, Outcome.DUPLICATE)
     final = {o.value: outcomes[o.value] for o in counted}
     final["deadlettered"] = count(db.collection(DEADLETTERS), options)
@@ -303,7 +319,8 @@ def stats(db: firestore.Client, options: Mapping[str, Any] | None = None) -> dic
 
 
 def announced_changes(db: firestore.Client) -> int:
-    """Ledger entries that carry a change event (what upsert announced in the retention window)."""
+    """Ledger entries that carry a change event: every change upsert announced since history is kept on the
+    ledger (a change entry is an applied or stale update's: no TTL)."""
     return count(db.collection(LEDGER).where(filter=FieldFilter("change", "!=", None)))
 
 

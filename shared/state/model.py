@@ -2,12 +2,18 @@
 and the operators read. Collection names, the outcome of an update, and the fields the
 change feed is read by. No I/O.
 
-- ``resources/{provider~type~id}``: the current observed state of a resource;
-  ``resources/{..}/history/{dedupId}``: every update that changed something.
-- ``events/{dedupId}``: the dedup ledger and transactional outbox. An entry that
-  carries a change event also carries ``committedAt`` (the server's time of the
-  write), ``provider`` and ``resourceType``: it is an entry of the change feed
-  (shared/contracts/change_feed.py), kept as long as the ledger (its TTL).
+- ``resources/{provider~type~id}``: the current observed state of a resource.
+- ``events/{dedupId}``: the dedup ledger and transactional outbox. The entry of an
+  update that changed something (``HISTORY_OUTCOMES``: applied, stale) is also its
+  resource's history entry: it carries ``HISTORY_FIELDS`` and no ``expireAt``, so it
+  is kept as long as history is; the history is read by ``key`` ordered by
+  ``observedAt`` or ``recordedAt``, which only history entries carry. Any other
+  entry (unchanged) expires (``expireAt``: its TTL). An entry that carries a change
+  event (always applied or stale) also carries ``committedAt`` (the server's time of
+  the write), ``provider`` and ``resourceType``: it is an entry of the change feed
+  (shared/contracts/change_feed.py), kept as long as history.
+  ``resources/{..}/history/{dedupId}`` (``HISTORY``): where history was kept before
+  issue 32; infra/backfill_history.py folds it into the ledger.
 - ``duplicates/{ingressTopic~messageId}``: distinct duplicate publications.
 - ``deadletters/{entryId}``: what could not be processed (shared/deadletter/store.py).
 - ``callbacks/{callbackId}``: a registered webhook callback and its delivery stats
@@ -47,6 +53,11 @@ CALLBACK_SUMMARY = "callbacks"  # the document of SUMMARIES that sums up the cal
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"
 CHANGE = "change"
+# Ledger fields of a history entry (shared/upsert/store.py history_entry; the output maps when the update
+# carried them): what the history API and ?at= answer of a ledger entry.
+HISTORY_FIELDS = ("status", "rawStatus", "message", "reason", "observedAt", "lastTransitionTime", "eventId",
+                  "eventSource", "sequence", "publishedAt", "recordedAt", "previousStatus", "outcome",
+                  "output_spec", "outputs")
 
 # ---- sharded timestamps ------------------------------------------------------------------------------
 # Firestore holds a collection whose documents carry a sequentially increasing *indexed* value to about
@@ -76,7 +87,11 @@ SHARDED, UNINDEXED = "sharded", "unindexed"
 SEQUENTIAL_FIELDS: dict[str, dict[str, str]] = {
     LEDGER: {COMMITTED_AT: SHARDED, "processedAt": UNINDEXED, "changeAnnouncedAt": UNINDEXED,
              "ingressMessageId": UNINDEXED, "eventId": UNINDEXED, "change.body": UNINDEXED,
-             "change.attributes": UNINDEXED, "state": UNINDEXED},
+             "change.attributes": UNINDEXED, "state": UNINDEXED,
+             # a history entry's: queried behind key (one resource's entries), recordedAt also behind the
+             # shard (/v1/stats counts the history entries of its window)
+             "observedAt": UNINDEXED, "recordedAt": SHARDED, "publishedAt": UNINDEXED,
+             "lastTransitionTime": UNINDEXED},
     RESOURCES: {"updatedAt": SHARDED, "staleAt": SHARDED, "writtenAt": SHARDED, "lastSeenAt": UNINDEXED,
                 "observedAt": UNINDEXED, "publishedAt": UNINDEXED, "reportedTime": UNINDEXED,
                 "lastTransitionTime": UNINDEXED, "createdAt": UNINDEXED, "recentChanges": UNINDEXED,
@@ -99,6 +114,10 @@ class Outcome(enum.StrEnum):
     STALE = "stale"  # older than what the resource shows: kept in history, announced as late
     DUPLICATE = "duplicate"  # this event (source + id) was processed before
     UNCHANGED = "unchanged"  # a re-report of what the resource shows: only last-seen is recorded
+
+
+# The outcomes whose ledger entry is the resource's history entry (kept: no TTL).
+HISTORY_OUTCOMES = frozenset({Outcome.APPLIED, Outcome.STALE})
 
 
 class EntryState(enum.StrEnum):

@@ -2,14 +2,18 @@
 
 Collections (shared/state/model.py):
 
-- ``resources/{provider~type~id}``: the current observed state of a resource;
-  ``resources/{..}/history/{dedupId}``: every update that changed something,
-  applied or stale. A re-report of unchanged state (a resync, a heartbeat) is
-  the ledger entry and the resource's last-seen fields only: 2 writes, not 3.
+- ``resources/{provider~type~id}``: the current observed state of a resource.
 - ``events/{sha256(provider, source, id)}``: the dedup ledger (the provider is the
   one its ingress topic proves: two providers' events are never one another's
   duplicate, whatever source and id they claim); ``expireAt`` carries the
-  TTL policy (declared in Terraform). It also is the transactional outbox: the
+  TTL policy (declared in Terraform). The entry of an update that changed
+  something, applied or stale, is also the resource's history entry: it carries
+  the history fields (``history_entry``) and no ``expireAt`` (kept as long as
+  history is), so an applied update costs 2 writes (ledger entry, document), not
+  3; a re-report of unchanged state (a resync, a heartbeat) is the ledger entry
+  and the resource's last-seen fields only, and expires. (Entries written before
+  issue 32 are in ``resources/{..}/history/{dedupId}``: infra/backfill_history.py
+  folds them into the ledger.) It also is the transactional outbox: the
   change event is written with the state and published after the commit. The
   first delivery does not spend a write on saying so: only a redelivery (the
   function may have died before publishing) publishes it again, same id, and
@@ -44,7 +48,7 @@ from shared.state.model import (
     COMMITTED_AT,
     DOCUMENT_WRITES,
     DUPLICATES,
-    HISTORY,
+    HISTORY_OUTCOMES,
     HOT_BURST,
     LEDGER,
     ORDER_FIELDS,
@@ -275,17 +279,21 @@ class _Decision:
         event: it is written, since the sweep counts the resources a snapshot listed."""
         return self.tokens < 1 and not self.update.resync
 
-    @property
-    def history_ref(self) -> Any:
-        return self.snap.reference.collection(HISTORY).document(self.update.dedup_id)
-
     def ledger_entry(self, outcome: Outcome, **fields: Any) -> dict[str, Any]:
+        """The ledger entry of this update; an applied or stale one is also its resource's history entry
+        (``history_entry``'s fields, no TTL: kept as long as history; the resource's shard, the change feed's
+        if it carries a change, so that /v1/stats counts it by ``recordedAt``), any other expires
+        (``expireAt``)."""
         u = self.update
+        kept = ({**self.history_entry(outcome), SHARD: shard_of(str(u.key), self.store.shards)}
+                if outcome in HISTORY_OUTCOMES else {"expireAt": self.expire_at})
         return {"key": str(u.key), "provider": u.key.provider, "eventId": u.event_id, "source": u.event_source,
-                "ingressMessageId": u.ingress_message_id, "processedAt": self.now, "expireAt": self.expire_at,
-                "status": u.status, "replayOf": u.replay_of, "outcome": outcome.value, **fields}
+                "ingressMessageId": u.ingress_message_id, "processedAt": self.now, "status": u.status,
+                "replayOf": u.replay_of, "outcome": outcome.value, **kept, **fields}
 
     def history_entry(self, outcome: Outcome) -> dict[str, Any]:
+        """What the resource's history keeps of an applied or stale update (``HISTORY_FIELDS``), on its ledger
+        entry: the history API and ``?at=`` read the ledger by key (shared/api/queries.py)."""
         u = self.update
         return {"status": u.status, "rawStatus": u.raw_status, "message": u.message, "reason": u.reason,
                 "observedAt": u.observed_at, "lastTransitionTime": u.last_transition_time, "eventId": u.event_id,
@@ -382,7 +390,6 @@ def _stale(d: _Decision) -> tuple[Result, list[_Write]]:
     return Result(Outcome.STALE, d.current["status"], d.update.status, late), [
         _Write(WriteOp.CREATE, d.ledger.reference, d.ledger_entry(
             Outcome.STALE, **_feed_entry(d.store, d.update), change=late.to_record(), changeAnnounced=False, **entry)),
-        _Write(WriteOp.SET, d.history_ref, d.history_entry(Outcome.STALE)),
         *resource_writes,
         *d.batch_writes,
     ]
@@ -424,7 +431,6 @@ def _applied(d: _Decision) -> tuple[Result, list[_Write]]:
             Outcome.APPLIED, **(_feed_entry(d.store, update) if change else {}),
             change=change.to_record() if change else None, changeAnnounced=change is None, **entry)),
         *resource_writes,
-        _Write(WriteOp.SET, d.history_ref, d.history_entry(Outcome.APPLIED)),
         *d.batch_writes,
     ]
 

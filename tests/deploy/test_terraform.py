@@ -611,8 +611,12 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
     assert (RESOURCES, (("hot", asc), (SHARD, asc), ("writtenAt", asc))) in indexed
     # a hot resource's latest ledger entries (shared/state/resources.py)
     assert (LEDGER, (("key", asc), ("processedAt", desc))) in indexed
-    # history (one resource's subcollection): ordered on one field, single-field indexes suffice
-    assert HISTORY not in {c for c, _ in indexed}
+    # history: a resource's ledger entries (issue 32), newest observation first, and ?at= by recordedAt
+    assert (LEDGER, (("key", asc), ("observedAt", desc))) in indexed
+    assert (LEDGER, (("key", asc), ("recordedAt", desc))) in indexed
+    assert HISTORY not in {c for c, _ in indexed}  # the old subcollection: read by the backfill only
+    # /v1/stats: the history entries of its window by outcome, every shard (recordedAt is sharded)
+    assert (LEDGER, (("outcome", asc), (SHARD, asc), ("recordedAt", asc))) in indexed
     for collection, fields in indexed:  # equality field first, the shard field if sharded, then the one ordering
         assert fields[0][1] == asc and fields[-1][0] not in (fields[0][0], SHARD), (collection, fields)
         assert len(fields) == 2 or (len(fields) == 3 and fields[1] == (SHARD, asc)), (collection, fields)

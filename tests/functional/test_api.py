@@ -20,6 +20,7 @@ from dcm_status_contracts.errors import Gone
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.status_report import build_event, to_pubsub_message
 from google.cloud import firestore as gfirestore
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.local import emulators
 from shared.api import app as api_app
@@ -100,6 +101,30 @@ def test_one_resource_now_at_a_time_and_its_history(api, firestore):
     rest = api.get(f"/v1/resources/aws/vm/h-1/history?pageSize=2&pageToken={page['nextPageToken']}").json
     assert [e["status"] for e in rest["entries"]] == ["PROVISIONING"] and rest["nextPageToken"] is None
     assert api.get("/v1/resources/aws/vm/nope/history").status_code == 404
+
+
+def test_history_and_at_read_the_resources_ledger_entries_that_carry_history(api, firestore):
+    """Issue 32: history is the ledger entries of the resource with the history fields: a re-report's entry
+    (no history), another resource's entries and the ledger's own fields stay out of it; pages cover every
+    entry once; ?at= skips a stale entry recorded later than what it answers."""
+    seed(firestore, "aws", "vm", "h-1", "PROVISIONING", "2026-03-01T10:00:00Z", "h1")
+    seed(firestore, "aws", "vm", "h-2", "RUNNING", "2026-03-01T10:00:00Z", "other")
+    seed(firestore, "aws", "vm", "h-1", "RUNNING", "2026-03-01T10:05:00Z", "h2")
+    between = timeutil.now_str()
+    assert seed(firestore, "aws", "vm", "h-1", "RUNNING", "2026-03-01T10:05:00Z", "h3").outcome == "unchanged"
+    assert seed(firestore, "aws", "vm", "h-1", "STOPPED", "2026-03-01T10:01:00Z", "h0").outcome == "stale"
+    seen, token = [], None
+    while True:
+        page = api.get("/v1/resources/aws/vm/h-1/history?pageSize=1" + (f"&pageToken={token}" if token else "")).json
+        seen += page["entries"]
+        token = page["nextPageToken"]
+        if token is None:
+            break
+    assert [(e["eventId"], e["outcome"]) for e in seen] == [("h2", "applied"), ("h0", "stale"), ("h1", "applied")]
+    assert all(not {"key", "change", "processedAt", "ingressMessageId", "committedAt"} & set(e) for e in seen)
+    assert seen[1]["previousStatus"] == "RUNNING" and seen[0]["previousStatus"] == "PROVISIONING"
+    assert api.get(f"/v1/resources/aws/vm/h-1?at={between}").json["state"]["eventId"] == "h2"
+    assert api.get(f"/v1/resources/aws/vm/h-1?at={timeutil.now_str()}").json["state"]["eventId"] == "h2"
 
 
 def test_a_resource_id_with_slashes_is_reached_percent_encoded(api, firestore):
@@ -188,6 +213,22 @@ def test_providers_say_which_report_which_went_silent_and_since_when(api, fleet,
     assert api.get("/v1/summary").json["silentProviders"] == [
         {"provider": "azure", "since": "2026-03-01T11:15:00.000000Z", "lastSeenAt": "2026-03-01T10:00:05.000000Z"}]
     assert api.get("/v1/providers?x=1").status_code == 400
+
+
+def test_stats_count_history_entries_of_the_window_only(api, firestore):
+    """An applied or stale update's ledger entry has no TTL (it is history): /v1/stats counts those recorded
+    within its window (DCM_LEDGER_TTL_DAYS), as it counted them while the TTL deleted older ones."""
+    seed(firestore, "aws", "vm", "w-1", "RUNNING", "2026-03-01T10:00:00Z", "w1")
+    seed(firestore, "aws", "vm", "w-1", "STOPPED", "2026-03-01T10:05:00Z", "w2")
+    seed(firestore, "aws", "vm", "w-1", "PAUSED", "2026-03-01T09:00:00Z", "w0")  # stale
+    seed(firestore, "aws", "vm", "w-2", "RUNNING", "2026-03-01T10:00:00Z", "w3", shards=3)
+    stats = api.get("/v1/stats").json
+    assert (stats["applied"], stats["stale"], stats["windowDays"]) == (3, 1, 7)
+    old = timeutil.format(timeutil.now() - timedelta(days=8))
+    for entry in firestore.collection("events").where(filter=FieldFilter("eventId", "in", ["w1", "w0"])).stream():
+        entry.reference.update({"recordedAt": old, "processedAt": old})
+    stats = api.get("/v1/stats").json
+    assert (stats["applied"], stats["stale"], stats["received"]) == (2, 0, 2)
 
 
 def test_fleet_summary_stats_and_dead_letters(api, fleet, firestore):

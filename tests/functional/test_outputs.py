@@ -36,8 +36,10 @@ def normalized(status: str, time: str, event_id: str, rid: str = "i-1", transiti
 
 
 def history(db, rid: str = "i-1") -> list[dict[str, Any]]:
-    return [s.to_dict() for s in db.collection("resources").document(f"aws~vm~{rid}").collection("history")
-            .order_by("observedAt").stream()]
+    """The resource's history as stored: its ledger entries that carry it (issue 32), oldest observation first."""
+    entries = [s.to_dict() for s in
+               db.collection("events").where(filter=FieldFilter("key", "==", f"aws/vm/{rid}")).stream()]
+    return sorted((e for e in entries if "recordedAt" in e), key=lambda e: e["observedAt"])
 
 
 def changes_published(publisher) -> list[dict[str, Any]]:

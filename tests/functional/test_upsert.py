@@ -9,6 +9,7 @@ from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.schemas import registry
 from dcm_status_contracts.status_report import build_event, to_pubsub_message
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
@@ -34,6 +35,16 @@ def post(client, body: bytes, message_id: str = "n-1"):
 def resource(db):
     snap = db.collection("resources").document("aws~vm~i-1").get()
     return snap.to_dict() if snap.exists else None
+
+
+def history(db, key: str = KEY) -> list[dict]:
+    """The resource's history as stored: its ledger entries that carry it (issue 32)."""
+    entries = (s.to_dict() for s in db.collection("events").where(filter=FieldFilter("key", "==", key)).stream())
+    return [e for e in entries if "recordedAt" in e]
+
+
+def no_history_subcollection(db) -> bool:
+    return not list(db.collection("resources").document("aws~vm~i-1").collection("history").stream())
 
 
 def test_first_report_creates_the_resource_and_announces_it(upsert, firestore, publisher):
@@ -97,9 +108,7 @@ def test_stale_event_never_overwrites_and_is_kept_in_history(upsert, firestore, 
     post(upsert, normalized("RUNNING", "2026-01-01T10:00:00Z", "e1"), "n-2")
     doc = resource(firestore)
     assert doc["status"] == "STOPPED" and doc["eventId"] == "e2"
-    history = {h.to_dict()["eventId"]: h.to_dict()["outcome"]
-               for h in firestore.collection("resources").document("aws~vm~i-1").collection("history").stream()}
-    assert history == {"e2": "applied", "e1": "stale"}
+    assert {h["eventId"]: h["outcome"] for h in history(firestore)} == {"e2": "applied", "e1": "stale"}
     late = orjson.loads(publisher.on("dcm-status-changed")[-1].data)["data"]
     assert late["late"] is True and late["newStatus"] == "RUNNING"
     assert publisher.on("dcm-status-changed")[-1].attributes["late"] == "true"
@@ -158,8 +167,7 @@ def test_concurrent_updates_of_one_resource_lose_nothing(firestore, publisher):
     assert kinds.count("applied") + kinds.count("stale") == len(updates)
     doc = newest(firestore, resource(firestore))  # a dozen updates at once: hot, so coalesced on the ledger
     assert doc["eventId"] == "c11" and doc["status"] == "STOPPED"
-    history = firestore.collection("resources").document("aws~vm~i-1").collection("history").stream()
-    assert len(list(history)) == len(updates)
+    assert len(history(firestore)) == len(updates) and no_history_subcollection(firestore)
 
 
 class CountingBatches:
@@ -185,7 +193,8 @@ class CountingBatches:
 
 def test_a_re_report_costs_two_writes_no_history_and_no_change_event(firestore, publisher):
     """OSAC republishes every resource on resync: same status, same message. Before: 3 writes per re-report
-    (ledger, resource, history); now 2 (ledger, resource last-seen) and no change event."""
+    (ledger, resource, history); now 2 (ledger, resource last-seen) and no change event. An applied update
+    costs 2 as well since its ledger entry is its history entry (issue 32)."""
     from shared.upsert.handler import Upsert
     from shared.upsert.store import Outcome, StateStore
 
@@ -193,7 +202,7 @@ def test_a_re_report_costs_two_writes_no_history_and_no_change_event(firestore, 
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
     first = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "r1", message="up",
                                                          transition=False)))
-    assert first.outcome is Outcome.APPLIED and len(counting.writes) == 3
+    assert first.outcome is Outcome.APPLIED and len(counting.writes) == 2
     counting.writes.clear()
     again = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:05:00Z", "r2", message="up",
                                                          transition=False)))
@@ -202,12 +211,61 @@ def test_a_re_report_costs_two_writes_no_history_and_no_change_event(firestore, 
     doc = resource(firestore)
     assert doc["eventId"] == "r2" and doc["observedAt"] == "2026-01-01T10:05:00.000000Z" and doc["reReports"] == 1
     assert doc["lastTransitionTime"] == "2026-01-01T10:00:00.000000Z" and doc["updates"] == 1
-    history = list(firestore.collection("resources").document("aws~vm~i-1").collection("history").stream())
-    assert len(history) == 1 and len(publisher.on("dcm-status-changed")) == 1
+    assert len(history(firestore)) == 1 and len(publisher.on("dcm-status-changed")) == 1
     # a changed message is no re-report: it is applied (history), still no change event (same status)
     changed = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:06:00Z", "r3", message="slow",
                                                            transition=False)))
     assert changed.outcome is Outcome.APPLIED and changed.change is None
+
+
+def test_an_applied_and_a_stale_update_write_one_ledger_entry_that_is_their_history(firestore, publisher):
+    """Issue 32: the history entry is the ledger entry (no resources/{key}/history write): an applied update
+    writes the entry and the document, a stale one the entry alone; both keep the history fields and no
+    TTL (kept as long as history); a re-report's entry carries no history and still expires."""
+    from shared.state.model import HISTORY_FIELDS
+    from shared.upsert.handler import Upsert
+    from shared.upsert.store import Outcome, StateStore
+
+    counting = CountingBatches(firestore)
+    upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
+    applied = status_update.decode(normalized("STOPPED", "2026-01-01T11:00:00Z", "h2", message="down"))
+    assert upsert.apply(applied).outcome is Outcome.APPLIED
+    assert sorted(p.split("/")[0] for p in counting.paths) == ["events", "resources"]
+    counting.paths.clear()
+    stale = status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "h1", message="up"))
+    assert upsert.apply(stale).outcome is Outcome.STALE
+    assert counting.paths == [f"events/{stale.dedup_id}"]
+    counting.paths.clear()
+    again = status_update.decode(normalized("STOPPED", "2026-01-01T11:05:00Z", "h3", message="down",
+                                            transition=False))
+    assert upsert.apply(again).outcome is Outcome.UNCHANGED
+    assert sorted(p.split("/")[0] for p in counting.paths) == ["events", "resources"]
+
+    entries = {e.id: e.to_dict() for e in firestore.collection("events").stream()}
+    for update, outcome, previous in ((applied, "applied", None), (stale, "stale", "STOPPED")):
+        entry = entries[update.dedup_id]
+        assert "expireAt" not in entry and entry["outcome"] == outcome and entry["previousStatus"] == previous
+        assert {"status", "rawStatus", "message", "observedAt", "recordedAt", "eventSource"} <= set(entry)
+        assert set(entry) >= {f for f in HISTORY_FIELDS if f not in ("output_spec", "outputs")}
+        assert entry["observedAt"] == update.observed_at and entry["message"] == update.message
+    unchanged = entries[again.dedup_id]
+    assert "expireAt" in unchanged and not {"observedAt", "recordedAt"} & set(unchanged)
+    assert no_history_subcollection(firestore)
+
+
+def test_a_duplicate_finds_the_ledger_entry_that_carries_history(firestore, publisher):
+    """The entry of an applied (or stale) update is never expired: a redelivery or re-publication of that
+    event is a duplicate however late it comes, and it adds nothing to the history."""
+    from shared.upsert.store import Outcome, StateStore
+
+    store = StateStore(firestore)
+    update = status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "d1"))
+    stale = status_update.decode(normalized("STOPPED", "2026-01-01T09:00:00Z", "d0"))
+    assert store.apply(update).outcome is Outcome.APPLIED and store.apply(stale).outcome is Outcome.STALE
+    for u in (update, stale):
+        again = store.apply(u)
+        assert again.outcome is Outcome.DUPLICATE and again.ledger_id == u.dedup_id
+    assert sorted(h["eventId"] for h in history(firestore)) == ["d0", "d1"]
 
 
 def test_its_log_line_carries_what_the_log_based_metrics_read(upsert, firestore, publisher):

@@ -263,6 +263,13 @@ def test_the_export_schema_generator_reads_the_declaration_only():
     assert not [m for m in imports(INFRA / "bigquery_schema.py") if m.split(".")[0] == "shared"]
 
 
+def test_the_history_backfill_is_an_entry_point_over_the_state_model_alone():
+    """infra/backfill_history.py: issue 32's one-off job (docs/api.md, "History"); its logic is shared/state's."""
+    path = INFRA / "backfill_history.py"
+    assert infra_arrows()["backfill_history"] == set()
+    assert {package_of(m) for m in imports(path)} - {None} == {"state"}
+
+
 def test_the_shard_backfill_is_an_entry_point_over_the_state_model_alone():
     """infra/backfill_shards.py: the deploy's one-off job (docs/scale.md); its logic is shared/state's."""
     path = INFRA / "backfill_shards.py"

@@ -99,7 +99,7 @@ resource "google_service_account_iam_member" "pubsub_agent_mints_invoker_tokens"
 
   service_account_id = google_service_account.push_invoker.name
   role               = "roles/iam.serviceAccountTokenCreator"
-  member             = each.value
+  member             = local.pubsub_service_agents[each.key]
 }
 
 # ---- build ---------------------------------------------------------------

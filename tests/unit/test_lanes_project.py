@@ -35,8 +35,8 @@ def test_a_value_that_is_no_project_id_is_refused_clearly(value):
 
 
 def test_ingest_publishes_each_update_to_its_providers_lane_in_the_lanes_project():
-    from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
     from dcm_status_contracts.model import PubSubMessage
+    from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
 
     from shared.ingest.handler import Ingest
 

@@ -394,7 +394,7 @@ def _stale(d: _Decision) -> tuple[Result, list[_Write]]:
 def _unchanged(d: _Decision) -> tuple[Result, list[_Write]]:
     """A re-report: nothing observed changed. The ledger entry, and the order and last-seen fields of the
     resource; no history entry, no change event."""
-    frontier = {k: d.after[k] for k in (*ORDER_FIELDS, "staleAt", SHARD, STALE_SHARD)}  # the shard: a document older than it
+    frontier = {k: d.after[k] for k in (*ORDER_FIELDS, "staleAt", SHARD, STALE_SHARD)}  # an old doc may lack shards
     moved = {**frontier, **d.listed, "reReports": d.current.get("reReports", 0) + 1}
     entry, resource_writes = _keep(d, {**d.current, **moved}, moved)
     return Result(Outcome.UNCHANGED, d.current["status"], d.update.status, None), [

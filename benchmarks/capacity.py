@@ -16,6 +16,9 @@ invocations per applied change and per re-report are ``benchmarks/cost.py``'s co
 to refresh them: ``--counted`` takes its numbers), priced with cost.py's list prices. The CPU per event
 is ``benchmarks/pipeline.py``'s measured figure, an input (``--cpu-ms``): this model runs nothing.
 
+- terraform/topology.tf's lane_topic_keys (the topics that live in var.lanes_project) and, per fleet, the
+  deployment it is sized with (terraform/examples/<name>/main.tf: lanes_project, quota_preferences).
+
 Prints a table per fleet; asserts nothing (run: make bench). Sources checked 2026-11-25 (docs/scale.md).
 """
 
@@ -41,6 +44,10 @@ from shared.sweep import handler as sweep  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 DATA_MODEL = REPO / "terraform" / "data_model.tf"
 VARIABLES = REPO / "terraform" / "variables.tf"
+TOPOLOGY_TF = REPO / "terraform" / "topology.tf"
+EXAMPLES = REPO / "terraform" / "examples"
+RUN_CPU_BASELINE = 1000  # vCPU: the regional quota the model assumes when the deployment asks for none
+PUBLISH_BASELINE = 200_000_000  # B/s: Pub/Sub's publisher throughput per large region, by default
 HCL = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
 TARGET = 0.70  # a limit used beyond this is "over" (headroom for bursts and the ramp-up)
 MONTH_SECONDS = 30 * 24 * 3600
@@ -51,7 +58,7 @@ MONTH_SECONDS = 30 * 24 * 3600
 COUNTED_CHANGE = {"reads": 3.0, "writes": 4.5, "publishes": 3.0, "invocations": 4.5}
 COUNTED_REREPORT = {"reads": 2.0, "writes": 2.0, "publishes": 2.0, "invocations": 2.0}
 MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
-RESOURCE_FIELDS = 32  # top-level fields of a resource document (shared/upsert/store.py resource_document and the rest)
+RESOURCE_FIELDS = 33  # top-level fields of a resource document (shared/upsert/store.py resource_document and the rest)
 # benchmarks/pipeline.py's CPU ms per event from /proc (2026-11-25, 600 events on the emulators): ingest 3.4,
 # upsert 5.8 (the emulators' own CPU not counted). Inputs: --ingest-cpu-ms, --upsert-cpu-ms.
 INGEST_CPU_MS, UPSERT_CPU_MS = 3.4, 5.8
@@ -82,14 +89,16 @@ class Fleet:
     readers: int = 10  # change-feed followers, each reading every change (and an empty poll a second)
     hottest: float = 0.5  # events/s of the busiest resource
     burst_seconds: float | None = None  # a re-report burst that lasts this long (a storm, a resync)
+    busiest_provider: float = 0.1  # the busiest provider's share of the events (at least 1 / providers)
+    deployment: str | None = None  # terraform/examples/<deployment>/main.tf: the variables it is deployed with
 
 
 FLEETS = (
     Fleet("DCM lab", 10, 10_000, 10),
     Fleet("region", 200, 1_000_000, 500, readers=100),
-    Fleet("hyperscale", 5_000, 10_000_000, 10_000, readers=100),
+    Fleet("hyperscale", 5_000, 10_000_000, 10_000, readers=100, deployment="hyperscale"),
     Fleet("hyperscale resync", 5_000, 10_000_000, 10_000, rereports=100_000, readers=100,
-          burst_seconds=100),
+          burst_seconds=100, deployment="hyperscale"),
     Fleet("storm (region re-reported in 10 min)", 200, 1_000_000, 500, rereports=1_000_000 / 600,
           readers=100, burst_seconds=600),
 )
@@ -103,13 +112,14 @@ class Design:
     shared_topics: int
     subs_per_provider: int
     shared_subs: int
+    lane_topics_per_provider: int  # of them, the lanes' (terraform/topology.tf lane_topic_keys): var.lanes_project
+    lane_subs_per_provider: int
     max_subs_per_topic: int
     report_every: int
     sequential: dict[str, dict[str, str]]
     indexes: list[dict[str, Any]]
     ttl: dict[str, str]
-    shards: dict[str, int] = field(default_factory=lambda: {model.LEDGER: model.SHARDS,
-                                                            model.RESOURCES: model.RESOURCE_SHARDS})
+    shards: dict[str, dict[str, int]] = field(default_factory=dict)  # collection => shard field => shards
     hot_rate: float = model.HOT_RATE
     sizing: dict[str, float] = field(default_factory=lambda: function_defaults())
     ledger_days: int = 7  # DCM_LEDGER_TTL_DAYS (Terraform ledger_ttl_days): the feed's and the stats' window
@@ -133,13 +143,33 @@ def data_model(path: Path = DATA_MODEL) -> dict[str, Any]:
         local.update(block)
     specs = [{**s, "equality": _resolve(s["equality"], local)} for s in local["firestore_index_specs"]]
     return {"sequential": local["firestore_sequential_fields"], "ttl": local["firestore_ttl_fields"],
-            "shard": local["firestore_shard_field"], "indexes": _expand(specs, local["firestore_shard_field"])}
+            "shard": local["firestore_shard_field"], "indexes": _expand(specs, local["firestore_shard_field"]),
+            "shard_fields": {c: _resolve(fields, local) for c, fields in local["firestore_shard_fields"].items()}}
 
 
 def _resolve(value: Any, local: dict[str, Any]) -> Any:
+    if isinstance(value, list):
+        return [_resolve(v, local) for v in value]
     if isinstance(value, str) and value.startswith("${local."):
-        return local[value[len("${local."):-1]]
+        return _resolve(local[value[len("${local."):-1]], local)
     return value
+
+
+def lane_topic_keys(path: Path = TOPOLOGY_TF) -> list[str]:
+    """The topic keys whose topics (and subscriptions) live in var.lanes_project (terraform/topology.tf)."""
+    with path.open() as f:
+        doc = hcl2.load(f, serialization_options=HCL)
+    return next(block["lane_topic_keys"] for block in doc["locals"] if "lane_topic_keys" in block)
+
+
+def deployment(name: str | None) -> dict[str, Any]:
+    """The module inputs of terraform/examples/<name>/main.tf (what that deployment declares), {} for none."""
+    if not name:
+        return {}
+    with (EXAMPLES / name / "main.tf").open() as f:
+        doc = hcl2.load(f, serialization_options=HCL)
+    [module] = [args for block in doc["module"] for args in block.values()]
+    return module
 
 
 def _expand(specs: list[dict[str, Any]], shard: str) -> list[dict[str, Any]]:
@@ -175,10 +205,14 @@ def design(cpu_ms: tuple[float, float] = (INGEST_CPU_MS, UPSERT_CPU_MS),
     for sub in topo.subscriptions:
         per_topic[sub.topic] = per_topic.get(sub.topic, 0) + 1
     dm = data_model()
+    lanes = lane_topic_keys()
     d = Design(topics_per_provider=sum(1 for t in topo.topics if t.provider == "p1"),
                shared_topics=sum(1 for t in topo.topics if t.provider is None),
                subs_per_provider=sum(1 for s in topo.subscriptions if s.provider == "p1"),
                shared_subs=sum(1 for s in topo.subscriptions if s.provider is None),
+               lane_topics_per_provider=sum(1 for t in topo.topics if t.provider == "p1" and t.key in lanes),
+               lane_subs_per_provider=sum(1 for s in topo.subscriptions if s.provider == "p1" and s.topic_key in lanes),
+               shards={c: {f: model.SHARD_FIELDS[c][f] for f in fields} for c, fields in dm["shard_fields"].items()},
                max_subs_per_topic=max(per_topic.values()),
                report_every=seconds(topo.freshness["report_every"]),
                sequential=sequential_indexed_fields(dm), indexes=dm["indexes"], ttl=dm["ttl"],
@@ -224,18 +258,36 @@ class Row:
         return self.demand / self.capacity if self.capacity else 0.0
 
 
+def busiest_provider(f: Fleet) -> float:
+    """The busiest provider's share of the events."""
+    return max(f.busiest_provider, 1 / f.providers)
+
+
 def firestore_rows(f: Fleet, d: Design) -> list[Row]:
+    """One row per (sequential field, shard field in front of it): the writes/s one of its index ranges
+    takes. Behind a shard field alone (or an equality whose value may be most of the fleet: a type, a
+    status, hot) a range takes the field's whole rate over the shards; behind the provider and a shard field
+    (every index of that shard field on the field), the busiest provider's share of it."""
     r = rates(f, d)
     rows = []
     for collection, fields in sorted(d.sequential.items()):
+        shard_fields = d.shards.get(collection, {})
         for name, how in sorted(fields.items()):
             written = r[WRITTEN_BY.get((collection, name), "events")]
-            behind = {c[-2] for c in d.composite(collection, name) if len(c) > 1}
+            composites = [c for c in d.composite(collection, name) if len(c) > 1]
             if how == model.SHARDED:
-                shards = d.shards[collection]
-                rows.append(Row(f"{collection}.{name}: writes/s per index range (sharded x{shards})", 500,
-                                written / shards, "writes/s", S["shard"], f"indexed behind {', '.join(sorted(behind))}"))
-            elif behind - {"key"}:
+                for shard in sorted({c[-2] for c in composites if c[-2] in shard_fields}):
+                    behind = [c for c in composites if c[-2] == shard]
+                    per_provider = all(c[0] == "provider" for c in behind)
+                    share = busiest_provider(f) if per_provider else 1.0
+                    n = shard_fields[shard]
+                    label = (f"{collection}.{name} behind provider, {shard}: writes/s per index range "
+                             f"(busiest provider's, x{n})" if per_provider else
+                             f"{collection}.{name} behind {shard}: writes/s per index range (sharded x{n})")
+                    note = (f"the busiest provider's {share:.0%} of the writes" if per_provider else
+                            "indexed behind " + ", ".join(sorted({"+".join(c[:-1]) for c in behind})))
+                    rows.append(Row(label, 500, written * share / n, "writes/s", S["shard"], note))
+            if any(c[-2] not in shard_fields and c[-2] != "key" for c in composites):
                 rows.append(Row(f"{collection}.{name}: writes/s, indexed unsharded!", 500, written, "writes/s",
                                 S["shard"]))
     rows.append(Row("events.processedAt behind key: writes/s per resource", 500, f.hottest, "writes/s", S["shard"],
@@ -253,36 +305,68 @@ def firestore_rows(f: Fleet, d: Design) -> list[Row]:
     return rows
 
 
+def quota(f: Fleet, name: str) -> float | None:
+    """A quota the fleet's deployment declares (variable quota_preferences), None: the project's default."""
+    return (deployment(f.deployment).get("quota_preferences") or {}).get(name)
+
+
 def pubsub_rows(f: Fleet, d: Design) -> list[Row]:
     r = rates(f, d)
-    topics = d.topics_per_provider * f.providers + d.shared_topics
-    subs = d.subs_per_provider * f.providers + d.shared_subs
-    in_flight = r["changes"] * 0.2  # a shared fan-out subscription: changes/s x ~200 ms per push
+    in_flight = r["changes"] * 0.2  # a shared fan-out subscription: changes/s x ~200 ms in flight
+    declared = quota(f, "pubsub_publisher_kb_per_minute")
+    publish_limit = declared * 1000 / 60 if declared else PUBLISH_BASELINE
     return [
         Row("publish throughput per ordering key (one resource)", 1_000_000, f.hottest * MESSAGE_BYTES, "B/s",
             S["pubsub"]),
-        Row("publish throughput per region (large region)", 200_000_000,
+        Row("publish throughput per region (the functions' project)", publish_limit,
             (r["events"] * 2 + r["changes"] * (1 + f.callbacks)) * MESSAGE_BYTES, "B/s", S["pubsub"],
-            "ingress + normalised per event, changed + callbacks per change"),
-        Row("topics per project", 10_000, topics, "topics", S["pubsub"],
-            f"{d.topics_per_provider} per provider + {d.shared_topics}"),
-        Row("subscriptions per project", 10_000, subs, "subscriptions", S["pubsub"],
-            f"{d.subs_per_provider} per provider + {d.shared_subs}"),
+            "ingress + normalised per event, changed + callbacks per change; charged to the publisher's "
+            "credentials' project (the providers' ingress counted here too: conservative); "
+            + (f"declared quota_preferences.pubsub_publisher_kb_per_minute = {declared:,.0f}" if declared else
+               "the default (200 MB/s, large region)")),
+        *project_rows(f, d),
         Row("subscriptions per topic", 10_000, d.max_subs_per_topic, "subscriptions", S["pubsub"]),
         Row("push: outstanding messages per subscription (dcm-status-changed)", 3_000, in_flight, "messages",
             S["push"], "changes/s x 200 ms in flight; push adapts its rate to the acks (docs/scale.md)"),
     ]
 
 
-def run_rows(f: Fleet, d: Design, regional_vcpu: int = 1000) -> list[Row]:
+def project_rows(f: Fleet, d: Design) -> list[Row]:
+    """Topics and subscriptions, each project against its own 10,000: with the deployment's lanes project
+    (variable lanes_project) the lanes count there, the rest in the main project."""
+    topics = d.topics_per_provider * f.providers + d.shared_topics
+    subs = d.subs_per_provider * f.providers + d.shared_subs
+    if not deployment(f.deployment).get("lanes_project"):
+        return [Row("topics per project", 10_000, topics, "topics", S["pubsub"],
+                    f"{d.topics_per_provider} per provider + {d.shared_topics}; no lanes project"),
+                Row("subscriptions per project", 10_000, subs, "subscriptions", S["pubsub"],
+                    f"{d.subs_per_provider} per provider + {d.shared_subs}; no lanes project")]
+    lane_topics, lane_subs = d.lane_topics_per_provider * f.providers, d.lane_subs_per_provider * f.providers
+    return [
+        Row("topics per project (main)", 10_000, topics - lane_topics, "topics", S["pubsub"],
+            f"{d.topics_per_provider - d.lane_topics_per_provider} per provider (ingress) + {d.shared_topics}"),
+        Row("subscriptions per project (main)", 10_000, subs - lane_subs, "subscriptions", S["pubsub"],
+            f"{d.subs_per_provider - d.lane_subs_per_provider} per provider + {d.shared_subs}"),
+        Row("topics per project (lanes_project)", 10_000, lane_topics, "topics", S["pubsub"],
+            f"{d.lane_topics_per_provider} per provider (its lane)"),
+        Row("subscriptions per project (lanes_project)", 10_000, lane_subs, "subscriptions", S["pubsub"],
+            f"{d.lane_subs_per_provider} per provider (upsert's)"),
+    ]
+
+
+def run_rows(f: Fleet, d: Design) -> list[Row]:
     """Instances are bounded by the region's CPU quota (1 vCPU each: vCPU = instances), scaled out at 60%
-    CPU. The fan-out consumers (billing, audit, notify) are taken at ingest's CPU per change each."""
+    CPU. The fan-out consumers (billing, audit, notify) are taken at ingest's CPU per change each. The
+    quota: the deployment's declared quota_preferences.run_cpu, else a 1,000 vCPU baseline."""
+    regional_vcpu = quota(f, "run_cpu") or RUN_CPU_BASELINE
     r = rates(f, d)
     upsert = r["events"] * d.upsert_cpu_ms / 1000 / 0.6
     every = upsert + (r["events"] + r["changes"] * 3) * d.ingest_cpu_ms / 1000 / 0.6
     return [
         Row("vCPU of every function, against the regional CPU quota", regional_vcpu, every, "vCPU", S["maxinst"],
-            f"upsert {upsert:,.0f} of them ({d.upsert_cpu_ms} ms/event); the quota: a baseline, raised on request"),
+            f"upsert {upsert:,.0f} of them ({d.upsert_cpu_ms} ms/event); the quota: "
+            + (f"declared quota_preferences.run_cpu = {regional_vcpu:,.0f}" if quota(f, "run_cpu") else
+               "a baseline, raised on request")),
         Row("concurrent requests per instance (declared)", 1000, d.sizing["max_instance_request_concurrency"],
             "requests", S["concurrency"], "terraform/variables.tf function_defaults"),
     ]
@@ -290,6 +374,7 @@ def run_rows(f: Fleet, d: Design, regional_vcpu: int = 1000) -> list[Row]:
 
 def read_rows(f: Fleet, d: Design) -> list[Row]:
     sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
+    stale_groups = math.ceil(d.shards[model.RESOURCES][model.STALE_SHARD] / model.MAX_IN)
     summary, stats = summary_reads(f), stats_reads(f, d)
     dashboard = (summary + stats) / (DASHBOARD_REFRESH_MS / 1000)
     return [
@@ -307,8 +392,9 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
         Row("GET /v1/resources?sort=-updatedAt: reads per page of 50", None, 2 * 51, "reads", S["in"],
             "two shard groups read 51 each: independent of the fleet's size"),
         Row("sweep tick duration (providers' queries at 20 ms), within its period", 60,
-            sweep_queries * 0.020 + 2, "s", "infra/topology.yaml (sweep: schedule every minute)",
-            f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + <= {sweep.FRESHNESS_BATCH} stale"),
+            sweep_queries * 0.020 + stale_groups * 0.020 + 2, "s", "infra/topology.yaml (sweep: schedule every minute)",
+            f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + {stale_groups} freshness queries "
+            f"(staleShard in groups of {model.MAX_IN}) reading <= {sweep.FRESHNESS_BATCH} stale"),
     ]
 
 
@@ -375,8 +461,27 @@ def verdict(f: Fleet, d: Design, rows: list[Row]) -> list[str]:
     highest = max(rows, key=lambda row: row.use)
     first = (f"first limit to break: {over[0].limit} ({over[0].use:.0%})" if over else
              f"first limit to break: none above {TARGET:.0%} (highest: {highest.limit}, {highest.use:.0%})")
-    return [first, *degradation(f, d, over), sizing(f, d, bool(over)),
+    return [first, *degradation(f, d, over), sizing(f, d, bool(over)), requests(f, rows),
             f"monthly cost at the steady rate (changes + heartbeats): ${monthly_usd(f, d):,.0f}"]
+
+
+QUOTAS = {"vCPU of every function": ("run_cpu", 1.0), "publish throughput per region": (
+    "pubsub_publisher_kb_per_minute", 60 / 1000)}  # row => variable quota_preferences.<name>, unit per row unit
+
+
+def requests(f: Fleet, rows: list[Row]) -> str:
+    """The quotas this fleet needs at the target use (terraform: quota_preferences), against what its
+    deployment declares."""
+    asks = []
+    for row in rows:
+        for prefix, (name, unit) in QUOTAS.items():
+            if row.limit.startswith(prefix):
+                need = math.ceil(row.demand / TARGET * unit)
+                have = quota(f, name)
+                default = row.capacity * unit if not have else None
+                asks.append(f"{name} >= {need:,}" + (f" (declared {have:,.0f})" if have else
+                                                     " (the default holds it)" if need <= default else " (REQUEST IT)"))
+    return "quota to request (terraform quota_preferences): " + ", ".join(asks)
 
 
 def sizing(f: Fleet, d: Design, admitted: bool) -> str:
@@ -385,7 +490,7 @@ def sizing(f: Fleet, d: Design, admitted: bool) -> str:
     per_event = d.upsert_cpu_ms / 1000 / 0.6
     declared = int(d.sizing["max_instance_count"])
     if admitted and f.burst_seconds:
-        admit = math.ceil(d.shards[model.RESOURCES] * 500 * TARGET * per_event)
+        admit = math.ceil(admitted_events(d) * per_event)
         return (f"Terraform sizing: function_overrides.upsert.max_instance_count = {admit:,}: the admission "
                 f"(declared default {declared})")
     needed = math.ceil(rates(f, d)["events"] * per_event)
@@ -427,7 +532,7 @@ def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
     if not f.burst_seconds or not over:
         return []
     r = rates(f, d)
-    admitted = d.shards[model.RESOURCES] * 500 * TARGET  # events/s: each writes staleAt, sharded, at 70% a range
+    admitted = admitted_events(d)
     backlog = max(0.0, (r["events"] - admitted) * f.burst_seconds)
     spare = admitted - (f.changes + r["heartbeat"])
     drain = (f"drains in {backlog / spare / 60:,.0f} min after the burst" if spare > 0 else
@@ -435,6 +540,11 @@ def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
     return [f"degrades: upsert admits {admitted:,.0f} events/s (its max instances), a backlog of {backlog:,.0f} "
             f"events waits in Pub/Sub (7 days retained) and {drain}; changes queue behind the re-reports of "
             "their provider's lane meanwhile (later, never lost)"]
+
+
+def admitted_events(d: Design) -> float:
+    """Events/s every event's sequential field (staleAt) takes at 70% of each of its index ranges."""
+    return d.shards[model.RESOURCES][model.STALE_SHARD] * 500 * TARGET
 
 
 def main(argv: list[str] | None = None) -> None:

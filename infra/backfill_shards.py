@@ -1,4 +1,5 @@
-"""Give ``shard`` to the documents written before the sharding (docs/scale.md, "Deploying it"):
+"""Give their shard fields (``shard``; ``staleShard`` on resources) to the documents written before them
+(docs/scale.md, "Deploying it"):
 
     python -m infra.backfill_shards --project PROJECT
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # one line, never a traceback: the job is idempotent, rerun it
         print(f"backfill_shards: stopped ({type(exc).__name__}: {str(exc)[:200]}); rerun to finish", file=sys.stderr)
         return 1
-    print(", ".join(f"{collection}: {n} documents given a shard" for collection, n in done.items()))
+    print(", ".join(f"{collection}: {n} documents given their shard fields" for collection, n in done.items()))
     return 0
 
 

@@ -7,6 +7,7 @@ locals {
     "cloudbuild.googleapis.com",       # function builds
     "cloudscheduler.googleapis.com",   # the sweep's ticks (sweep.tf)
     "cloudfunctions.googleapis.com",
+    "cloudquotas.googleapis.com", # quota preferences (quotas.tf)
     "cloudresourcemanager.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
@@ -31,4 +32,19 @@ resource "google_project_service" "api" {
 
 data "google_project" "this" {
   project_id = var.project_id
+}
+
+# The lanes project (var.lanes_project; this project when unset): Pub/Sub there, and its number for its
+# Pub/Sub service agent (pubsub.tf).
+resource "google_project_service" "lanes_pubsub" {
+  count = var.enable_apis && local.lanes_project != var.project_id ? 1 : 0
+
+  project                    = local.lanes_project
+  service                    = "pubsub.googleapis.com"
+  disable_on_destroy         = false
+  disable_dependent_services = false
+}
+
+data "google_project" "lanes" {
+  project_id = local.lanes_project
 }

@@ -50,8 +50,9 @@
 #                              a provider's (provider ==, resourceType in): merged
 #                              single-field indexes, no composite. Freshness:
 #                              resources staleAt <= now ordered by staleAt
-#                              (single-field, automatic); a provider's newest
-#                              deadline (provider ==, staleAt desc): composite below.
+#                              behind staleShard in [...]: composite below; a
+#                              provider's newest deadline (provider ==, shard in,
+#                              staleAt desc): composite below.
 #                              Hot resources, written longest ago first (hot ==,
 #                              writtenAt asc): composite below.
 #   providers/{provider}       a provider silent as a whole or reporting (the
@@ -82,6 +83,14 @@ locals {
   # front of them (below), which spread their writes over the shards. Mirrors SEQUENTIAL_FIELDS in
   # shared/state/model.py (tests/deploy/test_terraform.py). The TTL fields (expireAt) are exempt above.
   firestore_shard_field = "shard"
+  # collection => its shard fields (shared/state/model.py SHARD_FIELDS, with how many shards each): `shard`
+  # for the sequential fields a change writes; `staleShard` for resources.staleAt alone, which every report
+  # writes (a resync's re-reports included), so it spreads over more ranges (360) than a list may read.
+  firestore_stale_shard_field = "staleShard"
+  firestore_shard_fields = {
+    events    = [local.firestore_shard_field]
+    resources = [local.firestore_shard_field, local.firestore_stale_shard_field]
+  }
   firestore_sequential_fields = {
     events = {
       committedAt         = "sharded"
@@ -161,8 +170,8 @@ locals {
     # The history entries of the stats' window, counted by outcome (an applied or stale entry has no TTL), every
     # shard at once (recordedAt is sharded).
     { collection = "events", equality = ["outcome"], sharded = true, order_by = "recordedAt", orders = ["ASCENDING"] },
-    # Resources past their freshness deadline (the sweep), every shard at once (staleAt is sharded).
-    { collection = "resources", equality = ["shard"], order_by = "staleAt", orders = ["ASCENDING"] },
+    # Resources past their freshness deadline (the sweep), every stale shard (staleAt has its own shard field).
+    { collection = "resources", equality = [local.firestore_stale_shard_field], order_by = "staleAt", orders = ["ASCENDING"] },
     # A provider's resource with the newest freshness deadline (the sweep: is the provider silent?).
     { collection = "resources", equality = ["provider"], sharded = true, order_by = "staleAt", orders = ["DESCENDING"] },
     # Hot resources, the documents written longest ago first (the sweep writes or cools them).

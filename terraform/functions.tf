@@ -122,6 +122,7 @@ resource "google_cloudfunctions2_function" "function" {
     # off for the emulator stack, is never set here (and is refused on Cloud Run).
     environment_variables = merge(local.topology_env, {
       DCM_PROJECT                = var.project_id
+      DCM_LANES_PROJECT          = local.lanes_project
       DCM_LEDGER_TTL_DAYS        = tostring(var.ledger_ttl_days)
       DCM_DEADLETTER_TTL_DAYS    = tostring(var.deadletter_ttl_days)
       DCM_MAX_EVENT_BYTES        = tostring(var.max_event_bytes)

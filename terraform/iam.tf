@@ -93,10 +93,13 @@ resource "google_service_account" "push_invoker" {
 # The Pub/Sub service agent mints the OIDC tokens of the push invoker (granted
 # by default in projects created after April 2021; explicit here, on this one
 # account only, for the older ones).
+# The lanes project's agent too, when it is another project: it pushes upsert's lanes.
 resource "google_service_account_iam_member" "pubsub_agent_mints_invoker_tokens" {
+  for_each = local.pubsub_service_agents # project id => its agent (keys known at plan time)
+
   service_account_id = google_service_account.push_invoker.name
   role               = "roles/iam.serviceAccountTokenCreator"
-  member             = local.pubsub_service_agent
+  member             = local.pubsub_service_agents[each.key]
 }
 
 # ---- build ---------------------------------------------------------------

@@ -291,3 +291,13 @@ resource "google_monitoring_dashboard" "pipeline" {
 
   depends_on = [google_logging_metric.counter, google_logging_metric.publish_to_stored]
 }
+
+# The lanes project's subscriptions (var.lanes_project) report their metrics there: adding it to this
+# project's metrics scope lets the alerts and the dashboard above see upsert's lanes (their oldest
+# unacknowledged message, their backlog) as they do when the lanes live here.
+resource "google_monitoring_monitored_project" "lanes" {
+  count = local.lanes_project != var.project_id ? 1 : 0
+
+  metrics_scope = var.project_id
+  name          = local.lanes_project
+}

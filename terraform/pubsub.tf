@@ -10,14 +10,20 @@
 
 locals {
   pubsub_service_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-  deadletter_topic     = google_pubsub_topic.topic["deadletter"]
+  # project id => its Pub/Sub service agent: the one that pushes, dead-letters and mints push tokens for the
+  # subscriptions of that project (this one, and the lanes project when it is another: var.lanes_project)
+  pubsub_service_agents = merge(
+    { (var.project_id) = local.pubsub_service_agent },
+    { (local.lanes_project) = "serviceAccount:service-${data.google_project.lanes.number}@gcp-sa-pubsub.iam.gserviceaccount.com" },
+  )
+  deadletter_topic = google_pubsub_topic.topic["deadletter"]
 }
 
 resource "google_pubsub_topic" "topic" {
   #checkov:skip=CKV_GCP_83:Messages are encrypted at rest with Google-managed keys; CMEK would add a KMS key and its cost to a stack whose payloads are resource status, not secrets.
   for_each = local.topics
 
-  project = var.project_id
+  project = each.value.project # the lanes project for the providers' lanes (topology.tf)
   name    = each.value.name
   labels = merge(var.labels, {
     app      = "dcm-status"
@@ -28,13 +34,13 @@ resource "google_pubsub_topic" "topic" {
   # Kept even once acknowledged, so any subscription can seek back and replay.
   message_retention_duration = local.topic_retention
 
-  depends_on = [google_project_service.api]
+  depends_on = [google_project_service.api, google_project_service.lanes_pubsub]
 }
 
 resource "google_pubsub_subscription" "subscription" {
   for_each = local.subscriptions
 
-  project = var.project_id
+  project = each.value.project # its topic's: the lanes project for upsert's lanes (topology.tf)
   name    = each.value.name
   topic   = google_pubsub_topic.topic[each.value.topic].id
   labels = merge(var.labels, {
@@ -68,7 +74,7 @@ resource "google_pubsub_subscription" "subscription" {
   dynamic "push_config" {
     for_each = each.value.push != null ? [each.value.push] : []
     content {
-      push_endpoint = "${local.function_urls[push_config.value]}/projects/${var.project_id}/topics/${each.value.topic_name}"
+      push_endpoint = "${local.function_urls[push_config.value]}/projects/${each.value.project}/topics/${each.value.topic_name}"
 
       # Signed by Google for the push invoker; verified by Cloud Run IAM and
       # again by the function (shared/runtime/auth.py: audience, issuer, email).
@@ -128,7 +134,7 @@ resource "google_pubsub_topic_iam_member" "provider_publisher" {
 resource "google_pubsub_topic_iam_member" "function_publisher" {
   for_each = local.function_publisher_grants
 
-  project = var.project_id
+  project = local.topics[each.value.topic].project # a lane: in the lanes project (cross-project publish)
   topic   = google_pubsub_topic.topic[each.value.topic].name
   role    = "roles/pubsub.publisher"
   member  = google_service_account.function[each.value.function].member
@@ -138,21 +144,23 @@ resource "google_pubsub_topic_iam_member" "function_publisher" {
 
 # The Pub/Sub service agent forwards undeliverable messages to each topic a subscription dead-letters
 # into (the dead-letter topic; the webhook retry lane's into the first lane)...
+# The agent is that of the subscription's project: the lanes project's for upsert's lanes, which dead-letter
+# into this project's dead-letter topic (a cross-project dead-letter policy).
 resource "google_pubsub_topic_iam_member" "pubsub_agent_deadletter_publisher" {
-  for_each = toset([for s in local.subscriptions : s.dead_letter_topic if s.dead_letter])
+  for_each = { for pair in distinct([for s in local.subscriptions : { topic = s.dead_letter_topic, project = s.project } if s.dead_letter]) : "${pair.topic}/${pair.project}" => pair }
 
-  project = var.project_id
-  topic   = google_pubsub_topic.topic[each.key].name
+  project = local.topics[each.value.topic].project
+  topic   = google_pubsub_topic.topic[each.value.topic].name
   role    = "roles/pubsub.publisher"
-  member  = local.pubsub_service_agent
+  member  = local.pubsub_service_agents[each.value.project]
 }
 
 # ...and must be able to acknowledge them on each source subscription.
 resource "google_pubsub_subscription_iam_member" "pubsub_agent_subscriber" {
   for_each = { for name, s in local.subscriptions : name => s if s.dead_letter }
 
-  project      = var.project_id
+  project      = each.value.project
   subscription = google_pubsub_subscription.subscription[each.key].name
   role         = "roles/pubsub.subscriber"
-  member       = local.pubsub_service_agent
+  member       = local.pubsub_service_agents[each.value.project]
 }

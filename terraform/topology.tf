@@ -32,6 +32,13 @@ locals {
     oldest_unacked_alert       = try(local.topology.defaults.oldest_unacked_alert, false)
   }
 
+  # The providers' lanes (the normalized topics and upsert's subscriptions to them) may live in a project of
+  # their own (var.lanes_project): Pub/Sub holds 10,000 topics and 10,000 subscriptions per project, and a
+  # provider has two of each (its ingress and its lane), so 5,000 providers need two projects (docs/scale.md).
+  # The ingress topics stay here: each proves its provider's identity (docs/security.md).
+  lane_topic_keys = ["normalized"]
+  lanes_project   = coalesce(var.lanes_project, var.project_id)
+
   # topic key ("ingress-aws", "normalized", ...) => topic
   topics = merge([
     for key, t in local.topology.topics : {
@@ -41,6 +48,7 @@ locals {
         name        = replace(t.name, "{provider}", p)
         provider    = p == "" ? null : p
         description = try(t.description, "")
+        project     = contains(local.lane_topic_keys, key) ? local.lanes_project : var.project_id
       }
     }
   ]...)
@@ -55,6 +63,7 @@ locals {
         topic                   = try(local.topology.topics[s.topic].per_provider, false) ? "${s.topic}-${p}" : s.topic
         topic_name              = replace(local.topology.topics[s.topic].name, "{provider}", p)
         provider                = p == "" ? null : p
+        project                 = contains(local.lane_topic_keys, s.topic) ? local.lanes_project : var.project_id
         push                    = try(s.push, null)
         pull                    = try(s.pull, false)
         enable_message_ordering = try(s.enable_message_ordering, false)

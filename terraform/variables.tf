@@ -582,3 +582,29 @@ variable "runbook_url" {
   type        = string
   default     = "docs/operations.md"
 }
+
+variable "lanes_project" {
+  description = "Project of the providers' lanes (the normalized topics and upsert's push subscriptions to them); null: project_id. Pub/Sub holds 10,000 topics and 10,000 subscriptions per project and each provider has two of each, so beyond about 3,500 providers the lanes need a project of their own (docs/scale.md). The project must exist; Terraform enables Pub/Sub there and grants its Pub/Sub service agent what the main one has (push tokens, dead-lettering)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.lanes_project == null || can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", coalesce(var.lanes_project, "-")))
+    error_message = "lanes_project must be a Google Cloud project id (6-30 characters, lowercase letters, digits, hyphens) or null."
+  }
+}
+
+variable "quota_preferences" {
+  description = "Quotas this deployment asks Google Cloud for (google_cloud_quotas_quota_preference; granted after Google's review), null: the project's default. run_cpu: vCPU of Cloud Run in the region; pubsub_publisher_kb_per_minute: Pub/Sub publisher throughput in the region (charged to the publisher's credentials' project: this one). benchmarks/capacity.py prints what a fleet needs; contact_email is required by Google for an increase."
+  type = object({
+    run_cpu                        = optional(number)
+    pubsub_publisher_kb_per_minute = optional(number)
+    contact_email                  = optional(string)
+  })
+  default = {}
+
+  validation {
+    condition     = alltrue([for v in [var.quota_preferences.run_cpu, var.quota_preferences.pubsub_publisher_kb_per_minute] : v == null || try(v >= 1, false)]) && (var.quota_preferences.run_cpu == null && var.quota_preferences.pubsub_publisher_kb_per_minute == null || var.quota_preferences.contact_email != null)
+    error_message = "quota_preferences: each value >= 1 (or null), and contact_email set when one is (Google requires it for an increase)."
+  }
+}

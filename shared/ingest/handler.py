@@ -36,7 +36,7 @@ class Ingest:
         attributes the message's origin vouches for are read (``admit``)."""
         for update in normalize(admit(message, self.origins), self.settings):
             key = str(update.key)
-            publish(self.publisher, self.settings.topic_path(self.settings.normalized_topic(update.key.provider)),
+            publish(self.publisher, self.settings.lane_path(update.key.provider),
                     status_update.encode(update),
                     {"key": key, "provider": update.key.provider, "resourceType": update.key.resource_type,
                      "status": update.status},

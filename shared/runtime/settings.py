@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -146,6 +147,9 @@ class Settings:
     trace_sample_ratio: float = 1.0  # DCM_TRACE_SAMPLE_RATIO: the share of new traces recorded
     # output values readers see as "[redacted]" (DCM_OUTPUT_REDACT: key names and JSON pointers, or "none")
     output_redaction: Redaction = field(default_factory=Redaction.default)
+    # the project of the providers' lanes (their normalized topics and upsert's subscriptions to them), so that
+    # 5,000 providers fit Pub/Sub's topics and subscriptions per project (docs/scale.md); None: this project
+    lanes_project: str | None = None  # DCM_LANES_PROJECT (Terraform lanes_project)
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -178,6 +182,11 @@ class Settings:
         """The provider's lane to upsert (its own subscription: a flooding neighbour does not hold it up)."""
         return self.normalized_topic_template.replace("{provider}", provider)
 
+    def lane_path(self, provider: str) -> str:
+        """The full path of the provider's lane: in the lanes project when one is set (``DCM_LANES_PROJECT``),
+        else in this one. Every publisher to a lane builds its path here."""
+        return f"projects/{self.lanes_project or self.project}/topics/{self.normalized_topic(provider)}"
+
 
 def _ports(text: str) -> tuple[int, ...]:
     try:
@@ -198,6 +207,18 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not 0.0 <= value <= 3600.0:
         raise ConfigError(f"{name} must be seconds from 0 to 3600, got {text[:40]!r}")
     return value
+
+
+PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")  # Google Cloud's project id rule
+
+
+def _lanes_project(env: Mapping[str, str]) -> str | None:
+    """DCM_LANES_PROJECT: a project id, or unset (the lanes live in DCM_PROJECT)."""
+    value = env.get("DCM_LANES_PROJECT", "")
+    if value and not PROJECT_ID.fullmatch(value):
+        raise ConfigError(f"DCM_LANES_PROJECT must be a Google Cloud project id (6-30 of a-z, 0-9, '-'), "
+                          f"got {value[:40]!r}")
+    return value or None
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
@@ -276,6 +297,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         trace_dir=env.get("DCM_TRACE_DIR") or None,
         trace_sample_ratio=_ratio(env, "DCM_TRACE_SAMPLE_RATIO"),
         output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
+        lanes_project=_lanes_project(env),
     )
 
 

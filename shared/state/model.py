@@ -70,14 +70,26 @@ HISTORY_FIELDS = ("status", "rawStatus", "message", "reason", "observedAt", "las
 # cursors are those of one unsharded index.
 # - the change feed (events.committedAt, written per change): 30 shards, one query, 10,000 changes/s at
 #   333 writes/s a range;
-# - resources (updatedAt per change, staleAt per report, heartbeats included): 60 shards, two queries
-#   merged, 10,000 changes/s + 2,800 heartbeats/s at 213 writes/s a range.
+# - resources (updatedAt per change, writtenAt per hot write): 60 shards, two queries merged, 10,000
+#   changes/s at 167 writes/s a range;
+# - resources.staleAt (written by every report: changes, heartbeats and a resync's re-reports) has its own
+#   shard field, STALE_SHARD, 360 of them, read by the sweep alone (twelve queries of 30 merged): a
+#   resync of 100,000 re-reports/s on top of 10,000 changes/s at 313 writes/s a range. The sweep's
+#   per-provider query (provider, shard, staleAt) keeps SHARD: the provider in front already spreads its
+#   writes per provider (60 ranges each), and 5,000 providers a tick read two queries each, not twelve.
 SHARD = "shard"
 SHARDS = 30  # the change feed's
 RESOURCE_SHARDS = 60  # the resource documents'
+STALE_SHARD = "staleShard"
+STALE_SHARDS = 360  # the resource documents' freshness deadline's (staleAt)
 MAX_IN = 30  # values of one "in" filter (Firestore)
 SHARD_SPACE = tuple(range(SHARDS))  # what the feed reads: every shard a writer may use (any count <= SHARDS)
 RESOURCE_SHARD_SPACE = tuple(range(RESOURCE_SHARDS))
+STALE_SHARD_SPACE = tuple(range(STALE_SHARDS))
+# collection => its shard fields and how many shards each spreads over (terraform/data_model.tf declares the
+# fields: firestore_shard_fields; benchmarks/capacity.py reads both)
+SHARD_FIELDS: dict[str, dict[str, int]] = {LEDGER: {SHARD: SHARDS},
+                                           RESOURCES: {SHARD: RESOURCE_SHARDS, STALE_SHARD: STALE_SHARDS}}
 
 # collection => its fields written at the event rate with sequentially increasing values, and how each
 # is kept off one index range: "sharded" (composite indexes with SHARD in front; the single-field index
@@ -97,6 +109,12 @@ SEQUENTIAL_FIELDS: dict[str, dict[str, str]] = {
                 "lastTransitionTime": UNINDEXED, "createdAt": UNINDEXED, "recentChanges": UNINDEXED,
                 "resync.at": UNINDEXED, "resync.index": UNINDEXED},
 }
+
+
+def stale_shard_of(key: str) -> int:
+    """The shard of a resource document's freshness deadline (``STALE_SHARD``): fixed by its key, so a
+    re-report moves only its ``staleAt`` within one range."""
+    return shard_of(key, STALE_SHARDS, STALE_SHARDS)
 
 
 def shard_of(key: str, shards: int = SHARDS, space: int = SHARDS) -> int:

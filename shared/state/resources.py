@@ -23,8 +23,10 @@ from shared.state.model import (
     RESOURCES,
     SHARD,
     SHARDS,
+    STALE_SHARD,
     newest_state,
     shard_of,
+    stale_shard_of,
 )
 
 # More than the updates of one resource ever decided at once. Hot deciders do not conflict (each writes its own
@@ -49,11 +51,11 @@ def newest(db: firestore.Client, doc: Mapping[str, Any] | None, **options: Any) 
     return newest_state(doc, coalesced_states(db, doc["key"], **options))
 
 
-def shard_groups(query: Any, space: Sequence[int]) -> list[Any]:
-    """``query`` over every shard of ``space``: one query per MAX_IN shards (``shard in [...]``; Firestore
-    merges those shards' index ranges in the query's order). Order, bound and limit each the same way,
-    then ``merged`` (shared/state/model.py says why the sequential fields are sharded)."""
-    return [query.where(filter=FieldFilter(SHARD, "in", list(space[i:i + MAX_IN])))
+def shard_groups(query: Any, space: Sequence[int], shard_field: str = SHARD) -> list[Any]:
+    """``query`` over every shard of ``space``: one query per MAX_IN shards (``shard_field in [...]``;
+    Firestore merges those shards' index ranges in the query's order). Order, bound and limit each the
+    same way, then ``merged`` (shared/state/model.py says why the sequential fields are sharded)."""
+    return [query.where(filter=FieldFilter(shard_field, "in", list(space[i:i + MAX_IN])))
             for i in range(0, len(space), MAX_IN)]
 
 
@@ -78,24 +80,32 @@ def _order_of(value: Any) -> tuple[Any, ...]:
 
 
 def backfill_shards(db: firestore.Client, page: int = 500) -> dict[str, int]:
-    """Give ``shard`` to the documents written before the sharding (once, at the deploy that brings it:
-    docs/scale.md): every resource document, and every ledger entry of the change feed (those with
-    ``committedAt``). A document without it is in no sharded index, so neither the sorted list nor the
-    sweep nor the feed would find it. Idempotent; returns how many documents of each collection it set."""
-    spaces = {RESOURCES: RESOURCE_SHARDS, LEDGER: SHARDS}
-    return {collection: _backfill(db, collection, shards, page) for collection, shards in spaces.items()}
+    """Give its shard fields to every document written before they existed (once, at the deploy that
+    brings them: docs/scale.md): ``shard`` to every resource document and every ledger entry of the change
+    feed (those with ``committedAt``), ``staleShard`` to every resource document. A document without one
+    is in none of that field's indexes, so neither the sorted list nor the sweep nor the feed would find
+    it. Idempotent (a document that has its fields is not written); returns how many documents of each
+    collection it set."""
+    fields = {RESOURCES: {SHARD: lambda key: shard_of(key, RESOURCE_SHARDS, RESOURCE_SHARDS),
+                          STALE_SHARD: stale_shard_of},
+              LEDGER: {SHARD: lambda key: shard_of(key, SHARDS, SHARDS)}}
+    return {collection: _backfill(db, collection, of, page) for collection, of in fields.items()}
 
 
-def _backfill(db: firestore.Client, collection: str, shards: int, page: int) -> int:
+def _backfill(db: firestore.Client, collection: str, fields: Mapping[str, Any], page: int) -> int:
     done, after = 0, None
     while True:
         query = db.collection(collection).order_by("__name__").limit(page)
         snaps = list((query.start_after(after) if after else query).stream())
         batch = db.batch()
-        docs = [s.to_dict() or {} for s in snaps]
-        missing = [(s, d) for s, d in zip(snaps, docs) if SHARD not in d and _sharded(collection, d)]
-        for snap, doc in missing:  # only the field: the document's precondition is that it still exists
-            batch.update(snap.reference, {SHARD: shard_of(doc["key"], shards, shards)})
+        missing = []
+        for snap in snaps:
+            doc = snap.to_dict() or {}
+            lacking = {name: of(doc["key"]) for name, of in fields.items() if name not in doc} \
+                if _sharded(collection, doc) else {}
+            if lacking:  # only those fields: the document's precondition is that it still exists
+                batch.update(snap.reference, lacking)
+                missing.append(snap)
         if missing:
             batch.commit()
         done += len(missing)

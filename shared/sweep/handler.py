@@ -6,8 +6,9 @@ timer) runs it.
 Freshness: a resource whose deadline passed (``staleAt``, set by upsert at each provider report to
 now + report_every + grace, ``Settings.stale_after``) gets a synthesised UNKNOWN, reason
 ``NotReported``, its last known status and last report kept (``extra``), at the deadline (so the
-provider's next report, later than that, restores it). The query reads the index on (shard, ``staleAt``)
-up to now, every shard (``staleAt`` is sharded: shared/state/model.py; two queries of 30 shards, merged):
+provider's next report, later than that, restores it). The query reads the index on (staleShard,
+``staleAt``) up to now, every shard (``staleAt`` has its own shard field, written by every report:
+shared/state/model.py; twelve queries of 30 shards, merged):
 only the resources past their deadline, at most ``FRESHNESS_BATCH`` a tick (the rest on the next ones);
 with none stale it costs one read a query, at 10,000 resources as at 1,000,000.
 
@@ -70,6 +71,8 @@ from shared.state.model import (
     RESOURCE_SHARD_SPACE,
     RESOURCES,
     RESYNCS,
+    STALE_SHARD,
+    STALE_SHARD_SPACE,
     PlatformReason,
     quiet_for,
     write_tokens,
@@ -126,7 +129,7 @@ class Sweep:
     def __init__(self, settings: Settings, db: Any, publisher: Any):
         self.db = db
         self.publisher = publisher
-        self.lane = lambda provider: settings.topic_path(settings.normalized_topic(provider))
+        self.lane = settings.lane_path
         self.providers_topic = settings.topic_path(settings.topic_providers)
         self.providers = settings.providers
         self.deadline = lambda provider: settings.stale_after(provider, "")
@@ -198,7 +201,7 @@ class Sweep:
         ``silent`` providers); returns how many."""
         now = timeutil.format(now_dt)
         queries = [q.where(filter=FieldFilter("staleAt", "<=", now)).order_by("staleAt")
-                   for q in resources.shard_groups(self.db.collection(RESOURCES), RESOURCE_SHARD_SPACE)]
+                   for q in resources.shard_groups(self.db.collection(RESOURCES), STALE_SHARD_SPACE, STALE_SHARD)]
         with fs.guard("Firestore query"):
             stale = [s.to_dict() for s in resources.merged(queries, "staleAt", False, FRESHNESS_BATCH,
                                                            timeout=fs.TIMEOUT)]

@@ -57,11 +57,13 @@ from shared.state.model import (
     RESYNCS,
     SHARD,
     SHARDS,
+    STALE_SHARD,
     FlapPolicy,
     Outcome,
     compare_order,
     newest_state,
     shard_of,
+    stale_shard_of,
     without_bookkeeping,
     write_tokens,
 )
@@ -340,7 +342,8 @@ def _read(store: StateStore, update: StatusUpdate, ledger: Any, snap: Any,
     listed = _listed(update)
     reported = {**resource_document(update, timeutil.format(now_dt)), **listed,
                 "staleAt": _stale_at(store, update, now_dt),
-                SHARD: shard_of(str(update.key), store.resource_shards, RESOURCE_SHARDS)}
+                SHARD: shard_of(str(update.key), store.resource_shards, RESOURCE_SHARDS),
+                STALE_SHARD: stale_shard_of(str(update.key))}
     after = kept(reported, current)  # an output map the update does not carry stays as stored
     if current is not None and current.get("status") == update.status and not update.transition_reported:
         # A report of the same status without a transition time is no transition: keep the stored one.
@@ -398,7 +401,7 @@ def _stale(d: _Decision) -> tuple[Result, list[_Write]]:
 def _unchanged(d: _Decision) -> tuple[Result, list[_Write]]:
     """A re-report: nothing observed changed. The ledger entry, and the order and last-seen fields of the
     resource; no history entry, no change event."""
-    frontier = {k: d.after[k] for k in (*ORDER_FIELDS, "staleAt", SHARD)}  # the shard: a document older than it
+    frontier = {k: d.after[k] for k in (*ORDER_FIELDS, "staleAt", SHARD, STALE_SHARD)}  # an old doc may lack shards
     moved = {**frontier, **d.listed, "reReports": d.current.get("reReports", 0) + 1}
     entry, resource_writes = _keep(d, {**d.current, **moved}, moved)
     return Result(Outcome.UNCHANGED, d.current["status"], d.update.status, None), [

@@ -19,6 +19,8 @@ from tests.deploy import tf
 ALLOWED_MEMBERS = (
     re.compile(r"^\$\{google_service_account\.[a-z_]+(\[[^\]]+\])?\.member\}$"),
     re.compile(r"^\$\{local\.(pubsub_service_agent|scheduler_service_agent)\}$"),
+    # the Pub/Sub agent of this project or of the lanes project (var.lanes_project), by project id
+    re.compile(r"^\$\{local\.pubsub_service_agents\[each\.(key|value\.project)\]\}$"),
     re.compile(r"^\$\{local\.provider_publisher_members\[each\.value\.provider\]\}$"),  # var.provider_publishers
     re.compile(r"^\$\{each\.value\.member\}$"),  # api_invoker: var.api_invokers
 )
@@ -35,6 +37,9 @@ def test_every_iam_grant_goes_to_a_created_identity_a_service_agent_or_a_validat
     for name, value in agents.items():
         assert re.fullmatch(r"serviceAccount:service-\$\{data\.google_project\.this\.number\}@gcp-sa-[a-z]+\."
                             r"iam\.gserviceaccount\.com", value), (name, value)
+    lanes_agent = "serviceAccount:service-${data.google_project.lanes.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+    assert config.locals["pubsub_service_agents"] == (
+        "${merge({(var.project_id) = local.pubsub_service_agent}, {(local.lanes_project) = \"" + lanes_agent + "\"})}")
     api = config.resource("google_cloud_run_v2_service_iam_member", "api_invoker")
     assert "var.api_invokers" in api["for_each"]
     members = config.locals["provider_publisher_members"]

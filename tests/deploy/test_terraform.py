@@ -202,7 +202,7 @@ def test_topics_and_subscriptions_are_created_from_the_expansion(config: tf.Conf
     assert push["for_each"] == "${each.value.push != null ? [each.value.push] : []}"
     content = block(push, "content")
     url = "${local.function_urls[push_config.value]}"
-    assert content["push_endpoint"] == url + "/projects/${var.project_id}/topics/${each.value.topic_name}"
+    assert content["push_endpoint"] == url + "/projects/${each.value.project}/topics/${each.value.topic_name}"
     assert "no_wrapper" not in content, "functions-framework needs the Pub/Sub envelope"
     assert block(content, "oidc_token") == {"service_account_email": "${google_service_account.push_invoker.email}",
                                             "audience": url}
@@ -521,15 +521,38 @@ def test_deploy_doc_says_who_reads_and_writes_what(terraform):
 def test_pubsub_service_agent_can_dead_letter(config: tf.Config):
     agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
     assert config.locals["pubsub_service_agent"] == agent
+    # the agent of each subscription's project (the lanes project's for upsert's lanes: var.lanes_project)
+    lanes = "serviceAccount:service-${data.google_project.lanes.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+    assert config.locals["pubsub_service_agents"] == (
+        "${merge({(var.project_id) = local.pubsub_service_agent}, {(local.lanes_project) = \"" + lanes + "\"})}")
     pub = config.resource("google_pubsub_topic_iam_member", "pubsub_agent_deadletter_publisher")
-    assert pub["for_each"] == "${toset([for s in local.subscriptions : s.dead_letter_topic if s.dead_letter])}"
+    assert "local.subscriptions" in pub["for_each"] and "s.dead_letter" in pub["for_each"]
     assert (pub["topic"], pub["role"], pub["member"]) == (
-        "${google_pubsub_topic.topic[each.key].name}", "roles/pubsub.publisher", "${local.pubsub_service_agent}")
+        "${google_pubsub_topic.topic[each.value.topic].name}", "roles/pubsub.publisher",
+        "${local.pubsub_service_agents[each.value.project]}")
     sub = config.resource("google_pubsub_subscription_iam_member", "pubsub_agent_subscriber")
     assert sub["for_each"] == "${{for name, s in local.subscriptions : name => s if s.dead_letter}}"
-    assert (sub["subscription"], sub["role"], sub["member"]) == (
-        "${google_pubsub_subscription.subscription[each.key].name}", "roles/pubsub.subscriber",
-        "${local.pubsub_service_agent}")
+    assert (sub["project"], sub["subscription"], sub["role"], sub["member"]) == (
+        "${each.value.project}", "${google_pubsub_subscription.subscription[each.key].name}",
+        "roles/pubsub.subscriber", "${local.pubsub_service_agents[each.value.project]}")
+    mint = config.resource("google_service_account_iam_member", "pubsub_agent_mints_invoker_tokens")
+    assert (mint["for_each"], mint["member"]) == ("${local.pubsub_service_agents}",
+                                                  "${local.pubsub_service_agents[each.key]}")
+
+
+def test_lanes_live_in_the_lanes_project_and_everything_else_here(terraform):
+    """var.lanes_project moves the providers' lanes (topics and upsert's subscriptions) and nothing else;
+    unset, everything is in project_id. The functions read it as DCM_LANES_PROJECT."""
+    base = {"project_id": "main-project"}
+    for variables, lanes in ((base, "main-project"), ({**base, "lanes_project": "lanes-project"}, "lanes-project")):
+        got = tf.evaluate({"topics": "local.topics", "subscriptions": "local.subscriptions",
+                           "lanes": "local.lanes_project"}, variables, terraform)
+        assert got["lanes"] == lanes
+        for t in got["topics"].values():
+            assert t["project"] == (lanes if t["key"] == "normalized" else "main-project"), t
+        for s in got["subscriptions"].values():
+            assert s["project"] == (lanes if s["topic_key"] == "normalized" else "main-project"), s
+    assert re.search(r"DCM_LANES_PROJECT += local\.lanes_project", (tf.TF_DIR / "functions.tf").read_text())
 
 
 # ---- Firestore -------------------------------------------------------------
@@ -578,6 +601,7 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
         LEDGER,
         RESOURCES,
         SHARD,
+        STALE_SHARD,
     )
 
     indexes = tf.evaluate({"indexes": "local.firestore_indexes"}, terraform=terraform)["indexes"]
@@ -605,8 +629,8 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
         assert (DEADLETTERS, ((f, asc), ("lastSeen", desc))) in indexed, f
     # the sweep: a provider's resource with the newest freshness deadline (is the provider silent?)
     assert (RESOURCES, (("provider", asc), (SHARD, asc), ("staleAt", desc))) in indexed
-    # the sweep: the resources past their deadline, oldest deadline first
-    assert (RESOURCES, ((SHARD, asc), ("staleAt", asc))) in indexed
+    # the sweep: the resources past their deadline, oldest deadline first (staleAt's own shard field)
+    assert (RESOURCES, ((STALE_SHARD, asc), ("staleAt", asc))) in indexed
     # the sweep: hot resources, the documents written longest ago first
     assert (RESOURCES, (("hot", asc), (SHARD, asc), ("writtenAt", asc))) in indexed
     # a hot resource's latest ledger entries (shared/state/resources.py)
@@ -618,7 +642,7 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
     # /v1/stats: the history entries of its window by outcome, every shard (recordedAt is sharded)
     assert (LEDGER, (("outcome", asc), (SHARD, asc), ("recordedAt", asc))) in indexed
     for collection, fields in indexed:  # equality field first, the shard field if sharded, then the one ordering
-        assert fields[0][1] == asc and fields[-1][0] not in (fields[0][0], SHARD), (collection, fields)
+        assert fields[0][1] == asc and fields[-1][0] not in (fields[0][0], SHARD, STALE_SHARD), (collection, fields)
         assert len(fields) == 2 or (len(fields) == 3 and fields[1] == (SHARD, asc)), (collection, fields)
 
 
@@ -626,12 +650,14 @@ def test_no_sequential_field_is_indexed_but_behind_a_shard(config: tf.Config, te
     """The fields written at the event rate with increasing values: the data model declares the very list
     the code (and benchmarks/capacity.py) knows; each has its single-field index exempted; a composite
     index orders by it only behind the shard field (or a resource's key: one resource's entries)."""
-    from shared.state.model import SEQUENTIAL_FIELDS, SHARD, SHARDED
+    from shared.state.model import SEQUENTIAL_FIELDS, SHARD, SHARD_FIELDS, SHARDED
 
     got = tf.evaluate({"sequential": "local.firestore_sequential_fields", "shard": "local.firestore_shard_field",
+                       "shard_fields": "local.firestore_shard_fields",
                        "unindexed": "local.firestore_unindexed_fields", "indexes": "local.firestore_indexes",
                        "ttl": "local.firestore_ttl_fields"}, terraform=terraform)
     assert got["sequential"] == SEQUENTIAL_FIELDS and got["shard"] == SHARD
+    assert {c: set(f) for c, f in got["shard_fields"].items()} == {c: set(f) for c, f in SHARD_FIELDS.items()}
     exempt = {(v["collection"], v["field"]) for v in got["unindexed"].values()}
     assert exempt == {(c, f) for c, fields in SEQUENTIAL_FIELDS.items() for f in fields}
     assert not exempt & set(got["ttl"].items()), "a field has one configuration: the TTL ones are exempt there"
@@ -639,7 +665,8 @@ def test_no_sequential_field_is_indexed_but_behind_a_shard(config: tf.Config, te
         paths = [f["field_path"] for f in index["fields"]]
         for i, path in enumerate(paths):
             if path in SEQUENTIAL_FIELDS.get(index["collection"], {}):
-                assert i > 0 and paths[i - 1] in (SHARD, "key"), (index["collection"], paths)
+                in_front = (*SHARD_FIELDS[index["collection"]], "key")
+                assert i > 0 and paths[i - 1] in in_front, (index["collection"], paths)
     sharded = {(c, f) for c, fields in SEQUENTIAL_FIELDS.items() for f, how in fields.items() if how == SHARDED}
     ordered = {(i["collection"], i["fields"][-1]["field_path"]) for i in got["indexes"].values()}
     assert sharded <= ordered, "a sharded field is one a query orders by"

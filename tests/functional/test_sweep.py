@@ -18,7 +18,15 @@ from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsu
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.state import resources
-from shared.state.model import RESOURCE_SHARDS, SHARD, shard_of
+from shared.state.model import (
+    MAX_IN,
+    RESOURCE_SHARDS,
+    SHARD,
+    STALE_SHARD,
+    STALE_SHARDS,
+    shard_of,
+    stale_shard_of,
+)
 from shared.sweep.handler import Sweep
 from tests.functional.conftest import SHAPES
 
@@ -107,6 +115,56 @@ def test_a_resource_past_its_deadline_is_unknown_not_reported_until_its_next_rep
     report(upsert, "quiet", "RUNNING", "2026-11-22T11:00:00Z", "q-2")  # it reports again
     doc = resource(firestore, "quiet")
     assert (doc["status"], doc["reason"]) == ("RUNNING", None) and doc["staleAt"] > "2026-11-22T11"
+
+
+def one_key_per_stale_group() -> list[str]:
+    """A resource id in each group of MAX_IN stale shards (the sweep reads each group with one query)."""
+    found: dict[int, str] = {}
+    for i in range(100_000):
+        group = stale_shard_of(f"aws/vm/stale-{i}") // MAX_IN
+        found.setdefault(group, f"stale-{i}")
+        if len(found) == STALE_SHARDS // MAX_IN:
+            return [found[g] for g in sorted(found)]
+    raise AssertionError("no resource id for some group of stale shards")
+
+
+def test_the_deadlines_passed_in_every_group_of_stale_shards_are_found_oldest_first(upsert, sweep, firestore,
+                                                                                   publisher):
+    """staleAt has its own shard field (360 shards: more than one "in" takes), read in groups of 30 and
+    merged: a resource past its deadline in any group is marked, the oldest deadlines first, each once."""
+    rids = one_key_per_stale_group()
+    assert len(rids) == STALE_SHARDS // MAX_IN == 12
+    for i, rid in enumerate(rids):
+        report(upsert, rid, "RUNNING", "2026-11-22T09:00:00Z", f"s-{i}")
+        doc = firestore.document(f"resources/aws~vm~{rid}").get().to_dict()
+        assert doc[STALE_SHARD] == stale_shard_of(f"aws/vm/{rid}") and doc[SHARD] == shard_of(
+            f"aws/vm/{rid}", RESOURCE_SHARDS, RESOURCE_SHARDS)
+    for i, rid in enumerate(reversed(rids)):  # the last group's deadline the oldest
+        firestore.document(f"resources/aws~vm~{rid}").update({"staleAt": f"2026-11-22T10:{10 + i:02d}:00.000000Z"})
+    assert tick(sweep, publisher, upsert) == [f"aws/vm/{rid}" for rid in reversed(rids)]
+    assert tick(sweep, publisher, upsert) == []
+
+
+def test_a_document_written_before_the_stale_shard_is_found_once_backfilled_and_a_re_report_gives_it(
+        upsert, sweep, firestore, publisher):
+    """A resource document without ``staleShard`` is in no (staleShard, staleAt) range: the sweep cannot see
+    its deadline pass. The deploy's backfill gives it the field; so does its next report, even a re-report
+    (upsert writes the shard fields with the deadline)."""
+    from google.cloud.firestore_v1 import DELETE_FIELD
+
+    report(upsert, "old", "RUNNING", "2026-11-22T09:00:00Z", "o-1")
+    report(upsert, "older", "RUNNING", "2026-11-22T09:00:00Z", "o-2")
+    for rid in ("old", "older"):
+        firestore.document(f"resources/aws~vm~{rid}").update(
+            {STALE_SHARD: DELETE_FIELD, "staleAt": "2026-11-22T10:15:00.000000Z"})  # as an earlier version wrote
+    assert tick(sweep, publisher, upsert) == []  # unseen
+    report(upsert, "older", "RUNNING", "2026-11-22T09:30:00Z", "o-3")  # a re-report: the same status
+    assert firestore.document("resources/aws~vm~older").get().to_dict()[STALE_SHARD] == stale_shard_of(
+        "aws/vm/older")
+    assert resources.backfill_shards(firestore) == {"resources": 1, "events": 0}
+    assert firestore.document("resources/aws~vm~old").get().to_dict()[STALE_SHARD] == stale_shard_of("aws/vm/old")
+    assert tick(sweep, publisher, upsert) == ["aws/vm/old"]
+    assert resources.backfill_shards(firestore) == {"resources": 0, "events": 0}
 
 
 def test_a_provider_may_not_pose_as_the_platform(upsert):
@@ -210,7 +268,7 @@ class CountingReads:
         return attr
 
 
-def test_an_idle_tick_reads_no_more_at_a_thousand_resources_than_at_one(firestore, publisher):
+def test_an_idle_tick_reads_no_more_at_six_hundred_resources_than_at_one_hundred(firestore, publisher):
     """Every query of the sweep is an indexed one: with nothing stale, silent, hot or open, what it reads
     does not grow with the resources held."""
     def reads_of_one_tick() -> int:
@@ -227,13 +285,15 @@ def test_an_idle_tick_reads_no_more_at_a_thousand_resources_than_at_one(firestor
                 batch.set(firestore.document(f"resources/aws~vm~idle-{i}"), {
                     "key": f"aws/vm/idle-{i}", "provider": "aws", "resourceType": "vm", "status": "RUNNING",
                     "staleAt": fresh, "lastSeenAt": timeutil.now_str(),
-                    SHARD: shard_of(f"aws/vm/idle-{i}", RESOURCE_SHARDS, RESOURCE_SHARDS)})
+                    SHARD: shard_of(f"aws/vm/idle-{i}", RESOURCE_SHARDS, RESOURCE_SHARDS),
+                    STALE_SHARD: stale_shard_of(f"aws/vm/idle-{i}")})
             batch.commit()
 
     hold(100)
     hundred = reads_of_one_tick()
-    hold(1000)
+    hold(600)  # (1,000 took the loaded emulator past the test's timeout: each "in" of 30 is 30 scans there)
     assert reads_of_one_tick() == hundred == 2  # aws's newest deadline in each group of 30 shards; nothing else
+    # (the deadlines passed: twelve queries over the 360 stale shards, each reading nothing)
     assert publisher.messages == []
 
 

@@ -23,6 +23,7 @@ from shared.runtime import firestore as fs
 from shared.state import resources
 from shared.state.model import (
     DEADLETTERS,
+    DOCUMENT_RE_REPORTS,
     DUPLICATES,
     HISTORY,
     LEDGER,
@@ -196,6 +197,12 @@ def count(query: Any, options: Mapping[str, Any] | None = None) -> int:
     return int(result[0][0].value)
 
 
+def total(query: Any, field: str, options: Mapping[str, Any] | None = None) -> int:
+    """A server-side sum of a numeric field (an aggregation query: no documents are read)."""
+    result = query.sum(field).get(**(options or fs.read_options()))
+    return int(result[0][0].value or 0)
+
+
 def count_later(query: Any, options: Mapping[str, Any] | None = None) -> Future[int]:
     """``count(query)``, run beside what the caller reads meanwhile."""
     return _COUNTING.submit(count, query, options)
@@ -279,14 +286,22 @@ def status_counts(db: firestore.Client) -> dict[str, dict[str, int]]:
 
 
 def outcome_counts(db: firestore.Client, options: Mapping[str, Any] | None = None) -> dict[str, int]:
-    """Updates per outcome over the ledger's retention window, and the resources held."""
+    """Updates per outcome over the ledger's retention window, and the resources held.
+
+    ``unchanged``: the re-reports the ledger holds (a hot resource's, and those recorded before a re-report
+    stopped writing a ledger entry) and those only their resource's document counts (``documentReReports``,
+    since the resource was first stored: a re-report of unchanged state leaves no ledger entry to count in
+    the window, shared/upsert/store.py)."""
     ledger = db.collection(LEDGER)
-    return counts({
+    on_documents = _COUNTING.submit(total, db.collection(RESOURCES), DOCUMENT_RE_REPORTS, options)
+    got = counts({
         **{o.value: ledger.where(filter=FieldFilter("outcome", "==", o.value))
            for o in (Outcome.APPLIED, Outcome.UNCHANGED, Outcome.STALE)},
         Outcome.DUPLICATE.value: db.collection(DUPLICATES),
         "resources": db.collection(RESOURCES),
     }, options)
+    got[Outcome.UNCHANGED.value] += on_documents.result()
+    return got
 
 
 def stats(db: firestore.Client, options: Mapping[str, Any] | None = None) -> dict[str, int]:

@@ -8,8 +8,10 @@ and accounts for every message it published:
 
 - ``applied + unchanged + duplicate + stale + dead-lettered = published``, from the pipeline's own
   counters;
-- ``lost``: a valid event with neither a ledger entry nor a dead-letter entry, or an invalid one
-  with no dead-letter entry, looked up one by one after the pipeline went quiet;
+- ``lost``: a valid event with neither a ledger entry, nor a place in its resource's ring of latest
+  re-reports (a re-report of unchanged state writes no ledger entry; the ring holds the last
+  ``RE_REPORT_RING``), nor a dead-letter entry, or an invalid one with no dead-letter entry, looked
+  up one by one after the pipeline went quiet;
 - ``wrong``: resources whose final status is not the last one their provider reported, as the API
   serves it and in the document lists read (a hot resource's, written by the sweep, within 20 s);
 - ``5xx``: (fuzz) inputs a function answered with an error, i.e. would have retried.
@@ -54,7 +56,7 @@ from infra.local.stack import REPO_ROOT, LocalStack, StackState, answers_http
 from infra.local.supervise import children, listening
 from shared.api import queries
 from shared.state import resources
-from shared.state.model import HISTORY_OUTCOMES, LEDGER
+from shared.state.model import HISTORY_OUTCOMES, LEDGER, RE_REPORTED
 
 PROVIDERS = ["aws", "azure", "vmware"]
 IN_FLIGHT_SECONDS = 3  # a push under way when its subscription is purged: its Firestore calls time out in 2 s
@@ -290,13 +292,21 @@ class Harness:
     def lost(self, ledger: Ledger) -> int:
         refs = [self.db.collection("events").document(d) for d in ledger.events]
         found = {s.id for chunk in _chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists}
-        missing = [d for d in ledger.events if d not in found]
+        missing = self.not_re_reported([d for d in ledger.events if d not in found], ledger)
         open_dead = {e.get("key") for e in self.db.collection("deadletters").stream()}
         lost = sum(1 for d in missing if ledger.events[d][0] not in open_dead)
         entry_ids = [hashlib.sha256(f"{topic}\x00{mid}".encode()).hexdigest()[:32] for topic, mid in ledger.invalid]
         refs = [self.db.collection("deadletters").document(e) for e in entry_ids]
         stored = sum(1 for chunk in _chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists)
         return lost + len(entry_ids) - stored
+
+    def not_re_reported(self, missing: list[str], ledger: Ledger) -> list[str]:
+        """The events of ``missing`` (no ledger entry) that are not re-reports their resource's ring holds."""
+        keys = sorted({ledger.events[d][0] for d in missing})
+        refs = [self.db.collection("resources").document(ResourceKey.parse(k).doc_id) for k in keys]
+        rings = {e.get("id") for chunk in _chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists
+                 for e in (s.to_dict().get(RE_REPORTED) or [])}
+        return [d for d in missing if d not in rings]
 
     def wrong(self, ledger: Ledger, converge: float = CONVERGE_SECONDS) -> int:
         """Resources whose newest state (what the API serves) or whose document (what lists and counts

@@ -24,6 +24,7 @@ from shared.runtime import firestore as fs
 from shared.state import resources
 from shared.state.model import (
     DEADLETTERS,
+    DOCUMENT_RE_REPORTS,
     DUPLICATES,
     HISTORY_FIELDS,
     HISTORY_OUTCOMES,
@@ -206,6 +207,12 @@ def count(query: Any, options: Mapping[str, Any] | None = None) -> int:
     return int(result[0][0].value)
 
 
+def total(query: Any, field: str, options: Mapping[str, Any] | None = None) -> int:
+    """A server-side sum of a numeric field (an aggregation query: no documents are read)."""
+    result = query.sum(field).get(**(options or fs.read_options()))
+    return int(result[0][0].value or 0)
+
+
 def count_later(query: Any, options: Mapping[str, Any] | None = None) -> Future[int]:
     """``count(query)``, run beside what the caller reads meanwhile."""
     return _COUNTING.submit(count, query, options)
@@ -292,17 +299,25 @@ def outcome_counts(db: firestore.Client, options: Mapping[str, Any] | None = Non
                    window_days: int = 7) -> dict[str, int]:
     """Updates per outcome over the ledger's retention window, and the resources held. An applied or stale
     update's entry is its resource's history (no TTL): counted by ``recordedAt`` within the window, over
-    every shard; an unchanged one's expires with the window (its TTL), as a duplicate's record does."""
+    every shard; a duplicate's record expires with the window (its TTL).
+
+    ``unchanged``: the re-reports the ledger holds (a hot resource's, and those recorded before a re-report
+    stopped writing a ledger entry) and those only their resource's document counts (``documentReReports``,
+    since the resource was first stored: a re-report of unchanged state leaves no ledger entry to count in
+    the window, shared/upsert/store.py)."""
     ledger = db.collection(LEDGER)
     since = timeutil.format(timeutil.now() - timedelta(days=window_days))
     [every_shard] = resources.shard_groups(ledger, SHARD_SPACE)
-    return counts({
+    on_documents = _COUNTING.submit(total, db.collection(RESOURCES), DOCUMENT_RE_REPORTS, options)
+    got = counts({
         **{o.value: every_shard.where(filter=FieldFilter("outcome", "==", o.value))
            .where(filter=FieldFilter("recordedAt", ">=", since)) for o in HISTORY_OUTCOMES},
         Outcome.UNCHANGED.value: ledger.where(filter=FieldFilter("outcome", "==", Outcome.UNCHANGED.value)),
         Outcome.DUPLICATE.value: db.collection(DUPLICATES),
         "resources": db.collection(RESOURCES),
     }, options)
+    got[Outcome.UNCHANGED.value] += on_documents.result()
+    return got
 
 
 def stats(db: firestore.Client, options: Mapping[str, Any] | None = None, window_days: int = 7) -> dict[str, int]:

@@ -192,8 +192,14 @@ HOT_RATE = 1.0
 HOT_BURST = 5.0
 HOT_QUIET = 10.0  # seconds without a write before the sweep stops treating a resource as hot
 DOCUMENT_WRITES = "documentWrites"  # how many times the document was written (a transform of each write)
+# A re-report of unchanged state writes the resource document only (no ledger entry): the document keeps the
+# dedup ids (and ingress message ids) of its latest RE_REPORT_RING re-reports, so that a later copy of one is
+# known as a duplicate, and counts them (the ledger-less part of the ``unchanged`` figure, shared/api).
+RE_REPORTED = "reReported"  # [{"id": dedupId, "in": ingressMessageId}], oldest first
+DOCUMENT_RE_REPORTS = "documentReReports"
+RE_REPORT_RING = 16
 # The document's own bookkeeping: never part of a state carried on the ledger or copied from one.
-BOOKKEEPING = ("hot", "writtenAt", "writeTokens", DOCUMENT_WRITES)
+BOOKKEEPING = ("hot", "writtenAt", "writeTokens", DOCUMENT_WRITES, RE_REPORTED, DOCUMENT_RE_REPORTS)
 
 
 def compare_order(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> int:

@@ -2,7 +2,10 @@
 
 Collections (shared/state/model.py):
 
-- ``resources/{provider~type~id}``: the current observed state of a resource.
+- ``resources/{provider~type~id}``: the current observed state of a resource. A re-report of
+  unchanged state (a resync, a heartbeat) is one write: the resource's order and last-seen fields, and the
+  dedup id of the re-report in a ring of its latest ``RE_REPORT_RING`` (no ledger entry; a hot resource's
+  re-report is its ledger entry instead, as its other updates).
 - ``events/{sha256(provider, source, id)}``: the dedup ledger (the provider is the
   one its ingress topic proves: two providers' events are never one another's
   duplicate, whatever source and id they claim); ``expireAt`` carries the
@@ -10,8 +13,7 @@ Collections (shared/state/model.py):
   something, applied or stale, is also the resource's history entry: it carries
   the history fields (``history_entry``) and no ``expireAt`` (kept as long as
   history is), so an applied update costs 2 writes (ledger entry, document), not
-  3; a re-report of unchanged state (a resync, a heartbeat) is the ledger entry
-  and the resource's last-seen fields only, and expires. (Entries written before
+  3; the entry of a hot resource's re-report carries its state and expires. (Entries written before
   issue 32 are in ``resources/{..}/history/{dedupId}``: infra/backfill_history.py
   folds them into the ledger.) It also is the transactional outbox: the
   change event is written with the state and published after the commit. The
@@ -46,12 +48,15 @@ from shared.runtime import firestore as fs
 from shared.state import resources
 from shared.state.model import (
     COMMITTED_AT,
+    DOCUMENT_RE_REPORTS,
     DOCUMENT_WRITES,
     DUPLICATES,
     HISTORY_OUTCOMES,
     HOT_BURST,
     LEDGER,
     ORDER_FIELDS,
+    RE_REPORT_RING,
+    RE_REPORTED,
     RESOURCE_SHARDS,
     RESOURCES,
     RESYNCS,
@@ -162,33 +167,59 @@ class StateStore:
     def apply(self, update: StatusUpdate) -> Result:
         """Dedup, staleness check, upsert, history and outbox, committed atomically.
 
-        Optimistic concurrency: read ledger entry and resource in one round trip,
-        decide, commit one batch whose preconditions (ledger entry must not exist,
-        resource unchanged since read) make it fail whole if anyone else wrote
-        first; then read again and decide again. Half the emulator cost of a
+        Optimistic concurrency: read what the decision needs (``_place``), decide, commit one batch whose
+        preconditions (ledger entry must not exist, resource unchanged since read) make it fail whole if
+        anyone else wrote first; then read again and decide again. Half the emulator cost of a
         transaction (BeginTransaction + locks), with the same guarantees.
+
+        The resource document is read first, and the ledger entry only when it can matter
+        (``_needs_ledger``): an update newer than the stored state was not processed before (the stored
+        order only moves forward, and a newer one has its ledger entry created with the precondition that
+        it does not exist). After a conflict the next attempt reads both, as a delivery that lost to
+        another delivery of the same event must see its ledger entry.
         """
         ledger_ref = self.db.collection(LEDGER).document(update.dedup_id)
         resource_ref = self.resource_ref(update.key.doc_id)
+        both = False
         for _ in range(MAX_ATTEMPTS):
             with fs.guard("Firestore write"):
                 try:
-                    snaps = {snap.reference.path: snap for snap in self.db.get_all(
-                        [ledger_ref, resource_ref], retry=fs.RETRY, timeout=fs.TIMEOUT)}
-                    ledger, current = snaps[ledger_ref.path], snaps[resource_ref.path]
-                    coalesced = (resources.coalesced_states(self.db, str(update.key), retry=fs.RETRY,
-                                                            timeout=fs.TIMEOUT)
-                                 if not ledger.exists and _maybe_ahead(current) else [])
-                    result, writes = decide(self, update, ledger, current, coalesced)
-                    legacy = self._legacy_entry(update) if _may_be_legacy(ledger, result) else None
-                    if legacy is not None:  # processed before the ledger key named the provider
-                        result, writes = decide(self, update, legacy, current, coalesced)
+                    result, writes = self._place(update, ledger_ref, resource_ref, both)
                     if writes:
                         self._commit(writes)
                     return result
                 except CONFLICTS:
-                    continue  # another delivery of this event, or another update of this resource, won
+                    both = True  # another delivery of this event, or another update of this resource, won
+                    continue
         raise Transient(f"{MAX_ATTEMPTS} conflicting writes in a row on {update.key}; Pub/Sub will redeliver")
+
+    def _place(self, update: StatusUpdate, ledger_ref: Any, resource_ref: Any,
+               both: bool) -> tuple[Result, list[_Write]]:
+        """Read, place the update (``_standing``) and take its outcome's writes. The document first (and,
+        when it is hot, the ledger entry and the coalesced states, as ever: its document may be behind);
+        the ledger entry only if the update may be a duplicate (``_needs_ledger``), then decided again."""
+        if both:
+            snaps = {snap.reference.path: snap for snap in self.db.get_all(
+                [ledger_ref, resource_ref], retry=fs.RETRY, timeout=fs.TIMEOUT)}
+            ledger, current = snaps[ledger_ref.path], snaps[resource_ref.path]
+        else:
+            current = resource_ref.get(retry=fs.RETRY, timeout=fs.TIMEOUT)
+            ledger = self._ledger_entry(ledger_ref) if _maybe_ahead(current) else _Unread(ledger_ref)
+        coalesced = (resources.coalesced_states(self.db, str(update.key), retry=fs.RETRY, timeout=fs.TIMEOUT)
+                     if not ledger.exists and _maybe_ahead(current) else [])
+        decision = _read(self, update, ledger, current, coalesced)
+        standing = _standing(decision)
+        if _needs_ledger(decision, standing):
+            decision = replace(decision, ledger=self._ledger_entry(ledger_ref))
+            standing = _standing(decision)
+        if _may_be_legacy(decision.ledger, standing):
+            legacy = self._legacy_entry(update)
+            if legacy is not None:  # processed before the ledger key named the provider
+                decision, standing = replace(decision, ledger=legacy), Standing.DELIVERED_BEFORE
+        return _OUTCOMES[standing](decision)
+
+    def _ledger_entry(self, ref: Any) -> Any:
+        return ref.get(retry=fs.RETRY, timeout=fs.TIMEOUT)
 
     def _commit(self, writes: list[_Write]) -> None:
         batch = self.db.batch()
@@ -223,10 +254,29 @@ def _feed_entry(store: StateStore, update: StatusUpdate) -> dict[str, Any]:
             "resourceType": update.key.resource_type, SHARD: shard_of(str(update.key), store.shards)}
 
 
-def _may_be_legacy(ledger: Any, result: Result) -> bool:
+def _may_be_legacy(ledger: Any, standing: "Standing") -> bool:
     """No ledger entry, and the update is not newer than the stored state: it may be an event an earlier
     version recorded under its legacy ledger id (``StateStore._legacy_entry``)."""
-    return not ledger.exists and result.outcome in (Outcome.DUPLICATE, Outcome.STALE)
+    return not ledger.exists and standing in (Standing.SAME_EVENT, Standing.OLDER)
+
+
+@dataclass(frozen=True)
+class _Unread:
+    """The ledger entry not read (yet): the update is newer than the stored state, so it has none, or its
+    create fails (``CONFLICTS``) and the next attempt reads it."""
+
+    reference: Any
+    exists = False
+
+    @property
+    def id(self) -> str:
+        return self.reference.id
+
+
+def _needs_ledger(d: "_Decision", standing: "Standing") -> bool:
+    """Could the update have been processed before (the stored state is it, or newer), and its ledger entry
+    is not read yet? Then it is read and the update placed again."""
+    return isinstance(d.ledger, _Unread) and standing in (Standing.SAME_EVENT, Standing.OLDER)
 
 
 def _maybe_ahead(snap: Any) -> bool:
@@ -238,6 +288,7 @@ class Standing(enum.Enum):
     """Where an update stands against what is stored: it names the outcome, one function each (``_OUTCOMES``)."""
 
     DELIVERED_BEFORE = "delivered_before"  # its ledger entry exists: a redelivery, or a duplicate publication
+    RE_REPORTED_BEFORE = "re_reported_before"  # a re-report of it is in the document's ring: a duplicate
     SAME_EVENT = "same_event"  # the stored state is this very event (its ledger entry expired since)
     OLDER = "older"  # older than the newest stored state: stale
     RE_REPORT = "re_report"  # newer, but nothing observed changed (a resync, a heartbeat): unchanged
@@ -251,7 +302,7 @@ class _Decision:
 
     store: StateStore
     update: StatusUpdate  # as it applies: a metrics-only update carries the stored status
-    ledger: Any  # the snapshot of its ledger entry
+    ledger: Any  # the snapshot of its ledger entry (``_Unread``: not read, the update is newer than the state)
     snap: Any  # the snapshot of the resource document (the precondition of its update)
     stored: Mapping[str, Any] | None  # the document
     current: Mapping[str, Any] | None  # the newest state: the document, or a newer coalesced one
@@ -356,6 +407,8 @@ def _read(store: StateStore, update: StatusUpdate, ledger: Any, snap: Any,
 def _standing(d: _Decision) -> Standing:
     if d.ledger.exists:
         return Standing.DELIVERED_BEFORE
+    if _ring_entry(d) is not None:
+        return Standing.RE_REPORTED_BEFORE
     order = compare(d.update, d.current) if d.current is not None else 1
     if order == 0:
         return Standing.SAME_EVENT
@@ -369,19 +422,41 @@ def _standing(d: _Decision) -> Standing:
 def _duplicate(d: _Decision) -> tuple[Result, list[_Write]]:
     """Processed before: nothing applied again; a distinct publication is counted, and a change its first
     delivery may not have announced is announced (same id)."""
-    seen, update, writes = d.ledger.to_dict(), d.update, []
-    if seen.get("ingressMessageId") != update.ingress_message_id:
-        duplicate_id = f"{update.ingress_topic}~{update.ingress_message_id}"  # message ids are per topic
-        writes.append(_Write(WriteOp.SET, d.store.db.collection(DUPLICATES).document(duplicate_id), {
-            "dedupId": d.ledger.id, "key": str(update.key), "provider": update.key.provider,
-            "eventId": update.event_id, "at": d.now, "expireAt": d.expire_at}))
+    seen = d.ledger.to_dict()
+    writes = _distinct_publication(d, seen.get("ingressMessageId"), d.ledger.id)
     pending = seen.get("change") if not seen.get("changeAnnounced", True) else None
     return Result(Outcome.DUPLICATE, None, seen.get("status"),
                   ChangeEvent.from_record(pending) if pending else None, d.ledger.id), writes
 
 
+def _re_reported_before(d: _Decision) -> tuple[Result, list[_Write]]:
+    """A re-report processed before (in the document's ring): nothing to write but a distinct publication's
+    count; a re-report announced nothing, so there is nothing pending."""
+    seen = _ring_entry(d) or {}
+    return Result(Outcome.DUPLICATE, None, d.current["status"], None), \
+        _distinct_publication(d, seen.get("in"), d.update.dedup_id)
+
+
+def _distinct_publication(d: _Decision, seen_ingress: str | None, dedup_id: str) -> list[_Write]:
+    """A copy published again (not a redelivery of the message processed): counted for stats."""
+    update = d.update
+    if seen_ingress == update.ingress_message_id:
+        return []
+    duplicate_id = f"{update.ingress_topic}~{update.ingress_message_id}"  # message ids are per topic
+    return [_Write(WriteOp.SET, d.store.db.collection(DUPLICATES).document(duplicate_id), {
+        "dedupId": dedup_id, "key": str(update.key), "provider": update.key.provider,
+        "eventId": update.event_id, "at": d.now, "expireAt": d.expire_at})]
+
+
+def _ring_entry(d: _Decision) -> Mapping[str, Any] | None:
+    """This update's entry in the document's ring of latest re-reports (``RE_REPORTED``), if it is there."""
+    ring = (d.stored or {}).get(RE_REPORTED) or []
+    return next((e for e in ring if isinstance(e, Mapping) and e.get("id") == d.update.dedup_id), None)
+
+
 def _same_event(d: _Decision) -> tuple[Result, list[_Write]]:
-    """The stored state is this very event, its ledger entry expired: a duplicate, nothing to write."""
+    """The stored state is this very event, its ledger entry expired (or never written: a re-report that
+    left the ring since): a duplicate, nothing to write."""
     return Result(Outcome.DUPLICATE, None, d.current["status"], None), []
 
 
@@ -399,17 +474,31 @@ def _stale(d: _Decision) -> tuple[Result, list[_Write]]:
 
 
 def _unchanged(d: _Decision) -> tuple[Result, list[_Write]]:
-    """A re-report: nothing observed changed. The ledger entry, and the order and last-seen fields of the
-    resource; no history entry, no change event."""
+    """A re-report: nothing observed changed. No history entry, no change event, no ledger entry: one write,
+    the resource's order and last-seen fields and its ring of latest re-reports (a later copy of this one is a
+    duplicate: ``Standing.RE_REPORTED_BEFORE``; one that comes after more than ``RE_REPORT_RING`` newer
+    re-reports of the resource is older than the stored state with no trace of it: kept as stale). A hot
+    resource's re-report is its ledger entry, the state riding on it, as its other updates."""
     frontier = {k: d.after[k] for k in (*ORDER_FIELDS, "staleAt", SHARD, STALE_SHARD)}  # an old doc may lack shards
     moved = {**frontier, **d.listed, "reReports": d.current.get("reReports", 0) + 1}
-    entry, resource_writes = _keep(d, {**d.current, **moved}, moved)
-    return Result(Outcome.UNCHANGED, d.current["status"], d.update.status, None), [
-        _Write(WriteOp.CREATE, d.ledger.reference,
-               d.ledger_entry(Outcome.UNCHANGED, change=None, changeAnnounced=True, **entry)),
-        *resource_writes,
-        *d.batch_writes,
-    ]
+    result = Result(Outcome.UNCHANGED, d.current["status"], d.update.status, None)
+    if d.hot:
+        entry, resource_writes = _keep(d, {**d.current, **moved}, moved)
+        return result, [
+            _Write(WriteOp.CREATE, d.ledger.reference,
+                   d.ledger_entry(Outcome.UNCHANGED, change=None, changeAnnounced=True, **entry)),
+            *resource_writes,
+            *d.batch_writes,
+        ]
+    own = {RE_REPORTED: _ring_after(d), DOCUMENT_RE_REPORTS: d.stored.get(DOCUMENT_RE_REPORTS, 0) + 1}
+    after = {**without_bookkeeping({**d.current, **moved}), **own}
+    return result, [*_on_document(d, after, {**moved, **own}), *d.batch_writes]
+
+
+def _ring_after(d: _Decision) -> list[dict[str, Any]]:
+    """The document's ring with this re-report added: the latest ``RE_REPORT_RING``, oldest first."""
+    ring = [e for e in (d.stored.get(RE_REPORTED) or []) if isinstance(e, Mapping) and e.get("id") != d.update.dedup_id]
+    return [*ring, {"id": d.update.dedup_id, "in": d.update.ingress_message_id}][-RE_REPORT_RING:]
 
 
 def _applied(d: _Decision) -> tuple[Result, list[_Write]]:
@@ -440,6 +529,7 @@ def _applied(d: _Decision) -> tuple[Result, list[_Write]]:
 
 _OUTCOMES: dict[Standing, Callable[[_Decision], tuple[Result, list[_Write]]]] = {
     Standing.DELIVERED_BEFORE: _duplicate,
+    Standing.RE_REPORTED_BEFORE: _re_reported_before,
     Standing.SAME_EVENT: _same_event,
     Standing.OLDER: _stale,
     Standing.RE_REPORT: _unchanged,

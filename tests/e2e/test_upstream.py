@@ -10,7 +10,7 @@ from datetime import timedelta
 import orjson
 import pytest
 from dcm_status_contracts import timeutil
-from dcm_status_contracts.model import ResourceKey
+from dcm_status_contracts.model import ResourceKey, event_identity
 from dcm_status_contracts.status_report import BindingMode, binding_mode
 from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -115,7 +115,8 @@ def test_a_re_report_writes_no_history_and_announces_nothing(e2e, uid):
     assert doc["eventId"] == f"osac-{uid}-3" and doc["updates"] == 1
     ledger = [d.to_dict() for d in e2e.db.collection("events").where(filter=FieldFilter("key", "==", key)).stream()]
     assert len([d for d in ledger if "recordedAt" in d]) == 1  # its history: the applied entry only (issue 32)
-    assert sorted(d["outcome"] for d in ledger) == ["applied", "unchanged", "unchanged", "unchanged"]
-    assert [d["change"] for d in ledger if d["outcome"] == "unchanged"] == [None] * 3
+    assert [d["outcome"] for d in ledger] == ["applied"]  # a re-report writes its resource only (its ring)
+    assert [e["id"] for e in doc["reReported"]] == [
+        event_identity("osac", "dcm/providers/osac-sp-vm", f"osac-{uid}-{n}") for n in range(1, 4)]
     billing = e2e.db.collection("billing_resources").document(ResourceKey.parse(key).doc_id).collection("transitions")
     wait_until(lambda: len(billing.get()) == 1, 30, what="billing to hold the one change")

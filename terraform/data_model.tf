@@ -119,6 +119,7 @@ locals {
       recentChanges      = "unindexed"
       "resync.at"        = "unindexed"
       "resync.index"     = "unindexed"
+      reReported         = "unindexed" # the ring of latest re-reports: rewritten by each, never queried
     }
   }
   # "collection-field" => {collection, field}: one single-field index exemption each.

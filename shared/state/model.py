@@ -107,7 +107,8 @@ SEQUENTIAL_FIELDS: dict[str, dict[str, str]] = {
     RESOURCES: {"updatedAt": SHARDED, "staleAt": SHARDED, "writtenAt": SHARDED, "lastSeenAt": UNINDEXED,
                 "observedAt": UNINDEXED, "publishedAt": UNINDEXED, "reportedTime": UNINDEXED,
                 "lastTransitionTime": UNINDEXED, "createdAt": UNINDEXED, "recentChanges": UNINDEXED,
-                "resync.at": UNINDEXED, "resync.index": UNINDEXED},
+                "resync.at": UNINDEXED, "resync.index": UNINDEXED,
+                "reReported": UNINDEXED},  # RE_REPORTED: the ring rewritten by every re-report, never queried
 }
 
 

@@ -54,9 +54,11 @@ MONTH_SECONDS = 30 * 24 * 3600
 
 # benchmarks/cost.py's counted figures per event (2026-11-25 run, on this branch; a publish counts the
 # provider's own): reads, writes, publishes, invocations. Refresh with --counted R,W,P,I for a change.
-# Writes 5.5 -> 4.5 on 2026-11-27: an applied update's ledger entry is its history entry (issue 32).
-COUNTED_CHANGE = {"reads": 3.0, "writes": 4.5, "publishes": 3.0, "invocations": 4.5}
-COUNTED_REREPORT = {"reads": 2.0, "writes": 2.0, "publishes": 2.0, "invocations": 2.0}
+# 2026-11-27 (issue 32): an applied change 3 -> 1 read, 5.5 -> 3.5 writes, 4.5 -> 3.5 invocations (the ledger read
+# only when it may matter, history on the ledger entry, billing one write, notify not invoked without a callback
+# that can match); a re-report 2 -> 1 read, 2 -> 1 write (its resource document only).
+COUNTED_CHANGE = {"reads": 1.0, "writes": 3.5, "publishes": 3.0, "invocations": 3.5}
+COUNTED_REREPORT = {"reads": 1.0, "writes": 1.0, "publishes": 2.0, "invocations": 2.0}
 MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
 RESOURCE_FIELDS = 33  # top-level fields of a resource document (shared/upsert/store.py resource_document and the rest)
 # benchmarks/pipeline.py's CPU ms per event from /proc (2026-11-25, 600 events on the emulators): ingest 3.4,

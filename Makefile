@@ -12,17 +12,20 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 CLI    := $(VENV)/bin/dcm-status
 STAMP  := $(VENV)/.installed
+UV     := $(VENV)/bin/uv
 
 .PHONY: install emulators demo test test-fast test-e2e test-reliability check unit bench reliability lint package down clean
 
 install: $(STAMP) emulators
 	@bash infra/install-browser.sh
 
+# uv (from PyPI, into the venv) installs what pip would, from the same index, in a fifth of the time (about
+# 16 s instead of 90 on 2 cores): the install is on the critical path of every fresh-clone `make test`.
 $(STAMP): pyproject.toml shared/contracts/pyproject.toml sdk/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ./shared/contracts -e ./sdk -e '.[test,aws,local]'  # the wire contracts first: the kit and the platform depend on them
-	$(PY) -m pip install -q --no-compile -e '.[schema]'  # the Google provider's schema (docs/deploy.md): 176 MB of Python never imported, not byte-compiled
+	$(PY) -m pip install -q 'uv>=0.9,<1'
+	$(UV) pip install -q --python $(PY) -e ./shared/contracts -e ./sdk -e '.[test,aws,local]'  # the wire contracts first: the kit and the platform depend on them
+	$(UV) pip install -q --python $(PY) -e '.[schema]'  # the Google provider's schema (docs/deploy.md): 176 MB of Python never imported (uv byte-compiles nothing)
 	touch $(STAMP)
 
 emulators:
@@ -79,7 +82,7 @@ bench: install
 
 lint:
 	terraform fmt -check -recursive terraform
-	@[ -x .venv-checkov/bin/checkov ] || { $(PYTHON) -m venv .venv-checkov && .venv-checkov/bin/pip install -q checkov; }
+	@[ -x .venv-checkov/bin/checkov ] || { $(PYTHON) -m venv .venv-checkov && .venv-checkov/bin/pip install -q 'uv>=0.9,<1' && .venv-checkov/bin/uv pip install -q --python .venv-checkov/bin/python checkov; }
 	.venv-checkov/bin/checkov -d terraform --framework terraform --skip-download --quiet --compact
 
 package: $(STAMP)

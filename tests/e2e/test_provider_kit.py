@@ -48,9 +48,12 @@ def test_the_sdk_installs_alone_into_a_clean_virtualenv_and_publishes_to_the_emu
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    # the contracts from the local path (their own distribution, on no index), then the kit
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(REPO_ROOT / "shared" / "contracts"),
-                              str(REPO_ROOT / "sdk")],
+    # the contracts from the local path (their own distribution, on no index), then the kit; with the uv the
+    # project installs itself with when it is there (the same index and metadata as pip, 30-60 s less)
+    uv = Path(sys.executable).parent / "uv"
+    installer = [str(uv), "pip", "install", "--python", str(python)] if uv.exists() else [
+        str(python), "-m", "pip", "install"]
+    install = subprocess.run([*installer, "-q", str(REPO_ROOT / "shared" / "contracts"), str(REPO_ROOT / "sdk")],
                              capture_output=True, text=True, timeout=540)
     assert install.returncode == 0, install.stderr[-2000:]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DCM_SCHEMAS_DIR")}

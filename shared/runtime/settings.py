@@ -143,6 +143,11 @@ class Settings:
     trace_sample_ratio: float = 1.0  # DCM_TRACE_SAMPLE_RATIO: the share of new traces recorded
     # output values readers see as "[redacted]" (DCM_OUTPUT_REDACT: key names and JSON pointers, or "none")
     output_redaction: Redaction = field(default_factory=Redaction.default)
+    # The aggregates' snapshots (shared/state/snapshots.py): the sweep writes the fleet summary every tick
+    # (its schedule: every minute, infra/topology.yaml; the local stack ticks every tick_seconds and says so)
+    # and the accounting, which counts the whole ledger, this often; the api serves them.
+    summary_every_seconds: int = 60  # DCM_SUMMARY_EVERY_SECONDS: the sweep's period
+    stats_every_seconds: int = 900  # DCM_STATS_EVERY_SECONDS
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -261,6 +266,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         trace_dir=env.get("DCM_TRACE_DIR") or None,
         trace_sample_ratio=_ratio(env, "DCM_TRACE_SAMPLE_RATIO"),
         output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
+        summary_every_seconds=_int(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
+        stats_every_seconds=_int(env, "DCM_STATS_EVERY_SECONDS", 900),
     )
 
 

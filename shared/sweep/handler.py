@@ -160,7 +160,8 @@ class Sweep:
         try:  # on their own: a failure above leaves the dashboards their figures, and this one the rest
             self.snapshot(now)
         except Transient as exc:
-            log.warning("aggregates' snapshot not written; the next tick writes it", extra={"error": str(exc)})
+            log.warning("sweep tick failed to write the aggregates' snapshot; the next tick writes it",
+                        extra={"error": str(exc)})  # "sweep tick failed": the sweep_failures metric counts it
 
     def snapshot(self, now_dt: Any) -> list[str]:
         """Write the snapshots that are due (the summary each tick, the accounting every ``stats_every``);

@@ -194,7 +194,7 @@
     cursor: null, es: null, retryDelay: 1000, retryMax: RETRY_MAX_MS, retryTimer: null,
     changesSeen: 0, refreshTimer: null, lastRefresh: 0,
     pending: [],  // changes committed after the summary's asOf, moved into its counts locally
-    snapshotTimers: {}, snapshotDue: {},
+    snapshotTimers: {}, snapshotDue: {}, snapshotFailed: {},
     view: null,
   };
   const T = {  // the resource table
@@ -398,11 +398,13 @@
       loaded('Fleet summary');
       renderSummary();
       renderAsOf();
+      delete S.snapshotFailed.summary;
       scheduleSnapshot('summary', loadSummary, snapshotDelay(got));
     } catch (e) {
       showError(e, 'Fleet summary');
       if (!S.summary) $('fleet').replaceChildren(h('p', { class: 'empty' }, 'Not available: see the error above.'));
-      scheduleSnapshot('summary', loadSummary, REFRESH_IDLE_MS);
+      S.snapshotFailed.summary = loadSummary;  // read again when the stream is back, else in 5 s
+      scheduleSnapshot('summary', loadSummary, REFRESH_MIN_MS);
     }
   }
   // A snapshot replaces the counts; the changes committed after its asOf are not in it: applied again.
@@ -452,10 +454,12 @@
       S.stats = got.body;
       loaded('Pipeline stats');
       renderStats();
+      delete S.snapshotFailed.stats;
       scheduleSnapshot('stats', loadStats, snapshotDelay(got));
     } catch (e) {
       showError(e, 'Pipeline stats');
-      scheduleSnapshot('stats', loadStats, REFRESH_IDLE_MS);
+      S.snapshotFailed.stats = loadStats;
+      scheduleSnapshot('stats', loadStats, REFRESH_MIN_MS);
     }
   }
   function scheduleRefresh(delay) {
@@ -567,7 +571,10 @@
       const wasDown = $('live').dataset.state === 'reconnecting';
       setLive('live');
       S.retryDelay = 1000;
-      if (wasDown) scheduleRefresh(0);  // back after an outage: read the counts again now
+      if (wasDown) {  // back after an outage: read the counts again now, and the snapshots that failed
+        scheduleRefresh(0);
+        for (const load of Object.values(S.snapshotFailed)) load();
+      }
     };
     es.addEventListener('ready', (e) => {
       if (S.es !== es || !e.lastEventId) return;

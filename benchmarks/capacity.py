@@ -38,6 +38,8 @@ import hcl2  # noqa: E402
 
 from infra.topology import load as load_topology  # noqa: E402
 from infra.topology import seconds  # noqa: E402
+from shared.api import served  # noqa: E402
+from shared.runtime import settings  # noqa: E402
 from shared.state import model  # noqa: E402
 from shared.sweep import handler as sweep  # noqa: E402
 
@@ -378,35 +380,54 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
     sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
     stale_groups = math.ceil(d.shards[model.RESOURCES][model.STALE_SHARD] / model.MAX_IN)
     summary, stats = summary_reads(f), stats_reads(f, d)
-    dashboard = (summary + stats) / (DASHBOARD_REFRESH_MS / 1000)
+    every = snapshot_periods()
+    platform = summary / every["summary"] + stats / every["stats"]  # reads/s, however many readers
+    dashboard = 1 / every["summary"] + 1 / every["stats"]  # one read of each snapshot per period
     return [
-        Row("GET /v1/summary: reads per call (count queries)", None, summary, "reads", S["count"],
-            f"{summary_queries(f):,} counts: total, per type and status, per provider"),
-        Row("GET /v1/stats: reads per call (counts over the ledger's retention)", None, stats, "reads", S["count"],
-            f"the ledger holds {ledger_entries(f, d):,.0f} entries ({d.ledger_days} days)"),
-        Row("an open dashboard: $ per month (summary + stats every 5 s)", None,
-            dashboard * MONTH_SECONDS * cost_prices()["read"], "USD", S["count"],
-            f"{dashboard:,.0f} reads/s; shared/api/static/app.js REFRESH_MIN_MS"),
+        Row("sweep: the summary snapshot, reads per tick (count queries)", None, summary, "reads", S["count"],
+            f"{summary_queries(f):,} counts: total, per type and status, per provider; every {every['summary']} s"),
+        Row("sweep: the stats snapshot, reads per computation (counts over the ledger's retention)", None, stats,
+            "reads", S["count"], f"the ledger holds {ledger_entries(f, d):,.0f} entries ({d.ledger_days} days); "
+            f"every {every['stats'] // 60} min"),
+        Row("the aggregates' snapshots: $ per month (whoever reads them)", None,
+            platform * MONTH_SECONDS * cost_prices()["read"], "USD", S["count"],
+            f"{platform:,.1f} reads/s; shared/state/snapshots.py, DCM_SUMMARY/STATS_EVERY_SECONDS"),
+        Row("GET /v1/summary, GET /v1/stats: reads per call", None, 1, "reads", S["pricing"],
+            f"the snapshot's document; none while the api instance keeps it ({served.KEEP_SECONDS:.0f} s)"),
+        Row("an open dashboard: $ per month (each snapshot read once per period)", None,
+            dashboard * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
+            f"{dashboard * 3600:,.0f} reads/h; shared/api/static/app.js snapshotDelay"),
         Row("change-feed followers: $ per month (each reads every change)", None,
             f.readers * (f.changes + 1) * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
             f"{f.readers} followers, {f.readers * (f.changes + 1):,.0f} reads/s; many: subscribe to "
             "dcm-status-changed instead"),
         Row("GET /v1/resources?sort=-updatedAt: reads per page of 50", None, 2 * 51, "reads", S["in"],
             "two shard groups read 51 each: independent of the fleet's size"),
-        Row("sweep tick duration (providers' queries at 20 ms), within its period", 60,
-            sweep_queries * 0.020 + stale_groups * 0.020 + 2, "s", "infra/topology.yaml (sweep: schedule every minute)",
+        Row("sweep tick duration (providers', freshness and summary queries at 20 ms), within its period", 60,
+            (sweep_queries + stale_groups + summary_queries(f) / aggregates_workers()) * 0.020 + 2, "s",
+            "infra/topology.yaml (sweep: schedule every minute)",
             f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + {stale_groups} freshness queries "
-            f"(staleShard in groups of {model.MAX_IN}) reading <= {sweep.FRESHNESS_BATCH} stale"),
+            f"(staleShard in groups of {model.MAX_IN}) reading <= {sweep.FRESHNESS_BATCH} stale, "
+            f"+ {summary_queries(f):,} counts, {aggregates_workers()} at once"),
     ]
 
 
-DASHBOARD_REFRESH_MS = 5000  # shared/api/static/app.js: aggregates re-read at most this often while changes flow
+def snapshot_periods() -> dict[str, int]:
+    """How often the sweep writes each snapshot: the settings' production defaults (shared/runtime/settings.py)."""
+    s = settings.from_env({"DCM_PROJECT": "capacity"})
+    return {"summary": s.summary_every_seconds, "stats": s.stats_every_seconds}
+
+
+def aggregates_workers() -> int:
+    from shared.state import aggregates
+
+    return aggregates.COUNT_WORKERS
 
 
 def summary_queries(f: Fleet) -> int:
-    from shared.api import queries
+    from shared.state import aggregates
 
-    combos = sum(len(queries.statuses(t)) for t in queries.registry().resource_types)
+    combos = sum(len(aggregates.statuses(t)) for t in aggregates.registry().resource_types)
     return 1 + combos + f.providers
 
 
@@ -423,7 +444,7 @@ def ledger_entries(f: Fleet, d: Design) -> float:
 
 
 def stats_reads(f: Fleet, d: Design) -> int:
-    """shared/api/queries.py stats: the ledger by outcome (every entry, once), duplicates, resources, dead
+    """shared/state/aggregates.py stats: the ledger by outcome (every entry, once), duplicates, resources, dead
     letters (small)."""
     return math.ceil(ledger_entries(f, d) / 1000) + math.ceil(f.resources / 1000) + 3
 

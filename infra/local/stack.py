@@ -428,6 +428,10 @@ class LocalStack:
         # topology.yaml's provider profiles and freshness, unless this shell says otherwise (e.g. a
         # provider with a deadline of seconds, to watch NotReported locally: docs/lifecycle.md)
         env.update({k: os.environ[k] for k in ("DCM_PROVIDER_PROFILES", "DCM_FRESHNESS") if k in os.environ})
+        # The aggregates' snapshots move at the keeper's tick here (every tick_seconds), the summary and the
+        # accounting alike, unless this shell says otherwise (shared/state/snapshots.py, docs/api.md)
+        tick = str(read()["functions"]["sweep"].get("tick_seconds", 60))
+        env.update({k: os.environ.get(k, tick) for k in ("DCM_SUMMARY_EVERY_SECONDS", "DCM_STATS_EVERY_SECONDS")})
         env.update({
             "FIRESTORE_EMULATOR_HOST": state.functions_firestore_host,
             "DCM_LOCAL_MODE": "1",  # no OIDC tokens on the emulator; never set in production

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import flask
 import orjson
-from dcm_status_contracts import callback, change_feed, limits
+from dcm_status_contracts import callback, change_feed, limits, timeutil
 from dcm_status_contracts.callback import Scope
 from dcm_status_contracts.change_feed import Cursor
 from dcm_status_contracts.errors import InvalidRequest, NotFound, TooManyRequests, Transient
@@ -38,11 +38,13 @@ from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
 from shared.api.identity import Caller, caller_of, check_mutation
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
+from shared.api.served import Periods, Served, cache_control
 from shared.runtime import firestore as fs
 from shared.runtime import secretbox
 from shared.runtime.clients import Runtime
 from shared.runtime.entrypoint import problem
 from shared.runtime.logs import get_logger
+from shared.state.snapshots import Kind, NotYet, Snapshot
 
 log = get_logger("api")
 
@@ -81,6 +83,15 @@ def json_response(body: Any) -> flask.Response:
     return response
 
 
+def snapshot_response(snapshot: Snapshot, **more: Any) -> flask.Response:
+    """A snapshot of the aggregates (``asOf``, ``everySeconds``, ``outdated``), which a client may keep until
+    the next one is expected (docs/api.md "Freshness of the aggregates")."""
+    now = timeutil.now()
+    response = json_response({**snapshot.answer(now), **more})
+    response.headers["Cache-Control"] = cache_control(snapshot, now)
+    return response
+
+
 @dataclass(frozen=True)
 class Guards:
     """Who may do what (docs/api.md "Security"): who the caller is, the admins, the least grace a
@@ -101,8 +112,10 @@ class Api:
     def __init__(self, db: Any, providers: tuple[str, ...], retention_days: int, settle: float,
                  stream_seconds: float, callbacks: Callbacks | None = None,
                  deadline: Callable[[str], int | None] = lambda provider: None, guards: Guards = Guards(),
-                 redaction: Redaction = Redaction.default()):
+                 redaction: Redaction = Redaction.default(), periods: Periods = Periods()):
         self.db = db
+        # the sweep's snapshots of the aggregates
+        self.served = Served(db, providers, periods, READ_OPTIONS, retention_days)
         self.redaction = redaction  # output values every reader sees as "[redacted]" (docs/security.md)
         self.deadline = deadline
         self.guards = guards
@@ -125,7 +138,8 @@ class Api:
                              keys=secretbox.for_settings(s), hook_ports=s.hook_ports),
                    lambda provider: s.stale_after(provider, ""),
                    Guards(s.local_mode, s.api_iap, s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
-                          s.max_streams_per_caller), s.output_redaction)
+                          s.max_streams_per_caller), s.output_redaction,
+                   Periods(s.summary_every_seconds, s.stats_every_seconds))
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
@@ -143,6 +157,8 @@ class Api:
             return problem(exc.status, exc.title, exc.detail, exc.parameter, headers={"Retry-After": "10"})
         except InvalidRequest as exc:
             return problem(exc.status, exc.title, exc.detail, exc.parameter)
+        except NotYet as exc:
+            return problem(503, "Unavailable", f"{exc}; retry in a few seconds", headers={"Retry-After": "2"})
         except (Transient, *fs.TRANSIENT_ERRORS) as exc:
             log.warning("Firestore did not answer", extra={"path": request.path, "error": repr(exc)[:300]})
             return problem(503, "Unavailable", "the state store did not answer in time; retry",
@@ -245,7 +261,7 @@ class Api:
     # ---- fleet, dead letters, accounting --------------------------------------------------------
     def _summary(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
-        return json_response(queries.summary(self.db, self.providers, READ_OPTIONS))
+        return snapshot_response(self.served.get(Kind.SUMMARY))
 
     def _providers(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
@@ -260,8 +276,7 @@ class Api:
 
     def _stats(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
-        window = self.feed.retention_days  # DCM_LEDGER_TTL_DAYS: what the TTL leaves of the entries without history
-        return json_response({**queries.stats(self.db, READ_OPTIONS, window), "windowDays": window})
+        return snapshot_response(self.served.get(Kind.STATS), windowDays=self.feed.retention_days)
 
     # ---- the DCM control-plane's read API --------------------------------------------------------
     def _dcm(self, request: flask.Request, rest: str) -> flask.Response:

@@ -1,38 +1,34 @@
 """Read side: look resources up, page through them, count them, and the pipeline's accounting.
 
 Counting never reads the documents counted: every count is an aggregation query
-(Firestore bills one read per 1,000 index entries matched), run concurrently.
+(Firestore bills one read per 1,000 index entries matched), run concurrently; the fleet summary and the
+accounting are computed in shared/state/aggregates.py (the api serves the sweep's snapshots of them:
+shared/state/snapshots.py).
 Page tokens are opaque to clients: ``base64url(JSON [sort, last values...])``.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Iterable, Iterator, Mapping
 
 from dcm_status_contracts import timeutil, tokens
 from dcm_status_contracts.errors import InvalidRequest, Reason
 from dcm_status_contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
-from dcm_status_contracts.model import CommonStatus, ResourceKey
-from dcm_status_contracts.schemas import registry
+from dcm_status_contracts.model import ResourceKey
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.runtime import firestore as fs
-from shared.state import resources
+from shared.state import aggregates, resources
 from shared.state.model import (
     DEADLETTERS,
-    DOCUMENT_RE_REPORTS,
-    DUPLICATES,
     HISTORY_FIELDS,
-    HISTORY_OUTCOMES,
     LEDGER,
     PROVIDERS,
     RESOURCE_SHARD_SPACE,
     RESOURCES,
-    SHARD_SPACE,
     EntryState,
     Outcome,
 )
@@ -40,7 +36,6 @@ from shared.state.model import (
 SEARCH_END = "\uf8ff"  # the last code point Firestore orders: [q, q + SEARCH_END) is "starts with q"
 MAX_PAGE_SIZE = 500
 DEADLETTER_GROUPS_OF = 500  # the latest entries the dead-letter groups are computed from
-_COUNTING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="count")
 
 
 class Sort:
@@ -200,39 +195,28 @@ def is_document_id(value: str) -> bool:
             and not RESERVED_NAME.match(value))
 
 
-# ---- counts ---------------------------------------------------------------------------------
+# ---- counts (shared/state/aggregates.py: the one place they are computed) ------------------------
+statuses = aggregates.statuses
+
+
 def count(query: Any, options: Mapping[str, Any] | None = None) -> int:
     """A server-side count (an aggregation query: no documents are read)."""
-    result = query.count().get(**(options or fs.read_options()))
-    return int(result[0][0].value)
+    return aggregates.count(query, options or fs.read_options())
 
 
 def total(query: Any, field: str, options: Mapping[str, Any] | None = None) -> int:
     """A server-side sum of a numeric field (an aggregation query: no documents are read)."""
-    result = query.sum(field).get(**(options or fs.read_options()))
-    return int(result[0][0].value or 0)
+    return aggregates.total(query, field, options or fs.read_options())
 
 
 def count_later(query: Any, options: Mapping[str, Any] | None = None) -> Future[int]:
     """``count(query)``, run beside what the caller reads meanwhile."""
-    return _COUNTING.submit(count, query, options)
+    return aggregates.count_later(query, options or fs.read_options())
 
 
 def counts(queries: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> dict[str, int]:
     """``{name: count}`` of several aggregation queries, run concurrently."""
-    futures = {name: count_later(q, options) for name, q in queries.items()}
-    return {name: f.result() for name, f in futures.items()}
-
-
-def statuses(resource_type: str | None = None) -> tuple[str, ...]:
-    """The normalised statuses of a resource type (of every type when None), UNKNOWN included."""
-    reg = registry()
-    types = [resource_type] if resource_type else list(reg.resource_types)
-    found: list[str] = []
-    for t in types:
-        schema = reg.current.get(t)
-        found += [s for s in (schema.statuses if schema else ()) if s not in found]
-    return tuple(found + ([CommonStatus.UNKNOWN.value] if CommonStatus.UNKNOWN not in found else []))
+    return aggregates.counts(queries, options or fs.read_options())
 
 
 def status_counts_of(db: firestore.Client, where: ResourceFilter,
@@ -246,30 +230,9 @@ def status_counts_of(db: firestore.Client, where: ResourceFilter,
 
 def summary(db: firestore.Client, providers: Iterable[str], options: Mapping[str, Any] | None = None
             ) -> dict[str, Any]:
-    """Resources per type and status, and per provider (aggregation queries), and the providers silent as a
-    whole (``providers/{p}``: one read each)."""
-    resources = db.collection(RESOURCES)
-    queries: dict[str, Any] = {"total": resources}
-    for t in registry().resource_types:
-        for s in statuses(t):
-            queries[f"type:{t}:{s}"] = (resources.where(filter=FieldFilter("resourceType", "==", t))
-                                        .where(filter=FieldFilter("status", "==", s)))
-    for p in providers:
-        queries[f"provider:{p}"] = resources.where(filter=FieldFilter("provider", "==", p))
-    got = counts(queries, options)
-    by_type: dict[str, dict[str, int]] = {}
-    by_provider: dict[str, int] = {}
-    for name, n in got.items():
-        if name.startswith("type:") and n:
-            _, t, s = name.split(":", 2)
-            by_type.setdefault(t, {})[s] = n
-        elif name.startswith("provider:") and n:
-            by_provider[name.split(":", 1)[1]] = n
-    silent = [{"provider": s.id, "since": d.get("since"), "lastSeenAt": d.get("lastSeenAt")}
-              for s in db.collection(PROVIDERS).where(filter=FieldFilter("state", "==", "SILENT")).stream(
-                  **(options or fs.read_options())) for d in [s.to_dict()]]
-    return {"total": got["total"], "byType": by_type, "byProvider": by_provider,
-            "silentProviders": sorted(silent, key=lambda d: d["provider"])}
+    """The fleet summary computed live (shared/state/aggregates.py summary), with an operator's read
+    options; the api serves the sweep's snapshot of it instead (shared/state/snapshots.py)."""
+    return aggregates.summary(db, providers, options or fs.read_options())
 
 
 def providers(db: firestore.Client, names: Iterable[str], deadline: Any = lambda provider: None,
@@ -291,46 +254,21 @@ def providers(db: firestore.Client, names: Iterable[str], deadline: Any = lambda
 
 
 def status_counts(db: firestore.Client) -> dict[str, dict[str, int]]:
-    """{resourceType: {status: n}} over all resources."""
+    """{resourceType: {status: n}} over all resources, computed live."""
     return summary(db, ())["byType"]
 
 
 def outcome_counts(db: firestore.Client, options: Mapping[str, Any] | None = None,
                    window_days: int = 7) -> dict[str, int]:
-    """Updates per outcome over the ledger's retention window, and the resources held. An applied or stale
-    update's entry is its resource's history (no TTL): counted by ``recordedAt`` within the window, over
-    every shard; a duplicate's record expires with the window (its TTL).
-
-    ``unchanged``: the re-reports the ledger holds (a hot resource's, and those recorded before a re-report
-    stopped writing a ledger entry) and those only their resource's document counts (``documentReReports``,
-    since the resource was first stored: a re-report of unchanged state leaves no ledger entry to count in
-    the window, shared/upsert/store.py)."""
-    ledger = db.collection(LEDGER)
-    since = timeutil.format(timeutil.now() - timedelta(days=window_days))
-    [every_shard] = resources.shard_groups(ledger, SHARD_SPACE)
-    on_documents = _COUNTING.submit(total, db.collection(RESOURCES), DOCUMENT_RE_REPORTS, options)
-    got = counts({
-        **{o.value: every_shard.where(filter=FieldFilter("outcome", "==", o.value))
-           .where(filter=FieldFilter("recordedAt", ">=", since)) for o in HISTORY_OUTCOMES},
-        Outcome.UNCHANGED.value: ledger.where(filter=FieldFilter("outcome", "==", Outcome.UNCHANGED.value)),
-        Outcome.DUPLICATE.value: db.collection(DUPLICATES),
-        "resources": db.collection(RESOURCES),
-    }, options)
-    got[Outcome.UNCHANGED.value] += on_documents.result()
-    return got
+    """Updates per outcome over the ledger's retention window, the dead letters and the resources held."""
+    return aggregates.outcome_counts(db, options or fs.read_options(), window_days)
 
 
-def stats(db: firestore.Client, options: Mapping[str, Any] | None = None, window_days: int = 7) -> dict[str, int]:
-    """Outcome counters over the ledger's retention window (``window_days``: DCM_LEDGER_TTL_DAYS).
-
-    ``received`` is every provider message that reached a final outcome:
-    applied + unchanged (re-reports) + duplicate + stale + deadlettered.
-    """
-    outcomes = outcome_counts(db, options, window_days)
-    counted = (Outcome.APPLIED, Outcome.UNCHANGED, Outcome.STALE, Outcome.DUPLICATE)
-    final = {o.value: outcomes[o.value] for o in counted}
-    final["deadlettered"] = count(db.collection(DEADLETTERS), options)
-    return {**final, "resources": outcomes["resources"], "received": sum(final.values())}
+def stats(db: firestore.Client, options: Mapping[str, Any] | None = None, window_days: int = 7) -> dict[str, Any]:
+    """The pipeline's accounting computed live: shared/state/aggregates.py ``stats`` (the one place it is
+    computed), with an operator's read options. ``received`` = applied + unchanged (re-reports) +
+    duplicate + stale + deadlettered; ``asOf``: the time the counts were read at."""
+    return aggregates.stats(db, options or fs.read_options(), window_days)
 
 
 def announced_changes(db: firestore.Client) -> int:

@@ -150,6 +150,11 @@ class Settings:
     # the project of the providers' lanes (their normalized topics and upsert's subscriptions to them), so that
     # 5,000 providers fit Pub/Sub's topics and subscriptions per project (docs/scale.md); None: this project
     lanes_project: str | None = None  # DCM_LANES_PROJECT (Terraform lanes_project)
+    # The aggregates' snapshots (shared/state/snapshots.py): the sweep writes the fleet summary every tick
+    # (its schedule: every minute, infra/topology.yaml; the local stack ticks every tick_seconds and says so)
+    # and the accounting, which counts the whole ledger, this often; the api serves them.
+    summary_every_seconds: int = 60  # DCM_SUMMARY_EVERY_SECONDS: the sweep's period
+    stats_every_seconds: int = 900  # DCM_STATS_EVERY_SECONDS
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -298,6 +303,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         trace_sample_ratio=_ratio(env, "DCM_TRACE_SAMPLE_RATIO"),
         output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
         lanes_project=_lanes_project(env),
+        summary_every_seconds=_int(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
+        stats_every_seconds=_int(env, "DCM_STATS_EVERY_SECONDS", 900),
     )
 
 

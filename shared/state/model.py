@@ -27,6 +27,9 @@ change feed is read by. No I/O.
   by upsert from the batch's first event; each resource it listed carries ``resync.id``.
 - ``providers/{provider}``: whether a provider reports or has gone silent as a whole
   (shared/contracts/provider_event.py), written by the sweep at each transition only.
+- ``aggregates/{summary|stats}``: the fleet summary and the pipeline's accounting as of a time, one
+  document each (shared/state/snapshots.py), written by the sweep on its schedule and served by the api:
+  a reader costs one read, not the counts.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ RESYNCS = "resyncs"
 PROVIDERS = "providers"
 SUMMARIES = "summaries"
 CALLBACK_SUMMARY = "callbacks"  # the document of SUMMARIES that sums up the callbacks
+AGGREGATES = "aggregates"
 
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"

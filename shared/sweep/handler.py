@@ -38,10 +38,17 @@ Reads per batch: one count of the resources listing it (an aggregation: one read
 entries), and, once it is complete, the provider's resources of the batch's types (the same order of
 reads as the batch's own events). An idempotent sweep: a tick redelivered, or two at once, publish
 the same synthesised events (deterministic ids), which upsert deduplicates.
+
+Snapshots of the aggregates (shared/state/snapshots.py): each tick writes the fleet summary (its counts:
+one read per 1,000 index entries, 3 x the fleet / 1,000 in all, + one count per type and status and per
+provider), and, every ``stats_every_seconds``, the pipeline's accounting (counts over the whole ledger).
+The api serves them: a reader costs one read. A tick whose snapshot write loses to another writer's
+(a tick redelivered, or two at once) leaves that one in place.
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Iterable
@@ -63,7 +70,7 @@ from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
 from shared.runtime.settings import Settings
-from shared.state import resources
+from shared.state import aggregates, resources, snapshots
 from shared.state.model import (
     DOCUMENT_WRITES,
     HOT_QUIET,
@@ -86,6 +93,7 @@ FRESHNESS_TYPE = "dcm.status.notreported"
 FRESHNESS_BATCH = 500  # resources marked per tick at most
 HOT_BATCH = 500  # hot resources looked at per tick at most
 HOT_WORKERS = 8  # of them at once (each: a ledger query, perhaps a write)
+COUNTING = {"retry": fs.RETRY, "timeout": 30.0}  # a snapshot's counts (a whole ledger's at hyperscale)
 SILENCE_WORKERS = 16  # providers' newest-deadline queries at once: 5,000 providers in ~6 s, not 100 s
 
 log = get_logger("sweep")
@@ -133,6 +141,9 @@ class Sweep:
         self.providers_topic = settings.topic_path(settings.topic_providers)
         self.providers = settings.providers
         self.deadline = lambda provider: settings.stale_after(provider, "")
+        self.summary_every = settings.summary_every_seconds
+        self.stats_every = settings.stats_every_seconds
+        self.window_days = settings.ledger_ttl_days  # the accounting's window: the ledger's retention
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Sweep":
@@ -150,6 +161,36 @@ class Sweep:
             self.flush_hot(now)
         except Transient as exc:
             log.warning("sweep tick failed; the next tick does the same work", extra={"error": str(exc)})
+        try:  # on their own: a failure above leaves the dashboards their figures, and this one the rest
+            self.snapshot(now)
+        except Transient as exc:
+            log.warning("sweep tick failed to write the aggregates' snapshot; the next tick writes it",
+                        extra={"error": str(exc)})  # "sweep tick failed": the sweep_failures metric counts it
+
+    def snapshot(self, now_dt: Any) -> list[str]:
+        """Write the snapshots that are due (the summary each tick, the accounting every ``stats_every``);
+        returns the kinds written."""
+        written = []
+        for kind, every, compute in (
+                (snapshots.Kind.SUMMARY, self.summary_every,
+                 lambda: aggregates.summary(self.db, self.providers, COUNTING)),
+                (snapshots.Kind.STATS, self.stats_every, lambda: aggregates.stats(self.db, COUNTING, self.window_days))):
+            with fs.guard("Firestore read"):
+                current, read_as = snapshots.read(self.db, kind, {"timeout": fs.TIMEOUT})
+            if current is not None and not current.due(now_dt, slack_seconds=self.summary_every / 2):
+                continue
+            started = time.monotonic()
+            with fs.guard("Firestore query"):
+                figures = compute()
+            took = round((time.monotonic() - started) * 1000)
+            with fs.guard("Firestore write"):
+                stored = snapshots.store(self.db, kind, figures, every, read_as, "sweep", took,
+                                         {"timeout": fs.TIMEOUT})
+            if stored:
+                written.append(kind.value)
+            log.info("aggregates' snapshot %s", "written" if stored else "left to the writer that came first",
+                     extra={"labels": {"snapshot": kind.value}, "asOf": figures["asOf"], "computeMs": took})
+        return written
 
     def watch_providers(self, now_dt: Any) -> set[str]:
         """Say once when a provider goes silent as a whole, and once when it reports again; returns the

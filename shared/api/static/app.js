@@ -10,7 +10,12 @@
  * nothing committed between page load and stream start is lost. A change can arrive twice (live,
  * then again from the settled feed after a reconnect): changes are deduplicated by id. Late
  * changes are history, not the current state: they are shown in the feed and move nothing else.
- * Counts are moved locally on each change and re-read from the API (debounced) to correct drift.
+ * The fleet summary and the pipeline's accounting are snapshots the platform computes on a schedule
+ * (v1/summary, v1/stats: `asOf`, `everySeconds`): the page shows their "as of" time and reads each again
+ * only once the next one is due, never faster than the snapshot moves. Between snapshots the summary's
+ * counts move locally with each change committed after its `asOf` (those are not in it); a newer snapshot
+ * replaces them, the changes after its own `asOf` applied again on top. The other aggregates (dead
+ * letters, callbacks, the table's counts) are re-read (debounced) to correct drift.
  * A stream the API refuses (429: too many streams open on its instance or for this caller; 503)
  * falls back to polling: the changes after the cursor are read from v1/changes, then the stream is
  * tried again, with back-off (1 s doubling to 30 s); the live badge says "polling" meanwhile.
@@ -21,7 +26,8 @@
   const FEED_SIZE = 20;            // changes shown in the feed
   const SEEN_MAX = 2000;           // change ids remembered for deduplication
   const REFRESH_MIN_MS = 5000;     // aggregates re-read at most this often while changes flow
-  const REFRESH_IDLE_MS = 30000;   // ... and this often anyway (dead letters, stats move without changes)
+  const REFRESH_IDLE_MS = 30000;   // ... and this often anyway (dead letters move without changes)
+  const SNAPSHOT_SLACK_MS = 2000;  // a snapshot is read this long after the next one is due (the sweep's tick)
   const PAGE_SIZE = 50;
   const HISTORY_PAGE = 25;
   const TIMELINE_MAX = 500;        // history entries drawn on the timeline (the API's largest page)
@@ -187,6 +193,8 @@
     seen: new Set(), seenOrder: [],
     cursor: null, es: null, retryDelay: 1000, retryMax: RETRY_MAX_MS, retryTimer: null,
     changesSeen: 0, refreshTimer: null, lastRefresh: 0,
+    pending: [],  // changes committed after the summary's asOf, moved into its counts locally
+    snapshotTimers: {}, snapshotDue: {}, snapshotFailed: {},
     view: null,
   };
   const T = {  // the resource table
@@ -310,7 +318,10 @@
   function renderStats() {
     const st = S.stats;
     if (!st) return;
-    $('stats-window').textContent = st.windowDays ? `last ${st.windowDays} days` : '';
+    $('stats-window').textContent = [st.windowDays ? `last ${st.windowDays} days` : '',
+      st.asOf ? `as of ${clock(st.asOf)}${st.outdated ? ' (outdated)' : ''}` : ''].filter(Boolean).join(', ');
+    $('stats-window').dataset.asOf = st.asOf || '';
+    $('stats-window').title = st.asOf ? `Counted as of ${full(st.asOf)}; the platform counts again every ${st.everySeconds} s` : '';
     const parts = [['applied', '#15803d'], ['unchanged', '#7fa88c'], ['duplicate', '#9ca3af'], ['stale', '#d97706'], ['deadlettered', '#b91c1c']];
     const accounted = parts.reduce((a, [k]) => a + (st[k] || 0), 0);
     let x = 0;
@@ -383,15 +394,53 @@
   async function loadSummary() {
     try {
       const got = await request('v1/summary');
-      S.summary = got.body;
-      S.summaryAt = got.date;
+      takeSummary(got.body);
       loaded('Fleet summary');
       renderSummary();
-      $('refreshed').textContent = `counts read ${clockFmt.format(new Date())}`;
+      renderAsOf();
+      delete S.snapshotFailed.summary;
+      scheduleSnapshot('summary', loadSummary, snapshotDelay(got));
     } catch (e) {
       showError(e, 'Fleet summary');
       if (!S.summary) $('fleet').replaceChildren(h('p', { class: 'empty' }, 'Not available: see the error above.'));
+      S.snapshotFailed.summary = loadSummary;  // read again when the stream is back, else in 5 s
+      scheduleSnapshot('summary', loadSummary, REFRESH_MIN_MS);
     }
+  }
+  // A snapshot replaces the counts; the changes committed after its asOf are not in it: applied again.
+  function takeSummary(body) {
+    S.pending = S.pending.filter((c) => c.committedAt > body.asOf);
+    S.summary = body;
+    for (const c of S.pending) moveSummary(body, c);
+  }
+  function renderAsOf() {
+    const sm = S.summary;
+    const e = $('refreshed');
+    e.textContent = `counts as of ${clock(sm.asOf)}${sm.outdated ? ' (outdated)' : ''}`;
+    e.dataset.asOf = sm.asOf;
+    e.classList.toggle('outdated', !!sm.outdated);
+    e.title = sm.outdated
+      ? `The platform has not refreshed these counts since ${full(sm.asOf)} (it does every ${sm.everySeconds} s): the sweep is not running?`
+      : `Counts as of ${full(sm.asOf)}, refreshed by the platform every ${sm.everySeconds} s; moved live since by each change`;
+  }
+  // How long until a snapshot's next one is due (the server's clock: its Date header), read then; not sooner
+  // than REFRESH_MIN_MS, not later than a period; every REFRESH_IDLE_MS at most while it is outdated.
+  function snapshotDelay(got) {
+    const every = (got.body.everySeconds || 60) * 1000;
+    if (got.body.outdated) return Math.min(every, REFRESH_IDLE_MS);
+    const now = isNaN(got.date) ? Date.now() : got.date;
+    const due = Date.parse(got.body.asOf) + every + SNAPSHOT_SLACK_MS;
+    return Math.min(every, Math.max(REFRESH_MIN_MS, due - now));
+  }
+  function scheduleSnapshot(kind, load, delay) {
+    clearTimeout(S.snapshotTimers[kind]);
+    S.snapshotTimers[kind] = setTimeout(() => {
+      if (document.visibilityState === 'visible') load();
+      else S.snapshotDue[kind] = load;  // a hidden page reads nothing: read once it is seen again
+    }, delay);
+  }
+  function loadDueSnapshots() {
+    for (const [kind, load] of Object.entries(S.snapshotDue)) { delete S.snapshotDue[kind]; load(); }
   }
   async function loadDead() {
     try { S.dead = await api('v1/deadletters'); loaded('Dead letters'); renderDead(); } catch (e) { showError(e, 'Dead letters'); }
@@ -400,7 +449,18 @@
     try { S.callbacks = (await api('v1/callbacks')).callbacks; loaded('Callbacks'); renderCallbacks(); } catch (e) { showError(e, 'Callbacks'); }
   }
   async function loadStats() {
-    try { S.stats = await api('v1/stats'); loaded('Pipeline stats'); renderStats(); } catch (e) { showError(e, 'Pipeline stats'); }
+    try {
+      const got = await request('v1/stats');
+      S.stats = got.body;
+      loaded('Pipeline stats');
+      renderStats();
+      delete S.snapshotFailed.stats;
+      scheduleSnapshot('stats', loadStats, snapshotDelay(got));
+    } catch (e) {
+      showError(e, 'Pipeline stats');
+      S.snapshotFailed.stats = loadStats;
+      scheduleSnapshot('stats', loadStats, REFRESH_MIN_MS);
+    }
   }
   function scheduleRefresh(delay) {
     const wait = delay != null ? delay : Math.max(1000, S.lastRefresh + REFRESH_MIN_MS - Date.now());
@@ -413,7 +473,7 @@
     S.refreshTimer = null;
     S.lastRefresh = Date.now();
     const before = S.changesSeen;
-    await Promise.all([loadSummary(), loadDead(), loadStats(), loadCallbacks(),
+    await Promise.all([loadDead(), loadCallbacks(),  // the summary and the stats: on their snapshots' schedule
       S.view === 'dashboard' ? loadTableCounts() : null]);
     // A change that arrived while the counts were read may or may not be in them: read again.
     if (S.changesSeen !== before) scheduleRefresh();
@@ -465,10 +525,18 @@
     scheduleRefresh();
   }
 
-  function applyToSummary(c) {
+  function applyToSummary(c, quiet) {
     const sm = S.summary;
-    // Committed before the server answered the summary (its Date header, to the second): counted there.
-    if (!sm || Date.parse(c.committedAt) < S.summaryAt) return;
+    // Committed at or before the snapshot's asOf: counted there (both canonical UTC text: compared as text).
+    if (!c.committedAt || (sm && c.committedAt <= sm.asOf)) return;
+    S.pending.push(c);  // kept for the next snapshot, which may or may not hold it (takeSummary)
+    while (S.pending.length > SEEN_MAX) S.pending.shift();
+    if (!sm) return;  // the first summary is not there yet: it takes it then
+    renderSummary(moveSummary(sm, c));
+    if (c.oldStatus == null && !quiet) flash($('kpi-total'));
+  }
+  // Move the summary's counts by one change; the counts it moved.
+  function moveSummary(sm, c) {
     const counts = (sm.byType[c.resourceType] = sm.byType[c.resourceType] || {});
     const changed = new Set([`${c.resourceType}:${c.newStatus}`]);
     if (c.oldStatus == null) {
@@ -479,8 +547,7 @@
       changed.add(`${c.resourceType}:${c.oldStatus}`);
     }
     counts[c.newStatus] = (counts[c.newStatus] || 0) + 1;
-    renderSummary(changed);
-    if (c.oldStatus == null) flash($('kpi-total'));
+    return changed;
   }
 
   // ---- the live stream ---------------------------------------------------------------------
@@ -504,7 +571,10 @@
       const wasDown = $('live').dataset.state === 'reconnecting';
       setLive('live');
       S.retryDelay = 1000;
-      if (wasDown) scheduleRefresh(0);  // back after an outage: read the counts again now
+      if (wasDown) {  // back after an outage: read the counts again now, and the snapshots that failed
+        scheduleRefresh(0);
+        for (const load of Object.values(S.snapshotFailed)) load();
+      }
     };
     es.addEventListener('ready', (e) => {
       if (S.es !== es || !e.lastEventId) return;
@@ -538,6 +608,8 @@
         showError(e, 'Live changes: started again from the current state');
         S.cursor = null;
         await startFeed();
+        S.pending = [];  // changes may have been missed: the next snapshot is the truth
+        loadSummary();
         refreshAggregates();
         if (S.view === 'dashboard') loadTable();
         return;
@@ -565,7 +637,10 @@
     loaded('Latest changes');
     $('feed').replaceChildren();
     for (const c of page.changes) {  // oldest first: the newest ends on top
-      if (!S.seen.has(c.id)) remember(c.id);
+      if (!S.seen.has(c.id)) {
+        remember(c.id);
+        if (!c.late) applyToSummary(c, true);  // committed after the summary's asOf: not in it
+      }
       addToFeed(c, false);
     }
     $('feed-empty').hidden = page.changes.length > 0;
@@ -1056,7 +1131,9 @@
       for (const e of document.querySelectorAll('[data-ago]')) if (e.dataset.ago) e.textContent = ago(e.dataset.ago);
     }, 15000);
     setInterval(() => { if (document.visibilityState === 'visible') scheduleRefresh(0); }, REFRESH_IDLE_MS);
-    document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'visible') scheduleRefresh(0); });
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'visible') { scheduleRefresh(0); loadDueSnapshots(); }
+    });
   }
   window.addEventListener('error', (e) => showError(new ApiError(0, 'The dashboard hit an error', String(e.message), '')));
   window.addEventListener('unhandledrejection', (e) =>

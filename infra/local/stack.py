@@ -37,6 +37,7 @@ from shared.runtime import secretbox
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROJECT = "dcm-local"
+LOCAL_STALE_SHARDS = 30  # staleShard's ranges on a local stack (production: 360, docs/scale.md)
 LOCAL_STATS_EVERY_SECONDS = "300"  # the accounting's snapshot period on a local stack (the summary's: the tick)
 
 
@@ -439,6 +440,9 @@ class LocalStack:
         env.update({
             "FIRESTORE_EMULATOR_HOST": state.functions_firestore_host,
             "DCM_LOCAL_MODE": "1",  # no OIDC tokens on the emulator; never set in production
+            # the freshness deadline's index ranges: one "in" of 30 (the emulator scans each value of an "in"
+            # on its own: 360 made each 5 s tick 12 queries of 30 scans on every test stack)
+            "DCM_STALE_SHARDS": os.environ.get("DCM_STALE_SHARDS") or str(LOCAL_STALE_SHARDS),
             # upsert reads the callbacks' summary on every change (production caches it 10 s): a callback is
             # sent the very next change after its registration, as the e2e tests expect (docs/callbacks.md)
             "DCM_CALLBACK_VIEW_TTL": os.environ.get("DCM_CALLBACK_VIEW_TTL") or "0",

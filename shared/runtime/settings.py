@@ -18,7 +18,7 @@ from dcm_status_contracts import limits, timeutil
 from dcm_status_contracts.errors import ConfigError
 from dcm_status_contracts.outputs import Redaction
 
-from shared.state.model import FlapPolicy
+from shared.state.model import STALE_SHARDS, FlapPolicy
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,9 @@ class Settings:
     # (its schedule: every minute, infra/topology.yaml; the local stack ticks every tick_seconds and says so)
     # and the accounting, which counts the whole ledger, this often; the api serves them.
     summary_every_seconds: int = 60  # DCM_SUMMARY_EVERY_SECONDS: the sweep's period
+    # the index ranges of the resources' freshness deadline (staleShard: docs/scale.md), upsert's and the
+    # sweep's alike; fewer on a local stack, whose emulator scans each value of an "in" on its own
+    stale_shards: int = 360  # DCM_STALE_SHARDS, 1..360 (shared/state/model.py STALE_SHARDS)
     stats_every_seconds: int = 900  # DCM_STATS_EVERY_SECONDS
 
     def profile(self, provider: str) -> ProviderProfile:
@@ -304,6 +307,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
         lanes_project=_lanes_project(env),
         summary_every_seconds=_int(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
+        stale_shards=_stale_shards(env),
         stats_every_seconds=_int(env, "DCM_STATS_EVERY_SECONDS", 900),
     )
 
@@ -335,6 +339,13 @@ class NatsSettings:
             return None
         provider, dot, rest = subject[len(head):].partition(".")
         return provider if provider and dot and (tail in ("", ".") and rest) else None
+
+
+def _stale_shards(env: Mapping[str, str]) -> int:
+    value = _int(env, "DCM_STALE_SHARDS", STALE_SHARDS)
+    if value > STALE_SHARDS:
+        raise ConfigError(f"DCM_STALE_SHARDS must be 1 to {STALE_SHARDS} (what the index declares), got {value}")
+    return value
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:

@@ -116,10 +116,10 @@ SEQUENTIAL_FIELDS: dict[str, dict[str, str]] = {
 }
 
 
-def stale_shard_of(key: str) -> int:
+def stale_shard_of(key: str, shards: int = STALE_SHARDS) -> int:
     """The shard of a resource document's freshness deadline (``STALE_SHARD``): fixed by its key, so a
     re-report moves only its ``staleAt`` within one range."""
-    return shard_of(key, STALE_SHARDS, STALE_SHARDS)
+    return shard_of(key, shards, STALE_SHARDS)
 
 
 def shard_of(key: str, shards: int = SHARDS, space: int = SHARDS) -> int:

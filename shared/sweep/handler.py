@@ -79,7 +79,6 @@ from shared.state.model import (
     RESOURCES,
     RESYNCS,
     STALE_SHARD,
-    STALE_SHARD_SPACE,
     PlatformReason,
     quiet_for,
     write_tokens,
@@ -143,6 +142,7 @@ class Sweep:
         self.deadline = lambda provider: settings.stale_after(provider, "")
         self.summary_every = settings.summary_every_seconds
         self.stats_every = settings.stats_every_seconds
+        self.stale_space = tuple(range(settings.stale_shards))  # what upsert writes (Settings.stale_shards)
         self.window_days = settings.ledger_ttl_days  # the accounting's window: the ledger's retention
 
     @classmethod
@@ -242,7 +242,7 @@ class Sweep:
         ``silent`` providers); returns how many."""
         now = timeutil.format(now_dt)
         queries = [q.where(filter=FieldFilter("staleAt", "<=", now)).order_by("staleAt")
-                   for q in resources.shard_groups(self.db.collection(RESOURCES), STALE_SHARD_SPACE, STALE_SHARD)]
+                   for q in resources.shard_groups(self.db.collection(RESOURCES), self.stale_space, STALE_SHARD)]
         with fs.guard("Firestore query"):
             stale = [s.to_dict() for s in resources.merged(queries, "staleAt", False, FRESHNESS_BATCH,
                                                            timeout=fs.TIMEOUT)]

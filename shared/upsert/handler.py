@@ -52,7 +52,8 @@ class Upsert:
     @classmethod
     def build(cls, runtime: Runtime) -> "Upsert":
         s = runtime.settings
-        return cls(StateStore(runtime.firestore, s.ledger_ttl_days, s.stale_after, s.flapping, s.output_redaction),
+        return cls(StateStore(runtime.firestore, s.ledger_ttl_days, s.stale_after, s.flapping, s.output_redaction,
+                              stale_shards=s.stale_shards),
                    runtime.publisher, s.topic_path(s.topic_changed),
                    CallbackView(runtime.firestore, s.callback_view_ttl_seconds).wanted)
 

@@ -63,6 +63,7 @@ from shared.state.model import (
     SHARD,
     SHARDS,
     STALE_SHARD,
+    STALE_SHARDS,
     FlapPolicy,
     Outcome,
     compare_order,
@@ -145,7 +146,7 @@ class StateStore:
     def __init__(self, db: firestore.Client, ledger_ttl_days: int = 7,
                  stale_after: Callable[[str, str], int | None] = lambda provider, rtype: None,
                  flapping: FlapPolicy = FlapPolicy(), redaction: Redaction = Redaction.default(),
-                 shards: int = SHARDS, resource_shards: int = RESOURCE_SHARDS):
+                 shards: int = SHARDS, resource_shards: int = RESOURCE_SHARDS, stale_shards: int = STALE_SHARDS):
         """``stale_after(provider, type)``: seconds after a report the resource is no longer known to be as
         shown (Settings.stale_after); None: never (no freshness deadline). ``flapping``: how many changes
         in what window flag a resource (Settings.flapping). ``redaction``: the output values change events
@@ -155,7 +156,8 @@ class StateStore:
         SHARD_SPACE, RESOURCE_SHARD_SPACE)."""
         shard_of("", shards), shard_of("", resource_shards, RESOURCE_SHARDS)  # refuse what readers would miss
         self.db = db
-        self.shards, self.resource_shards = shards, resource_shards
+        stale_shard_of("", stale_shards)  # the sweep reads that many (Settings.stale_shards)
+        self.shards, self.resource_shards, self.stale_shards = shards, resource_shards, stale_shards
         self.ttl = timedelta(days=ledger_ttl_days)
         self.stale_after = stale_after
         self.flapping = flapping
@@ -394,7 +396,7 @@ def _read(store: StateStore, update: StatusUpdate, ledger: Any, snap: Any,
     reported = {**resource_document(update, timeutil.format(now_dt)), **listed,
                 "staleAt": _stale_at(store, update, now_dt),
                 SHARD: shard_of(str(update.key), store.resource_shards, RESOURCE_SHARDS),
-                STALE_SHARD: stale_shard_of(str(update.key))}
+                STALE_SHARD: stale_shard_of(str(update.key), store.stale_shards)}
     after = kept(reported, current)  # an output map the update does not carry stays as stored
     if current is not None and current.get("status") == update.status and not update.transition_reported:
         # A report of the same status without a transition time is no transition: keep the stored one.

@@ -24,6 +24,7 @@ from shared.state.model import (
     SHARD,
     SHARDS,
     STALE_SHARD,
+    STALE_SHARDS,
     newest_state,
     shard_of,
     stale_shard_of,
@@ -79,7 +80,7 @@ def _order_of(value: Any) -> tuple[Any, ...]:
     return (9, repr(value))
 
 
-def backfill_shards(db: firestore.Client, page: int = 500) -> dict[str, int]:
+def backfill_shards(db: firestore.Client, page: int = 500, stale_shards: int = STALE_SHARDS) -> dict[str, int]:
     """Give its shard fields to every document written before they existed (once, at the deploy that
     brings them: docs/scale.md): ``shard`` to every resource document and every ledger entry of the change
     feed (those with ``committedAt``), ``staleShard`` to every resource document. A document without one
@@ -87,7 +88,7 @@ def backfill_shards(db: firestore.Client, page: int = 500) -> dict[str, int]:
     it. Idempotent (a document that has its fields is not written); returns how many documents of each
     collection it set."""
     fields = {RESOURCES: {SHARD: lambda key: shard_of(key, RESOURCE_SHARDS, RESOURCE_SHARDS),
-                          STALE_SHARD: stale_shard_of},
+                          STALE_SHARD: lambda key: stale_shard_of(key, stale_shards)},  # DCM_STALE_SHARDS
               LEDGER: {SHARD: lambda key: shard_of(key, SHARDS, SHARDS)}}
     return {collection: _backfill(db, collection, of, page) for collection, of in fields.items()}
 

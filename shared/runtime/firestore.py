@@ -40,6 +40,14 @@ TRANSIENT_ERRORS = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.Interna
                     gexc.Aborted, gexc.TooManyRequests, gexc.RetryError, gexc.Unknown,
                     gexc.ResourceExhausted, gexc.GatewayTimeout, TimeoutError, ConnectionError)
 PERMANENT_ERRORS = (gexc.InvalidArgument,)
+# InvalidArgument, but about the transaction, not the data: it outlived its locks under contention (the
+# emulator: "Transaction is invalid or closed."; Firestore: "...transaction has expired or is no longer
+# valid"). Running it again may succeed: transient.
+CLOSED_TRANSACTION = ("transaction is invalid or closed", "transaction has expired", "no longer valid")
+
+
+def closed_transaction(exc: BaseException) -> bool:
+    return isinstance(exc, gexc.InvalidArgument) and any(m in str(exc).lower() for m in CLOSED_TRANSACTION)
 
 
 class Breaker:
@@ -103,6 +111,8 @@ def guard(what: str, breaker: Breaker = BREAKER) -> Iterator[None]:
         raise Transient(f"{what} failed: {exc!r}") from exc
     except PERMANENT_ERRORS as exc:
         breaker.answered()
+        if closed_transaction(exc):
+            raise Transient(f"{what} failed: the transaction was closed before its commit ({exc!r})") from exc
         raise Rejected(Reason.UNSTORABLE, f"{what} refused by Firestore: {exc.message}"[:1000],
                        {"error": type(exc).__name__}) from exc
     except Transient:

@@ -105,3 +105,17 @@ def test_a_transient_failure_the_probe_names_itself_never_leaves_it_hanging():
             raise Transient("contention")
     clock.now += 1.5
     assert breaker.admit()  # a new probe, after the cool-off
+
+
+def test_a_transaction_closed_under_contention_is_transient_not_a_refusal_of_the_data():
+    """The emulator closes a transaction that waited too long on a contended document ("Transaction is invalid
+    or closed.", InvalidArgument): run again it may succeed, so it is Transient (an api's 503), never
+    Rejected(unstorable) nor a 500; any other InvalidArgument is still the data's refusal."""
+    breaker = Breaker()
+    with pytest.raises(Transient, match="closed before its commit"):
+        with guard("registering a callback", breaker):
+            raise gexc.InvalidArgument("Transaction is invalid or closed.")
+    assert not breaker.open  # Firestore answered: no outage
+    with pytest.raises(Rejected):
+        with guard("storing a document", breaker):
+            raise gexc.InvalidArgument("Property name is too long")

@@ -83,15 +83,20 @@ def _trace_exporter(env: Mapping[str, str]) -> TraceExporter:
     return exporter
 
 
-def _ratio(env: Mapping[str, str], name: str) -> float:
-    text = env.get(name, "") or "1"
+def _bounded(env: Mapping[str, str], name: str, default: float, high: float, what: str) -> float:
+    """A number from 0 to ``high`` (``what`` names it in the error), ``default`` when unset."""
+    text = env.get(name, "") or str(default)
     try:
-        ratio = float(text)
+        value = float(text)
     except ValueError:
-        ratio = -1.0
-    if not 0.0 <= ratio <= 1.0:
-        raise ConfigError(f"{name} must be a number from 0 to 1, got {text[:40]!r}")
-    return ratio
+        value = -1.0
+    if not 0.0 <= value <= high:
+        raise ConfigError(f"{name} must be {what}, got {text[:40]!r}")
+    return value
+
+
+def _ratio(env: Mapping[str, str], name: str) -> float:
+    return _bounded(env, name, 1, 1.0, "a number from 0 to 1")
 
 
 def _redaction(text: str | None) -> Redaction:
@@ -207,14 +212,7 @@ def _ports(text: str) -> tuple[int, ...]:
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    text = env.get(name, "") or str(default)
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 3600.0:
-        raise ConfigError(f"{name} must be seconds from 0 to 3600, got {text[:40]!r}")
-    return value
+    return _bounded(env, name, default, 3600.0, "seconds from 0 to 3600")
 
 
 PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")  # Google Cloud's project id rule

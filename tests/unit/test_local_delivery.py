@@ -189,3 +189,13 @@ def test_the_emulator_waits_for_a_push_as_long_as_production_does():
     assert java_options(None, 60) == "-Xmx512m -Dsun.net.client.defaultReadTimeout=60000"
     assert java_options("-Xmx256m", 60.5) == "-Xmx256m -Dsun.net.client.defaultReadTimeout=60500"
     assert java_options("-Xmx256m") == "-Xmx256m"
+
+
+def test_the_firestore_emulator_gets_a_heap_for_every_version_it_keeps():
+    """The Firestore emulator keeps every version of every document: at 512 MB an e2e stack ran out of heap
+    mid-tier (queries past their deadline, 503s); its JVM gets 2 GB, Pub/Sub's keeps 512 MB."""
+    from infra.local.emulators import java_options
+
+    assert java_options(None, kind="firestore") == "-Xmx2g"
+    assert java_options(None, 60, kind="pubsub") == "-Xmx512m -Dsun.net.client.defaultReadTimeout=60000"
+    assert java_options("-Xmx4g", kind="firestore") == "-Xmx4g"  # an operator's JAVA_TOOL_OPTIONS wins

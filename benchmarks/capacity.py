@@ -49,6 +49,7 @@ VARIABLES = REPO / "terraform" / "variables.tf"
 TOPOLOGY_TF = REPO / "terraform" / "topology.tf"
 EXAMPLES = REPO / "terraform" / "examples"
 RUN_CPU_BASELINE = 1000  # vCPU: the regional quota the model assumes when the deployment asks for none
+RUN_MEMORY_BASELINE_GIB = 2000  # GiB: the regional memory quota beside it (the max-instances page's example)
 PUBLISH_BASELINE = 200_000_000  # B/s: Pub/Sub's publisher throughput per large region, by default
 HCL = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
 TARGET = 0.70  # a limit used beyond this is "over" (headroom for bursts and the ramp-up)
@@ -194,6 +195,12 @@ def function_defaults(path: Path = VARIABLES) -> dict[str, float]:
         doc = hcl2.load(f, serialization_options=HCL)
     [var] = [v["function_defaults"] for v in doc["variable"] if "function_defaults" in v]
     return {name: float(value) for name, value in re.findall(r"(\w+) = optional\(number, ([0-9.]+)\)", var["type"])}
+
+
+def function_memory_gib(path: Path = VARIABLES) -> float:
+    """The declared memory of one function instance (function_defaults.available_memory, "512Mi"), in GiB."""
+    [(amount, unit)] = re.findall(r'available_memory\s*=\s*optional\(string, "([0-9.]+)(Mi|Gi)"\)', path.read_text())
+    return float(amount) / (1024 if unit == "Mi" else 1)
 
 
 def sequential_indexed_fields(dm: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -360,9 +367,12 @@ def project_rows(f: Fleet, d: Design) -> list[Row]:
 
 def run_rows(f: Fleet, d: Design) -> list[Row]:
     """Instances are bounded by the region's CPU quota (1 vCPU each: vCPU = instances), scaled out at 60%
-    CPU. The fan-out consumers (billing, audit, notify) are taken at ingest's CPU per change each. The
-    quota: the deployment's declared quota_preferences.run_cpu, else a 1,000 vCPU baseline."""
+    CPU, and by its memory quota (instances x the declared memory); a service's maximum instances is the
+    lower of the two quotas over its size (the max-instances page). The fan-out consumers (billing, audit,
+    notify) are taken at ingest's CPU per change each. The quota: the deployment's declared
+    quota_preferences.run_cpu, else a 1,000 vCPU baseline; memory: a 2,000 GiB baseline."""
     regional_vcpu = quota(f, "run_cpu") or RUN_CPU_BASELINE
+    memory = function_memory_gib()
     r = rates(f, d)
     upsert = r["events"] * d.upsert_cpu_ms / 1000 / 0.6
     every = upsert + (r["events"] + r["changes"] * 3) * d.ingest_cpu_ms / 1000 / 0.6
@@ -371,6 +381,9 @@ def run_rows(f: Fleet, d: Design) -> list[Row]:
             f"upsert {upsert:,.0f} of them ({d.upsert_cpu_ms} ms/event); the quota: "
             + (f"declared quota_preferences.run_cpu = {regional_vcpu:,.0f}" if quota(f, "run_cpu") else
                "a baseline, raised on request")),
+        Row("memory of every function, against the regional memory quota", RUN_MEMORY_BASELINE_GIB, every * memory,
+            "GiB", S["maxinst"], f"{memory:g} GiB an instance (terraform/variables.tf function_defaults); the quota: "
+            "a baseline, raised on request"),
         Row("concurrent requests per instance (declared)", 1000, d.sizing["max_instance_request_concurrency"],
             "requests", S["concurrency"], "terraform/variables.tf function_defaults"),
     ]

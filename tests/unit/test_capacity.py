@@ -111,3 +111,19 @@ def test_no_limit_of_the_first_three_fleets_and_the_resync_is_used_beyond_the_ta
         rows = [r for rows_of in capacity.ROWS for r in rows_of(fleet, d)]
         assert all(r.use <= capacity.TARGET for r in rows), [(fleet.name, r.limit, r.use) for r in rows
                                                              if r.use > capacity.TARGET]
+
+
+def test_the_memory_row_reads_each_instances_declared_memory(tmp_path):
+    """A service's instances are bounded by the regional memory quota as by the CPU one: the model takes each
+    instance's memory from the Terraform variable, so a larger instance shows as more memory used."""
+    declared = capacity.VARIABLES.read_text()
+    bigger = tmp_path / "variables.tf"
+    bigger.write_text(declared.replace('available_memory                 = optional(string, "512Mi")',
+                                       'available_memory                 = optional(string, "2Gi")'))
+    assert capacity.function_memory_gib() == 0.5
+    assert capacity.function_memory_gib(bigger) == 2.0
+    fleet = next(f for f in capacity.FLEETS if f.name.startswith("hyperscale resync"))
+    [memory] = [r for r in capacity.run_rows(fleet, capacity.design()) if r.limit.startswith("memory")]
+    [cpu] = [r for r in capacity.run_rows(fleet, capacity.design()) if r.limit.startswith("vCPU")]
+    assert memory.demand == cpu.demand * 0.5 and memory.capacity == capacity.RUN_MEMORY_BASELINE_GIB
+    assert memory.use < capacity.TARGET

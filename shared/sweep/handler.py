@@ -17,7 +17,13 @@ provider-level event (``shared/contracts/provider_event.py``) published to ``dcm
 kept in ``providers/{provider}`` (``GET /v1/providers``), and once more when it reports again. Its
 resources still become UNKNOWN one by one (the change feed stays a complete log of transitions), each
 marked ``extra.providerSilent``, so that a consumer that alerts collapses them into the one alarm.
-One read per provider a tick: its resource with the newest deadline (an index on provider, shard, staleAt).
+A provider is looked at (one read: its resource with the newest deadline, an index on provider, shard,
+staleAt) only when its state may have changed (``Watch``): silent ones every tick (a report ends it);
+one with a resource in the tick's stale batch (silence starts with a deadline passing); any other once
+the newest deadline seen at its last look has passed (or, with none, the shortest deadline its
+resources can have: a report after the look has a later one). A reporting fleet costs about one read
+per provider per deadline, not one per tick (5,000 providers: 5,000 reads an hour, not 600,000); a
+sweep started afresh looks at every provider once.
 
 A hot resource (its updates coalesced on the ledger while its document was not written: upsert) gets
 its document written with its newest state once it has a write token again, and stops being hot once
@@ -50,7 +56,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from dcm_status_contracts import provider_event, status_update, timeutil
@@ -94,6 +100,7 @@ HOT_BATCH = 500  # hot resources looked at per tick at most
 HOT_WORKERS = 8  # of them at once (each: a ledger query, perhaps a write)
 COUNTING = {"retry": fs.RETRY, "timeout": 30.0}  # a snapshot's counts (a whole ledger's at hyperscale)
 SILENCE_WORKERS = 16  # providers' newest-deadline queries at once: 5,000 providers in ~6 s, not 100 s
+UNBOUNDED_LOOK = 3600  # seconds between looks at a provider whose resources never go stale
 
 log = get_logger("sweep")
 
@@ -132,6 +139,34 @@ def not_reported(doc: dict[str, Any], now: str, provider_silent: bool = False) -
         extra={"lastKnownStatus": doc["status"], "lastSeenAt": doc.get("lastSeenAt"), **silent})
 
 
+class Watch:
+    """When each provider next needs a look for silence (in memory: a sweep started afresh looks at every
+    provider once). A look at a provider gives its newest deadline: before that passes, the provider cannot
+    be silent (a report only moves it later); with none, no resource of it can pass a deadline before the
+    shortest one its resources can have (``shortest_deadline``), counted from the look. Silent providers and
+    those with a stale resource this tick are looked at regardless: the stale batch also catches what the
+    bound cannot see (the newest resource deleted, a type with a shorter deadline)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.next_look: dict[str, datetime] = {}
+
+    def due(self, providers: Iterable[str], now: datetime, always: set[str]) -> list[str]:
+        return [p for p in providers if p in always or self.next_look.get(p, now) <= now]
+
+    def looked(self, provider: str, newest: dict[str, Any] | None, now: datetime) -> None:
+        deadline = timeutil.parse(newest["staleAt"]) if newest and newest.get("staleAt") else None
+        self.next_look[provider] = (deadline if deadline is not None and deadline > now
+                                    else now + timedelta(seconds=self.shortest_deadline(provider)))
+
+    def shortest_deadline(self, provider: str) -> int:
+        """Seconds: the shortest freshness deadline a resource of ``provider`` can have (its types' and its
+        own); ``UNBOUNDED_LOOK`` when none of its resources ever goes stale."""
+        types = [""] + list(self.settings.profile(provider).freshness.get("types", {}))
+        deadlines = [d for d in (self.settings.stale_after(provider, t) for t in types) if d]
+        return min(deadlines, default=UNBOUNDED_LOOK)
+
+
 class Sweep:
     def __init__(self, settings: Settings, db: Any, publisher: Any):
         self.db = db
@@ -140,6 +175,7 @@ class Sweep:
         self.providers_topic = settings.topic_path(settings.topic_providers)
         self.providers = settings.providers
         self.deadline = lambda provider: settings.stale_after(provider, "")
+        self.watch = Watch(settings)
         self.summary_every = settings.summary_every_seconds
         self.stats_every = settings.stats_every_seconds
         self.stale_space = tuple(range(settings.stale_shards))  # what upsert writes (Settings.stale_shards)
@@ -156,8 +192,9 @@ class Sweep:
         try:
             for snap in self._open_batches():
                 self.reconcile(snap, now)
-            silent = self.watch_providers(now)
-            self.expire(now, silent)
+            stale = self.stale_resources(now)
+            silent = self.watch_providers(now, {d["provider"] for d in stale})
+            self.mark_not_reported(stale, now, silent)
             self.flush_hot(now)
         except Transient as exc:
             log.warning("sweep tick failed; the next tick does the same work", extra={"error": str(exc)})
@@ -192,20 +229,23 @@ class Sweep:
                      extra={"labels": {"snapshot": kind.value}, "asOf": figures["asOf"], "computeMs": took})
         return written
 
-    def watch_providers(self, now_dt: Any) -> set[str]:
+    def watch_providers(self, now_dt: Any, with_stale: Iterable[str] = ()) -> set[str]:
         """Say once when a provider goes silent as a whole, and once when it reports again; returns the
-        silent ones. A provider's resource with the newest deadline tells: past it, none was reported in
-        time; with no deadline at all (nothing, all deleted or already marked) the state stays as it was."""
+        silent ones. ``with_stale``: the providers with a resource in this tick's stale batch. A provider's
+        resource with the newest deadline tells: past it, none was reported in time; with no deadline at
+        all (nothing, all deleted or already marked) the state stays as it was. Only the providers whose
+        state may have changed are looked at (``Watch.due``)."""
         now = timeutil.format(now_dt)
         with fs.guard("Firestore query"):
             known = {s.id: s.to_dict() for s in self.db.collection(PROVIDERS).stream(timeout=fs.TIMEOUT)}
         silent = {p for p, d in known.items() if d.get("state") == ProviderState.SILENT.value}
-        providers = list(self.providers)
+        providers = self.watch.due(self.providers, now_dt, silent | set(with_stale))
         workers = max(1, min(SILENCE_WORKERS, len(providers)))
         with ThreadPoolExecutor(workers, thread_name_prefix="sweep-silence") as pool:
             newest_of = dict(zip(providers, pool.map(self._newest_deadline, providers)))
         for provider in providers:
             newest = newest_of[provider]
+            self.watch.looked(provider, newest, now_dt)
             if not newest or not newest.get("staleAt"):
                 continue
             state = ProviderState.SILENT if newest["staleAt"] <= now else ProviderState.REPORTING
@@ -237,15 +277,19 @@ class Sweep:
                 "labels": {"provider": event.provider, "state": event.state.value},
                 "lastSeenAt": event.last_seen_at, "deadlineSeconds": event.deadline_seconds})
 
-    def expire(self, now_dt: Any, silent: set[str] = frozenset()) -> int:
-        """Mark the resources past their freshness deadline NotReported (``providerSilent`` those of the
-        ``silent`` providers); returns how many."""
+    def stale_resources(self, now_dt: Any) -> list[dict[str, Any]]:
+        """The resources past their freshness deadline, oldest deadline first, ``FRESHNESS_BATCH`` at most."""
         now = timeutil.format(now_dt)
         queries = [q.where(filter=FieldFilter("staleAt", "<=", now)).order_by("staleAt")
                    for q in resources.shard_groups(self.db.collection(RESOURCES), self.stale_space, STALE_SHARD)]
         with fs.guard("Firestore query"):
-            stale = [s.to_dict() for s in resources.merged(queries, "staleAt", False, FRESHNESS_BATCH,
-                                                           timeout=fs.TIMEOUT)]
+            return [s.to_dict() for s in resources.merged(queries, "staleAt", False, FRESHNESS_BATCH,
+                                                          timeout=fs.TIMEOUT)]
+
+    def mark_not_reported(self, stale: list[dict[str, Any]], now_dt: Any, silent: set[str] = frozenset()) -> int:
+        """Publish each stale resource's NotReported update (``providerSilent`` those of the ``silent``
+        providers); returns how many."""
+        now = timeutil.format(now_dt)
         for doc in stale:  # a failed publish raises: the tick is redelivered, the same ids published again
             update = not_reported(doc, now, doc["provider"] in silent)
             publish(self.publisher, self.lane(doc["provider"]), status_update.encode(update),

@@ -15,6 +15,7 @@ from dcm_status_contracts.errors import Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
+from google.cloud.firestore import DELETE_FIELD
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
@@ -221,6 +222,42 @@ def test_a_provider_that_holds_nothing_or_only_deleted_resources_is_never_silent
     report(upsert, "d-1", "DELETED", "2026-11-22T09:00:00Z", "deleted-1")
     assert tick(sweep, publisher, upsert) == [] and provider_events(publisher) == []
     assert not firestore.document("providers/aws").get().exists
+
+
+def test_a_reporting_provider_is_looked_at_again_only_once_its_newest_deadline_has_passed(firestore, publisher,
+                                                                                          monkeypatch):
+    """A sweep that keeps running looks at a reporting provider once, then not until the newest deadline it
+    saw has passed (a report only moves it later): 5,000 reporting providers cost 5,000 reads an hour, not
+    5,000 a tick. Silence is still found at once: a resource in the tick's stale batch brings its provider's
+    look forward (here its newest resource was deleted after the look: the bound alone would be an hour
+    late). A silent provider is looked at every tick (a report ends its silence)."""
+    looked: list[str] = []
+    newest_deadline = Sweep._newest_deadline
+    monkeypatch.setattr(Sweep, "_newest_deadline", lambda self, p: looked.append(p) or newest_deadline(self, p))
+    hourly = replace(settings.from_env(), summary_every_seconds=3600, stats_every_seconds=3600)
+    for kind in snapshots.Kind:
+        _, missing = snapshots.read(firestore, kind)
+        snapshots.store(firestore, kind, {"asOf": timeutil.now_str()}, 3600, missing, "sweep")
+    running = Sweep(hourly, firestore, publisher)
+
+    def one_tick() -> list[str]:
+        looked.clear()
+        running(PubSubMessage(b"{}", {}, "tick", None, "dcm-status-sweep"))
+        return sorted(looked)
+
+    for rid, hours in (("w-1", 1), ("w-2", 2)):
+        key = f"aws/vm/{rid}"
+        firestore.document(f"resources/aws~vm~{rid}").set({
+            "key": key, "provider": "aws", "resourceType": "vm", "status": "RUNNING", "lastSeenAt": timeutil.now_str(),
+            "staleAt": timeutil.format(timeutil.now() + timedelta(hours=hours)),
+            SHARD: shard_of(key, RESOURCE_SHARDS, RESOURCE_SHARDS), STALE_SHARD: stale_shard_of(key)})
+    assert one_tick() == sorted(hourly.providers)  # a sweep started afresh looks at every provider once
+    assert one_tick() == []  # none can have gone silent before the deadlines it saw
+    firestore.document("resources/aws~vm~w-2").delete()
+    past_deadline(firestore, "w-1")
+    assert one_tick() == ["aws"] and provider_events(publisher) == [("aws", "SILENT")]
+    firestore.document("resources/aws~vm~w-1").update({"staleAt": DELETE_FIELD})  # marked, as upsert does
+    assert one_tick() == ["aws"]
 
 
 def test_a_report_newer_than_a_deletion_is_announced_as_a_re_creation(upsert, firestore, publisher):

@@ -1,0 +1,26 @@
+"""The reliability harness's ``lost`` (infra/reliability.py ``unaccounted``): an event with no ledger entry is a
+re-report of unchanged state only if its resource's document accounts for it, by id in its ring or by count."""
+
+from __future__ import annotations
+
+from infra.reliability import unaccounted
+from shared.state.model import DOCUMENT_RE_REPORTS, RE_REPORT_RING, RE_REPORTED
+
+KEY = "aws/vm/hot-1"
+
+
+def document(named: list[str], taken: int) -> dict:
+    return {"key": KEY, RE_REPORTED: [{"id": d, "in": f"m-{d}"} for d in named], DOCUMENT_RE_REPORTS: taken}
+
+
+def test_re_reports_beyond_the_ring_are_accounted_for_by_the_documents_count():
+    ring = [f"e{i}" for i in range(4, 4 + RE_REPORT_RING)]
+    missing = [f"e{i}" for i in range(4 + RE_REPORT_RING)]  # 20 re-reports, none on the ledger
+    assert unaccounted(missing, {d: KEY for d in missing}, {KEY: document(ring, 4 + RE_REPORT_RING)}) == []
+
+
+def test_an_event_neither_named_nor_counted_is_lost():
+    ring = [f"e{i}" for i in range(RE_REPORT_RING)]
+    missing = ring + ["e-lost-1", "e-lost-2"]  # the document took 17 re-reports: one of the two is not among them
+    assert unaccounted(missing, {d: KEY for d in missing}, {KEY: document(ring, RE_REPORT_RING + 1)}) == ["e-lost-2"]
+    assert unaccounted(["x"], {"x": "aws/vm/never-stored"}, {}) == ["x"]

@@ -18,12 +18,12 @@ kept in ``providers/{provider}`` (``GET /v1/providers``), and once more when it 
 resources still become UNKNOWN one by one (the change feed stays a complete log of transitions), each
 marked ``extra.providerSilent``, so that a consumer that alerts collapses them into the one alarm.
 A provider is looked at (one read: its resource with the newest deadline, an index on provider, shard,
-staleAt) only when its state may have changed (``Watch``): silent ones every tick (a report ends it);
-one with a resource in the tick's stale batch (silence starts with a deadline passing); any other once
-the newest deadline seen at its last look has passed (or, with none, the shortest deadline its
-resources can have: a report after the look has a later one). A reporting fleet costs about one read
-per provider per deadline, not one per tick (5,000 providers: 5,000 reads an hour, not 600,000); a
-sweep started afresh looks at every provider once.
+staleAt) only when its state may have changed: a silent one every tick (a report ends its silence); one
+with a resource in the tick's stale batch (silence starts with a deadline passing). When the batch holds
+every stale resource, no other provider can have gone silent: a reporting fleet costs no read at all.
+When it is full (a backlog: more than ``FRESHNESS_BATCH`` past their deadline), a provider whose resources
+wait behind it is looked at once the newest deadline seen at its last look has passed (``Watch``), so its
+silence is said without waiting for the backlog to drain.
 
 A hot resource (its updates coalesced on the ledger while its document was not written: upsert) gets
 its document written with its newest state once it has a write token again, and stops being hot once
@@ -140,12 +140,13 @@ def not_reported(doc: dict[str, Any], now: str, provider_silent: bool = False) -
 
 
 class Watch:
-    """When each provider next needs a look for silence (in memory: a sweep started afresh looks at every
-    provider once). A look at a provider gives its newest deadline: before that passes, the provider cannot
-    be silent (a report only moves it later); with none, no resource of it can pass a deadline before the
-    shortest one its resources can have (``shortest_deadline``), counted from the look. Silent providers and
-    those with a stale resource this tick are looked at regardless: the stale batch also catches what the
-    bound cannot see (the newest resource deleted, a type with a shorter deadline)."""
+    """Under a freshness backlog, when each provider next needs a look for silence (in memory: a sweep
+    started afresh looks at every provider once). A look at a provider gives its newest deadline: before
+    that passes, the provider cannot be silent (a report only moves it later); with none, no resource of
+    it can pass a deadline before the shortest one its resources can have (``shortest_deadline``), counted
+    from the look. Silent providers and those with a stale resource this tick are looked at regardless:
+    the stale batch also catches what the bound cannot see (the newest resource deleted, a type with a
+    shorter deadline)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -193,7 +194,7 @@ class Sweep:
             for snap in self._open_batches():
                 self.reconcile(snap, now)
             stale = self.stale_resources(now)
-            silent = self.watch_providers(now, {d["provider"] for d in stale})
+            silent = self.watch_providers(now, {d["provider"] for d in stale}, backlog=len(stale) >= FRESHNESS_BATCH)
             self.mark_not_reported(stale, now, silent)
             self.flush_hot(now)
         except Transient as exc:
@@ -229,17 +230,19 @@ class Sweep:
                      extra={"labels": {"snapshot": kind.value}, "asOf": figures["asOf"], "computeMs": took})
         return written
 
-    def watch_providers(self, now_dt: Any, with_stale: Iterable[str] = ()) -> set[str]:
+    def watch_providers(self, now_dt: Any, with_stale: Iterable[str] = (), backlog: bool = True) -> set[str]:
         """Say once when a provider goes silent as a whole, and once when it reports again; returns the
-        silent ones. ``with_stale``: the providers with a resource in this tick's stale batch. A provider's
-        resource with the newest deadline tells: past it, none was reported in time; with no deadline at
-        all (nothing, all deleted or already marked) the state stays as it was. Only the providers whose
-        state may have changed are looked at (``Watch.due``)."""
+        silent ones. ``with_stale``: the providers with a resource in this tick's stale batch; ``backlog``:
+        whether that batch may have left stale resources out. A provider's resource with the newest deadline
+        tells: past it, none was reported in time; with no deadline at all (nothing, all deleted or already
+        marked) the state stays as it was. Only the providers whose state may have changed are looked at."""
         now = timeutil.format(now_dt)
         with fs.guard("Firestore query"):
             known = {s.id: s.to_dict() for s in self.db.collection(PROVIDERS).stream(timeout=fs.TIMEOUT)}
         silent = {p for p, d in known.items() if d.get("state") == ProviderState.SILENT.value}
-        providers = self.watch.due(self.providers, now_dt, silent | set(with_stale))
+        always = silent | set(with_stale)
+        providers = (self.watch.due(self.providers, now_dt, always) if backlog
+                     else [p for p in self.providers if p in always])
         workers = max(1, min(SILENCE_WORKERS, len(providers)))
         with ThreadPoolExecutor(workers, thread_name_prefix="sweep-silence") as pool:
             newest_of = dict(zip(providers, pool.map(self._newest_deadline, providers)))

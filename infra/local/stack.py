@@ -37,9 +37,20 @@ from shared.runtime import secretbox
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROJECT = "dcm-local"
-LOCAL_STALE_SHARDS = 30  # staleShard's ranges on a local stack (production: 360, docs/scale.md)
-LOCAL_SUMMARY_EVERY_SECONDS = "30"  # the fleet summary's (its ~60 counts: 2 s of emulator CPU at 3,000 resources)
-LOCAL_STATS_EVERY_SECONDS = "300"  # the accounting's snapshot period on a local stack (the summary's: the tick)
+# What a local stack runs differently from production, unless the shell that starts it says otherwise.
+LOCAL_SETTINGS = {
+    # the aggregates' snapshots (shared/state/snapshots.py, docs/api.md): the summary every 30 s (its ~60
+    # counts: 2 s of emulator CPU at 3,000 resources), the accounting every 5 minutes (counting the ledger
+    # took the emulator 5 s of CPU a tick on a test stack: `dcm-status stats` counts live whenever asked)
+    "DCM_SUMMARY_EVERY_SECONDS": "30",
+    "DCM_STATS_EVERY_SECONDS": "300",
+    # the freshness deadline's index ranges (production: 360, docs/scale.md): one "in" of 30 (the emulator
+    # scans each value of an "in" on its own: 360 made each 5 s tick 12 queries of 30 scans on every test stack)
+    "DCM_STALE_SHARDS": "30",
+    # upsert reads the callbacks' summary on every change (production caches it 10 s): a callback is sent
+    # the very next change after its registration, as the e2e tests expect (docs/callbacks.md)
+    "DCM_CALLBACK_VIEW_TTL": "0",
+}
 
 
 _OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framework", b"infra.local.faultproxy",
@@ -431,21 +442,10 @@ class LocalStack:
         # topology.yaml's provider profiles and freshness, unless this shell says otherwise (e.g. a
         # provider with a deadline of seconds, to watch NotReported locally: docs/lifecycle.md)
         env.update({k: os.environ[k] for k in ("DCM_PROVIDER_PROFILES", "DCM_FRESHNESS") if k in os.environ})
-        # The aggregates' snapshots, unless this shell says otherwise (shared/state/snapshots.py, docs/api.md):
-        # the summary every 30 s (6 ticks), the accounting every 5 minutes
-        # (counting the ledger took the emulator 5 s of CPU a tick on a test stack: `dcm-status stats` counts
-        # live whenever asked)
-        env.update({"DCM_SUMMARY_EVERY_SECONDS": os.environ.get("DCM_SUMMARY_EVERY_SECONDS", LOCAL_SUMMARY_EVERY_SECONDS),
-                    "DCM_STATS_EVERY_SECONDS": os.environ.get("DCM_STATS_EVERY_SECONDS", LOCAL_STATS_EVERY_SECONDS)})
+        env.update({k: os.environ.get(k) or local for k, local in LOCAL_SETTINGS.items()})
         env.update({
             "FIRESTORE_EMULATOR_HOST": state.functions_firestore_host,
             "DCM_LOCAL_MODE": "1",  # no OIDC tokens on the emulator; never set in production
-            # the freshness deadline's index ranges: one "in" of 30 (the emulator scans each value of an "in"
-            # on its own: 360 made each 5 s tick 12 queries of 30 scans on every test stack)
-            "DCM_STALE_SHARDS": os.environ.get("DCM_STALE_SHARDS") or str(LOCAL_STALE_SHARDS),
-            # upsert reads the callbacks' summary on every change (production caches it 10 s): a callback is
-            # sent the very next change after its registration, as the e2e tests expect (docs/callbacks.md)
-            "DCM_CALLBACK_VIEW_TTL": os.environ.get("DCM_CALLBACK_VIEW_TTL") or "0",
             "DCM_CALLBACK_KEYS_FILE": str(secretbox.ensure_file(self.callback_keys)),  # mode 0600, made once
             "PYTHONPATH": str(REPO_ROOT),
             "PYTHONUNBUFFERED": "1",

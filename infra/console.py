@@ -8,14 +8,14 @@ programs. Progress redraws in place only on a terminal.
 from __future__ import annotations
 
 import shutil
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import click
 import orjson
-from rich.console import Console
-from rich.table import Table
 
-from shared.billing.report import cell, columns, totals
+if TYPE_CHECKING:  # rich and the billing report are loaded by the commands that print with them
+    from rich.console import Console
+    from rich.table import Table
 
 WIDE = click.option("--wide", is_flag=True, help="Print every value whole (tables may exceed the terminal).")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON, for programs (the whole record).")
@@ -23,6 +23,8 @@ JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON, for pro
 
 def console(wide: bool = False) -> Console:
     """A console for stdout: the terminal's width (80 for a pipe), or unbounded with ``wide``."""
+    from rich.console import Console
+
     return Console(width=100_000 if wide else None, soft_wrap=False, highlight=False, emoji=False,
                    markup=False)
 
@@ -97,6 +99,10 @@ def billing_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = None
     With ``expected`` ({values of ``dims``: seconds}), an "expected h" column is added, groups
     only expected get a row of their own, and each mismatch is marked; the flag says all matched.
     """
+    from rich.table import Table
+
+    from shared.billing.report import cell, columns, totals
+
     rows = [dict(r) for r in rows]
     if expected is not None:
         have = {tuple(r[d] for d in dims) for r in rows}

@@ -7,8 +7,9 @@ exits 1 with a sentence saying what to do. A traceback is printed only with ``DC
 from __future__ import annotations
 
 import concurrent.futures
+import importlib
 import os
-from typing import Callable
+from typing import Callable, Mapping
 
 import click
 
@@ -68,7 +69,22 @@ def _first_line(value: object) -> str:
 
 
 class Group(click.Group):
-    """A click group whose commands never end in a traceback."""
+    """A click group whose commands never end in a traceback. ``lazy``: subcommands named by where they are
+    defined ("module:attribute"), imported only when run or listed (Click's documented lazy loading): each
+    command then loads what it uses, not what every other command does."""
+
+    def __init__(self, *args, lazy: Mapping[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            module, attribute = self.lazy[name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
         try:

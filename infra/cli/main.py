@@ -19,18 +19,12 @@ from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.status_report import BindingMode
 from google.api_core import exceptions as gexc
 
-from infra.cli.billing import billing
-from infra.cli.callbacks import callbacks
 from infra.cli.common import connect
-from infra.cli.dlq import dlq
 from infra.cli.errors import Group
-from infra.cli.live import logs, watch
 from infra.cli.natspublish import Via, subject_of
 from infra.cli.natspublish import publish as nats_publish
-from infra.cli.trace import trace
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
 from infra.local.stack import Condition, LocalStack, production_only
-from shared.api import queries
 
 
 def _types_and_statuses() -> str:
@@ -40,7 +34,13 @@ def _types_and_statuses() -> str:
     return "\n".join(f"  {t}: {', '.join(reg.current[t].statuses)}" for t in reg.resource_types)
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+# Commands defined in modules of their own, loaded when run: a command starts with what it uses only.
+SUBCOMMANDS = {"billing": "infra.cli.billing:billing", "callbacks": "infra.cli.callbacks:callbacks",
+               "dlq": "infra.cli.dlq:dlq", "logs": "infra.cli.live:logs", "watch": "infra.cli.live:watch",
+               "trace": "infra.cli.trace:trace"}
+
+
+@click.group(cls=Group, lazy=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dcm-status", prog_name="dcm-status")
 def cli() -> None:
     """Cloud resource status reporting: local stack and operator tools.
@@ -425,6 +425,8 @@ def get(key: str, as_json: bool, with_history: bool) -> None:
 
     Example: dcm-status get aws/vm/i-0abc --history
     """
+    from shared.api import queries
+
     try:
         rkey = ResourceKey.parse(key)
     except ValueError as exc:
@@ -461,6 +463,8 @@ def list_cmd(provider_name: str | None, resource_type: str | None, status: str |
     """
     from dcm_status_contracts.schemas import status_token
 
+    from shared.api import queries
+
     docs = list(queries.list_resources(connect().firestore(), provider_name.lower() if provider_name else None,
                                        resource_type.lower() if resource_type else None,
                                        status_token(status) if status else None, limit))
@@ -482,6 +486,8 @@ def stats(as_json: bool) -> None:
 
     Example: dcm-status stats --json
     """
+    from shared.api import queries
+
     value = queries.stats(connect().firestore())
     if as_json:
         emit_json(value)
@@ -516,14 +522,6 @@ def demo(resources: int, seed: int, timeout: float, reset: bool) -> None:
         click.echo(f"dashboard: {stack.function_url(state, 'api')}  (make demo KEEP=1 leaves it up)")
     if not ok:
         sys.exit(1)
-
-
-cli.add_command(dlq)
-cli.add_command(billing)
-cli.add_command(callbacks)
-cli.add_command(watch)
-cli.add_command(logs)
-cli.add_command(trace)
 
 
 def main() -> None:

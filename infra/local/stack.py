@@ -22,18 +22,20 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 import requests
 from google.api_core import exceptions as gexc
-from google.cloud import pubsub_v1
-from google.protobuf import duration_pb2
 
 from infra import nats_accounts
 from infra.local import emulators, natsserver
 from infra.local.emulators import Process
 from infra.topology import SubscriptionSpec, Topology, load, read
-from shared.runtime import secretbox
+
+if TYPE_CHECKING:  # Pub/Sub's client and the keyring's cipher are loaded by the steps that use them
+    from google.cloud import pubsub_v1
+
+    from shared.runtime import secretbox
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROJECT = "dcm-local"
@@ -61,6 +63,8 @@ _OUR_COMMANDS = (b"pubsub-emulator", b"firestore-emulator", b"functions-framewor
 @contextlib.contextmanager
 def _admin(state: StackState) -> Iterator[tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient]]:
     """Clients of the stack's Pub/Sub emulator, to declare or remove topics and subscriptions."""
+    from google.cloud import pubsub_v1
+
     os.environ["PUBSUB_EMULATOR_HOST"] = state.pubsub_host
     subscriber = pubsub_v1.SubscriberClient()
     try:
@@ -218,7 +222,15 @@ class LocalStack:
 
     def callback_keys_source(self) -> secretbox.KeySource:
         """The keyring the stack's notify and api seal and open signing secrets with (made if missing)."""
-        return secretbox.source(None, str(secretbox.ensure_file(self.callback_keys)), True)
+        from shared.runtime import secretbox
+
+        return secretbox.source(None, str(self.callback_keys_file()), True)
+
+    def callback_keys_file(self) -> Path:
+        """The keyring's file, mode 0600, made once."""
+        from shared.runtime import secretbox
+
+        return secretbox.ensure_file(self.callback_keys)
 
     # ---- state -------------------------------------------------------------
     def load_state(self) -> StackState | None:
@@ -447,7 +459,7 @@ class LocalStack:
         env.update({
             "FIRESTORE_EMULATOR_HOST": state.functions_firestore_host,
             "DCM_LOCAL_MODE": "1",  # no OIDC tokens on the emulator; never set in production
-            "DCM_CALLBACK_KEYS_FILE": str(secretbox.ensure_file(self.callback_keys)),  # mode 0600, made once
+            "DCM_CALLBACK_KEYS_FILE": str(self.callback_keys_file()),
             "PYTHONPATH": str(REPO_ROOT),
             "PYTHONUNBUFFERED": "1",
             "THREADS": os.environ.get("DCM_FUNCTION_THREADS", "16"),
@@ -540,6 +552,8 @@ class LocalStack:
 
     def apply_topology(self, state: StackState) -> Topology:
         """Create every topic and subscription the declaration names (idempotent)."""
+        from google.protobuf import duration_pb2
+
         topo = self.topology(state)
         with _admin(state) as (publisher, subscriber):
             for t in topo.topics:

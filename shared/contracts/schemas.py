@@ -14,15 +14,15 @@ import re
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, Mapping
 
 import fastjsonschema
-import jsonschema
 import orjson
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT7
 
 from .diff import escape
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCHEMA_URI_PREFIX = "https://schemas.dcm.org/"
 ENVELOPE_URI = SCHEMA_URI_PREFIX + "envelope/cloudevent-v1.json"
@@ -106,8 +106,10 @@ class CompiledSchema:
 
     def violations(self, document: Any, prefix: str = "") -> list[Violation]:
         """Every violation, most specific first (empty when valid)."""
+        from jsonschema.exceptions import relevance
+
         found = []
-        for err in sorted(self.explainer.iter_errors(document), key=jsonschema.exceptions.relevance):
+        for err in sorted(self.explainer.iter_errors(document), key=relevance):
             for leaf in _leaves(err):
                 parts = [escape(p) for p in leaf.absolute_path]
                 value = _short(leaf.instance)
@@ -157,8 +159,10 @@ class Vocabulary:
 
 def _leaves(err: jsonschema.ValidationError):
     """allOf/anyOf errors hide the real causes in their context: surface them."""
+    from jsonschema.exceptions import relevance
+
     if err.context:
-        for sub in sorted(err.context, key=jsonschema.exceptions.relevance):
+        for sub in sorted(err.context, key=relevance):
             yield from _leaves(sub)
     else:
         yield err
@@ -178,6 +182,10 @@ class SchemaRegistry:
     """Loads and compiles every schema once; looks status schemas up by URI or type."""
 
     def __init__(self, root: Traversable):
+        import jsonschema  # the explainer: loaded with the registry, not with every importer of this module
+        from referencing import Registry, Resource
+        from referencing.jsonschema import DRAFT7
+
         self.root = root
         raw: dict[str, dict[str, Any]] = {}
         for path in json_files(root, skip=(SAMPLES, VOCABULARIES, OPENAPI)):

@@ -15,6 +15,7 @@ Screenshots land in tests/e2e/artifacts/ (dashboard.png, resource.png).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from datetime import datetime, timedelta, timezone
@@ -27,6 +28,7 @@ from playwright.sync_api import (
     sync_playwright,  # the Python package only: its browser downloads are never used
 )
 
+from shared.api.feed import HEARTBEAT_SECONDS
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -363,6 +365,19 @@ def test_a_provider_silent_as_a_whole_is_one_alarm_on_the_overview(e2e, uid, das
         e2e.db.collection("providers").document(name).delete()
 
 
+def take_every_stream_place(e2e, held: list[requests.Response]) -> int:
+    """Open live streams until the api refuses one (429, the per-caller cap: docs/api.md), adding each
+    to ``held``; returns the cap the refusal names."""
+    for _ in range(50):
+        response = requests.get(e2e.api_url + "v1/changes/stream", stream=True, timeout=30)
+        if response.status_code == 429:
+            detail = response.json()["detail"]
+            assert "DCM_MAX_STREAMS_PER_CALLER" in detail and response.headers["Retry-After"], detail
+            return int(re.search(r"holds (\d+) live streams", detail).group(1))
+        held.append(response)
+    pytest.fail("the api never refused a stream")
+
+
 def test_a_refused_live_stream_falls_back_to_polling_and_goes_live_again(e2e, uid, dashboard):
     """The api caps live streams per caller (429 beyond: docs/api.md): the page, refused, says "polling",
     reads the changes from v1/changes meanwhile and opens the stream again once a place is free."""
@@ -372,15 +387,17 @@ def test_a_refused_live_stream_falls_back_to_polling_and_goes_live_again(e2e, ui
     dashboard.page.evaluate("window.dcmDashboard.state.retryMax = 2000")  # the back-off's ceiling: 2 s, not 30
     held: list[requests.Response] = []
     try:
-        for _ in range(20):  # every place this caller may hold on the instance, taken
-            response = requests.get(e2e.api_url + "v1/changes/stream", stream=True, timeout=30)
-            if response.status_code == 429:
-                assert "DCM_MAX_STREAMS_PER_CALLER" in response.json()["detail"] and response.headers["Retry-After"]
-                break
-            held.append(response)
-        else:
-            pytest.fail("the api never refused a stream")
+        # Every place this caller may hold on the instance, taken by the test: the page's own stream is
+        # dropped first, and its place is taken once the api has given it back (when it next writes to the
+        # closed connection, within two heartbeats). Taken before that, the page's reconnect would find it free.
         dashboard.page.evaluate("window.dcmDashboard.dropConnection(-1)")
+        cap = take_every_stream_place(e2e, held)
+        deadline = time.monotonic() + 3 * HEARTBEAT_SECONDS
+        while len(held) < cap:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the api kept the dropped page's stream place: the test holds {len(held)} of {cap}")
+            time.sleep(0.5)
+            take_every_stream_place(e2e, held)
         dashboard.page.evaluate("window.dcmDashboard.reconnect()")
         eventually(lambda: dashboard.live() == "polling", 20, lambda: f"the page to poll ({dashboard.diagnose(key)})")
         assert "refused" in dashboard.page.get_attribute('[data-testid="live"]', "title")

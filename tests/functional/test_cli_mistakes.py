@@ -134,8 +134,10 @@ def test_help_version_and_the_types_publish_accepts(env):
 def test_every_command_has_help_with_an_example_and_every_option_a_help_text():
     import click
 
-    def walk(group, path):
-        for name, command in group.commands.items():
+    def walk(group, path):  # through list_commands/get_command: the commands loaded when run too
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
             if isinstance(command, click.Group):
                 yield from walk(command, [*path, name])
             else:
@@ -154,7 +156,7 @@ def test_a_bug_is_one_line_too_and_debug_shows_the_traceback(env, monkeypatch):
 
     def broken(*_args, **_kwargs):
         raise ZeroDivisionError("division by zero")
-    monkeypatch.setattr(cli_main.queries, "stats", broken)
+    monkeypatch.setattr("shared.api.queries.stats", broken)
     monkeypatch.setattr(cli_main, "connect", lambda: type("C", (), {"firestore": lambda self: None})())
     result = CliRunner().invoke(cli, ["stats"], env=_runner_env(env))
     _one_clear_line(result.exit_code, result.stderr, 1, "unexpected ZeroDivisionError: division by zero")

@@ -176,7 +176,7 @@ def _wait_for(predicate, what: str, timeout: float = 20.0) -> None:
 def test_the_emulator_waits_for_a_push_as_long_as_production_does():
     """The Pub/Sub emulator's push has no request timeout of its own (a push never answered stranded its
     message): its JVM gets the longest push subscription's ack deadline, production's push request timeout."""
-    from infra.local.emulators import java_options
+    from infra.local.emulators import JIT_AND_GC, java_options
     from infra.local.stack import push_timeout
 
     topology = load()
@@ -186,7 +186,7 @@ def test_the_emulator_waits_for_a_push_as_long_as_production_does():
     pulled = dataclasses.replace(_spec(), push=None, ack_deadline_seconds=longest + 600)
     assert push_timeout(dataclasses.replace(topology, subscriptions=(*topology.subscriptions, slow, pulled))) \
         == longest + 60  # pull subscriptions have no push to time out
-    assert java_options(None, 60) == "-Xmx512m -Dsun.net.client.defaultReadTimeout=60000"
+    assert java_options(None, 60) == f"-Xmx512m {JIT_AND_GC} -Dsun.net.client.defaultReadTimeout=60000"
     assert java_options("-Xmx256m", 60.5) == "-Xmx256m -Dsun.net.client.defaultReadTimeout=60500"
     assert java_options("-Xmx256m") == "-Xmx256m"
 
@@ -194,8 +194,8 @@ def test_the_emulator_waits_for_a_push_as_long_as_production_does():
 def test_the_firestore_emulator_gets_a_heap_for_every_version_it_keeps():
     """The Firestore emulator keeps every version of every document: at 512 MB an e2e stack ran out of heap
     mid-tier (queries past their deadline, 503s); its JVM gets 2 GB, Pub/Sub's keeps 512 MB."""
-    from infra.local.emulators import java_options
+    from infra.local.emulators import JIT_AND_GC, java_options
 
-    assert java_options(None, kind="firestore") == "-Xmx2g"
-    assert java_options(None, 60, kind="pubsub") == "-Xmx512m -Dsun.net.client.defaultReadTimeout=60000"
+    assert java_options(None, kind="firestore") == f"-Xmx2g {JIT_AND_GC}"
+    assert java_options(None, 60, kind="pubsub") == f"-Xmx512m {JIT_AND_GC} -Dsun.net.client.defaultReadTimeout=60000"
     assert java_options("-Xmx4g", kind="firestore") == "-Xmx4g"  # an operator's JAVA_TOOL_OPTIONS wins

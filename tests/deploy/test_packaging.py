@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-import venv
 import zipfile
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 from infra import package
 from infra import topology as topo
 from infra.topology import read as read_topology
+from tests import clean_venv as clean_venv_module
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = list(read_topology()["functions"])
@@ -195,12 +195,10 @@ def clean_venv(built, tmp_path_factory) -> Path:
     assert len(requirements) == 1, "all functions share one requirements.txt, so one venv serves them all"
     root = tmp_path_factory.mktemp("venv")
     (root / "requirements.txt").write_bytes(requirements.pop())
-    env_dir = root / "venv"
-    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                           "-r", str(root / "requirements.txt")], capture_output=True, text=True, timeout=1500)
-    assert proc.returncode == 0, f"pip install failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    python = clean_venv_module.create(root / "venv")
+    proc = subprocess.run([*clean_venv_module.installer(python), "--quiet", "-r", str(root / "requirements.txt")],
+                          capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, f"install failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return python
 
 
@@ -263,4 +261,4 @@ def test_deploy_zip_starts_in_a_clean_virtualenv(built, clean_venv, tmp_path, na
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{name}: import main failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     assert f"started {name}" in proc.stdout
-    assert Path(sys.executable).resolve() != clean_venv.resolve()
+    assert clean_venv.parent.parent.resolve() != Path(sys.prefix).resolve()  # its own virtualenv, not the tests'

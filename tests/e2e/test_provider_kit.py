@@ -17,6 +17,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.local.stack import REPO_ROOT
 from shared.state.model import LEDGER
+from tests import clean_venv
 from tests.e2e.conftest import E2EStack, wait_until
 
 CLEAN_SCRIPT = """
@@ -45,16 +46,10 @@ print("published")
 @pytest.mark.timeout(600)
 def test_the_sdk_installs_alone_into_a_clean_virtualenv_and_publishes_to_the_emulator(e2e: E2EStack, uid: str,
                                                                                       tmp_path: Path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    # the contracts from the local path (their own distribution, on no index), then the kit; with the uv the
-    # project installs itself with when it is there (the same index and metadata as pip, 30-60 s less)
-    uv = Path(sys.executable).parent / "uv"
-    installer = [str(uv), "pip", "install", "--python", str(python)] if uv.exists() else [
-        str(python), "-m", "pip", "install"]
-    install = subprocess.run([*installer, "-q", str(REPO_ROOT / "shared" / "contracts"), str(REPO_ROOT / "sdk")],
-                             capture_output=True, text=True, timeout=540)
+    python = clean_venv.create(tmp_path / "venv")
+    # the contracts from the local path (their own distribution, on no index), then the kit
+    install = subprocess.run([*clean_venv.installer(python), "-q", str(REPO_ROOT / "shared" / "contracts"),
+                              str(REPO_ROOT / "sdk")], capture_output=True, text=True, timeout=540)
     assert install.returncode == 0, install.stderr[-2000:]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DCM_SCHEMAS_DIR")}
     run = subprocess.run([str(python), "-c", textwrap.dedent(CLEAN_SCRIPT), e2e.project, f"clean-{uid}"],

@@ -387,7 +387,7 @@ variable "max_streams_per_caller" {
 }
 
 variable "output_redact" {
-  description = "Values of the output_spec and outputs maps of status events that the api, change events and webhook receivers see as \"[redacted]\": key names (any depth, case-insensitive) and JSON pointers such as /output_spec/db (DCM_OUTPUT_REDACT, docs/security.md item 13). Default []: the platform's list of credential names (password, secret, token, ...); [\"none\"]: nothing hidden."
+  description = "Values of the output_spec and outputs maps of status events that the api, change events and webhook receivers see as \"[redacted]\": credential names, each matched as words of a key at any depth (\"password\" hides db_password and adminPassword), and JSON pointers such as /output_spec/db (DCM_OUTPUT_REDACT, docs/security.md items 13 and 17). Default []: the platform's list of credential names (password, secret, token, private_key, kubeconfig, ...); [\"none\"]: nothing hidden."
   type        = list(string)
   default     = []
 

@@ -30,12 +30,18 @@ locals {
   # function => the settings only some functions get. A pushed function checks
   # every push token against its audience (its own URL) and the push invoker's
   # email, and refuses to start without them (shared/runtime/auth.py); the api
-  # takes no push (the Cloud Run invoker check is its authentication, api.tf)
-  # and gets neither. notify and the api are told where the keyring of the
-  # webhook signing keys is (secrets.tf); no other function may read it.
+  # takes no push and gets neither: it verifies its callers' Google ID tokens
+  # itself (shared/api/identity.py), against its own URL and
+  # var.api_token_audiences (DCM_API_AUDIENCE), or IAP's signed header against
+  # var.api_iap_audience, and refuses to start without them. notify and the
+  # api are told where the keyring of the webhook signing keys is (secrets.tf);
+  # no other function may read it.
   function_env = {
     for name, f in local.functions : name => merge(
-      f.http ? {} : {
+      f.http ? {
+        DCM_API_AUDIENCE     = join(",", concat([local.function_urls[name]], var.api_token_audiences))
+        DCM_API_IAP_AUDIENCE = var.api_iap_audience
+        } : {
         DCM_PUSH_AUDIENCE        = local.function_urls[name]
         DCM_PUSH_SERVICE_ACCOUNT = google_service_account.push_invoker.email
       },
@@ -164,6 +170,10 @@ resource "google_cloudfunctions2_function" "function" {
     precondition {
       condition     = !each.value.http || length(try(local.function_access[each.key].publishes, [])) == 0
       error_message = "Function ${each.key} is called over HTTP (http: true in infra/topology.yaml): it answers its callers itself and may not publish (local.function_access)."
+    }
+    precondition {
+      condition     = !each.value.http || !var.api_iap || var.api_iap_audience != ""
+      error_message = "api_iap = true needs api_iap_audience, the audience of IAP's signed header (/projects/NUMBER/global/backendServices/ID): the api verifies it (shared/api/identity.py) and does not start without it."
     }
     precondition {
       condition     = !each.value.http || each.value.settings.timeout_seconds >= 30

@@ -315,9 +315,31 @@ variable "api_admins" {
 }
 
 variable "api_iap" {
-  description = "The api is behind Identity-Aware Proxy: the caller is the X-Goog-Authenticated-User-Email IAP sets (DCM_API_IAP). Leave false unless IAP is in front of it: without IAP any invoker could set that header."
+  description = "The api is behind Identity-Aware Proxy: the caller is the email of IAP's signed X-Goog-IAP-JWT-Assertion, which the api verifies against api_iap_audience (DCM_API_IAP; never the plain X-Goog-Authenticated-User-Email header, which any invoker could set). Leave false unless IAP is in front of it."
   type        = bool
   default     = false
+}
+
+variable "api_iap_audience" {
+  description = "With api_iap: the audience of IAP's signed header, /projects/PROJECT_NUMBER/global/backendServices/SERVICE_ID (a load balancer's backend service) or /projects/PROJECT_NUMBER/apps/PROJECT_ID (DCM_API_IAP_AUDIENCE, docs/security.md item 14)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.api_iap_audience == "" || can(regex("^/projects/[0-9]+/", var.api_iap_audience))
+    error_message = "api_iap_audience must be IAP's audience, /projects/PROJECT_NUMBER/global/backendServices/SERVICE_ID or /projects/PROJECT_NUMBER/apps/PROJECT_ID."
+  }
+}
+
+variable "api_token_audiences" {
+  description = "Audiences, besides the api's own URL, that a caller's Google ID token may be issued for (DCM_API_AUDIENCE, docs/security.md item 14). The default is gcloud's OAuth client: the audience of the token `gcloud run services proxy` and `gcloud auth print-identity-token` attach for a user account (they cannot ask for another), which Cloud Run's IAM check accepts too. [] accepts only tokens minted for the api's URL (a service account's, or `gcloud auth print-identity-token --impersonate-service-account=SA --audiences=API_URL`)."
+  type        = list(string)
+  default     = ["32555940559.apps.googleusercontent.com"]
+
+  validation {
+    condition     = alltrue([for a in var.api_token_audiences : can(regex("^[^\\s,]+$", a))])
+    error_message = "api_token_audiences: each an audience without spaces or commas (a URL or an OAuth client id)."
+  }
 }
 
 variable "max_callbacks_per_caller" {

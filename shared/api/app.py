@@ -19,7 +19,7 @@ import orjson
 from dcm_status_contracts import callback, change_feed, limits, timeutil
 from dcm_status_contracts.callback import Scope
 from dcm_status_contracts.change_feed import Cursor
-from dcm_status_contracts.errors import InvalidRequest, NotFound, TooManyRequests, Transient
+from dcm_status_contracts.errors import InvalidRequest, KeysUnavailable, NotFound, TooManyRequests, Transient
 from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.outputs import Redaction
 from dcm_status_contracts.schemas import OPENAPI, schemas_dir
@@ -35,12 +35,12 @@ from shared.api.callbacks import Callbacks
 from shared.api.dcm import PREFIX as DCM_PREFIX
 from shared.api.dcm import DcmApi
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
-from shared.api.identity import Caller, caller_of, check_mutation
+from shared.api.identity import Caller, TokenRule, caller_of, check_mutation, rule_for
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.api.served import Periods, Served, cache_control
+from shared.runtime import auth, secretbox
 from shared.runtime import firestore as fs
-from shared.runtime import secretbox
 from shared.runtime.clients import Runtime
 from shared.runtime.entrypoint import problem
 from shared.runtime.logs import get_logger
@@ -94,18 +94,31 @@ def snapshot_response(snapshot: Snapshot, **more: Any) -> flask.Response:
 
 @dataclass(frozen=True)
 class Guards:
-    """Who may do what (docs/api.md "Security"): who the caller is, the admins, the least grace a
-    rotation keeps, and how many live streams an instance and a caller hold open."""
+    """Who may do what (docs/api.md "Security"): who the caller is (local mode, or the token ``tokens``
+    verifies: shared/api/identity.py), the admins, the least grace a rotation keeps, and how many live streams
+    an instance and a caller hold open."""
 
     local_mode: bool = False
-    iap: bool = False
+    tokens: TokenRule | None = None  # None outside local mode: no token names anyone
     admins: tuple[str, ...] = ()
     min_rotation_grace_seconds: int = 60
     max_streams: int = 100
     max_streams_per_caller: int = 10
 
     def caller(self, request: flask.Request) -> Caller:
-        return caller_of(request.headers, self.local_mode, self.iap, self.admins)
+        return caller_of(request.headers, self.local_mode, self.tokens, self.admins)
+
+
+def token_rule(s: Any) -> TokenRule | None:
+    """The check of the api's callers these settings ask for, with Google's cached keys (shared/runtime/auth.py);
+    ConfigError if a setting it needs is missing: the api does not start (``check_identity_configured``)."""
+    return rule_for(s.local_mode, s.api_iap, s.api_audiences, s.api_iap_audience, lambda: auth.GOOGLE_KEYS.get(),
+                    lambda: auth.IAP_KEYS.get())
+
+
+def check_identity_configured(s: Any) -> None:
+    """ConfigError unless the settings say how to verify the api's callers (functions/api/main.py: at start)."""
+    token_rule(s)
 
 
 class Api:
@@ -137,7 +150,7 @@ class Api:
                              max_per_caller=s.max_callbacks_per_caller, max_total=s.max_callbacks,
                              keys=secretbox.for_settings(s), hook_ports=s.hook_ports),
                    lambda provider: s.stale_after(provider, ""),
-                   Guards(s.local_mode, s.api_iap, s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
+                   Guards(s.local_mode, token_rule(s), s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
                           s.max_streams_per_caller), s.output_redaction,
                    Periods(s.summary_every_seconds, s.stats_every_seconds))
 
@@ -157,6 +170,9 @@ class Api:
             return problem(exc.status, exc.title, exc.detail, exc.parameter, headers={"Retry-After": "10"})
         except InvalidRequest as exc:
             return problem(exc.status, exc.title, exc.detail, exc.parameter)
+        except KeysUnavailable:
+            return problem(503, "Unavailable", "the caller's token cannot be checked now (Google's signing keys did "
+                           "not answer); retry", headers={"Retry-After": "5"})
         except NotYet as exc:
             return problem(503, "Unavailable", f"{exc}; retry in a few seconds", headers={"Retry-After": "2"})
         except (Transient, *fs.TRANSIENT_ERRORS) as exc:

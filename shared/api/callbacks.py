@@ -87,6 +87,7 @@ class Callbacks:
                                f"(DCM_MAX_CALLBACKS={self.max_total})", "hook")
 
     def _may_change(self, callback_id: str, doc: Mapping[str, Any], caller: Caller) -> None:
+        require_identity(caller)  # nobody the api can name: 401 (503 while Google's keys cannot be had), not 403
         if not caller.may_change(doc.get("owner")):
             raise Forbidden(f"callback {callback_id} is {doc.get('owner') or 'an operator'}'s: only its owner or an "
                             "admin (DCM_API_ADMINS) may change it", "id")

@@ -1,42 +1,75 @@
 """Who is calling the api, and whether a request may change anything.
 
-The caller: in production the api is private behind Cloud Run IAM, which lets a request in only
-with a Google-signed ID token it has verified (``gcloud run services proxy`` attaches the
-admin's): the caller is that token's ``email``. Behind IAP (``DCM_API_IAP``) it is the
-``X-Goog-Authenticated-User-Email`` IAP sets (``accounts.google.com:`` stripped). Locally
-(``DCM_LOCAL_MODE``) every caller is ``local``. Admins (``DCM_API_ADMINS``) may change any callback.
+The caller: the api verifies it itself (docs/security.md item 14). Cloud Run's IAM check admits a request
+with a Google-signed ID token, but it reads only ``X-Serverless-Authorization`` when a request carries both
+it and ``Authorization``, and passes the other to the api as the caller wrote it; nor does Cloud Run tell the
+api whom it admitted. So the caller is the ``email`` of a Google ID token the api checked: Google's signature
+(RS256, Google's certificates), issuer ``accounts.google.com``, not expired, ``email_verified``, for one of the
+audiences the deployment sets (``DCM_API_AUDIENCE``: the api's URL, and whichever ``gcloud`` issues its
+admins' tokens for). It is read from ``X-Serverless-Authorization`` when that header is present (then never
+from ``Authorization``: the header Cloud Run checked is the one that names the caller), else from
+``Authorization``. Behind IAP (``DCM_API_IAP``) it is the ``email`` of IAP's signed
+``X-Goog-IAP-JWT-Assertion`` (ES256, IAP's keys, issuer ``https://cloud.google.com/iap``, audience
+``DCM_API_IAP_AUDIENCE``), never the plain ``X-Goog-Authenticated-User-Email``. A token that fails any check
+names nobody: a change is then a 401, a read is answered as to anyone. Locally (``DCM_LOCAL_MODE``) every
+caller is ``local``. Admins (``DCM_API_ADMINS``) may change any callback.
+
+What a token must be is a ``TokenRule``; the keys it is checked with come from the rule's ``keys`` (Google's,
+fetched and cached by shared/runtime/auth.py ``KeyCache``; a test's own): no I/O here. The checks of the
+signature, expiry and audience are google-auth's (``google.auth.jwt.decode``).
 
 Cross-site request forgery: a mutating request (POST, PUT, PATCH, DELETE) must carry the header
 ``DCM-Request: 1``, which a cross-site HTML form cannot send and a cross-site script can send only
 after a CORS preflight the api never grants; and a request whose ``Origin`` is present and is not
-the api's own is refused (403). No I/O.
+the api's own is refused (403).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import enum
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-import orjson
-from dcm_status_contracts.errors import Forbidden, Unauthenticated
+from dcm_status_contracts.errors import ConfigError, Forbidden, KeysUnavailable, Unauthenticated, Unauthorized
+from google.auth import exceptions as google_exceptions
+from google.auth import jwt
+
+from shared.runtime.logs import get_logger
+
+log = get_logger("api")
 
 LOCAL = "local"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CSRF_HEADER = "DCM-Request"
-IAP_HEADER = "X-Goog-Authenticated-User-Email"
+SERVERLESS_HEADER = "X-Serverless-Authorization"  # the header Cloud Run's IAM check reads first
+AUTHORIZATION = "Authorization"
+IAP_HEADER = "X-Goog-IAP-JWT-Assertion"  # IAP's signed statement of the caller
 IAP_PREFIX = "accounts.google.com:"
+GOOGLE_ISSUERS = ("accounts.google.com", "https://accounts.google.com")
+IAP_ISSUERS = ("https://cloud.google.com/iap",)
 MAX_IDENTITY_CHARS = 320
+MAX_TOKEN_CHARS = 8192  # a Google ID token is about 1,000 characters, IAP's assertion about 700
+CLOCK_SKEW_SECONDS = 10  # between Google's clock and this instance's, for iat and exp
+
+
+class Verdict(enum.Enum):
+    """What the api made of the token a request carried."""
+
+    VERIFIED = "verified"  # a token that passed every check names the caller
+    ABSENT = "absent"  # no token where the rule reads one
+    REFUSED = "refused"  # a token that failed a check (or could not be read): it names nobody
+    UNCHECKED = "unchecked"  # Google's keys could not be fetched: nobody, for now (a change: 503, retry)
+    LOCAL = "local"  # the local stack: every caller is ``local``
 
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent a request: an identity (None: nobody the api can name) and whether an admin."""
+    """Who sent a request: an identity (None: nobody the api can name), whether an admin, and why."""
 
     identity: str | None
     admin: bool = False
+    verdict: Verdict = Verdict.VERIFIED
 
     def owns(self, owner: str | None) -> bool:
         return self.identity is not None and owner == self.identity
@@ -46,38 +79,124 @@ class Caller:
         return self.admin or self.owns(owner)
 
 
-def _bearer_email(authorization: str | None) -> str | None:
-    """The ``email`` claim of the request's bearer ID token (Cloud Run IAM verified its signature,
-    audience and expiry before the request reached the api), or None."""
-    if not authorization or not authorization.lower().startswith("bearer "):
-        return None
-    parts = authorization[7:].strip().split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        claims = orjson.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (binascii.Error, ValueError):
-        return None
-    email = claims.get("email") if isinstance(claims, dict) else None
-    return email if isinstance(email, str) and 0 < len(email) <= MAX_IDENTITY_CHARS else None
+class Source(enum.Enum):
+    """Where a caller's token is read."""
+
+    BEARER = "bearer"  # X-Serverless-Authorization if present, else Authorization: "Bearer <Google ID token>"
+    IAP = "iap"  # X-Goog-IAP-JWT-Assertion: "<IAP's JWT>"
 
 
-def _iap_email(value: str | None) -> str | None:
-    if not value:
-        return None
-    email = value[len(IAP_PREFIX):] if value.startswith(IAP_PREFIX) else value
-    return email if 0 < len(email) <= MAX_IDENTITY_CHARS else None
+@dataclass(frozen=True)
+class TokenRule:
+    """What a token must be to name its caller: read from ``source``, signed with ``algorithm`` by one of the
+    keys ``keys()`` returns (key id -> PEM certificate or public key), issued by one of ``issuers`` for one of
+    ``audiences``; with ``email_verified`` true when ``verified_email``."""
+
+    source: Source
+    audiences: tuple[str, ...]
+    keys: Callable[[], Mapping[str, str]]
+    algorithm: str = "RS256"
+    issuers: tuple[str, ...] = GOOGLE_ISSUERS
+    verified_email: bool = True
+
+    @classmethod
+    def google(cls, audiences: tuple[str, ...], keys: Callable[[], Mapping[str, str]]) -> "TokenRule":
+        return cls(Source.BEARER, audiences, keys)
+
+    @classmethod
+    def iap(cls, audience: str, keys: Callable[[], Mapping[str, str]]) -> "TokenRule":
+        return cls(Source.IAP, (audience,), keys, algorithm="ES256", issuers=IAP_ISSUERS, verified_email=False)
 
 
-def caller_of(headers: Mapping[str, str], local_mode: bool, iap: bool, admins: tuple[str, ...]) -> Caller:
-    """The caller of a request, from what the platform in front of the api verified."""
+def rule_for(local_mode: bool, iap: bool, audiences: tuple[str, ...], iap_audience: str | None,
+             google_keys: Callable[[], Mapping[str, str]],
+             iap_keys: Callable[[], Mapping[str, str]]) -> TokenRule | None:
+    """The rule these settings ask for (None in local mode); ConfigError if a setting it needs is missing or
+    malformed: the api then refuses to start, as a pushed function without its audience does."""
     if local_mode:
-        identity: str | None = LOCAL
-    elif iap:
-        identity = _iap_email(headers.get(IAP_HEADER))
-    else:
-        identity = _bearer_email(headers.get("Authorization"))
-    return Caller(identity, identity is not None and identity in admins)
+        return None
+    if iap:
+        if not iap_audience or not iap_audience.startswith("/projects/"):
+            raise ConfigError("DCM_API_IAP=1 needs DCM_API_IAP_AUDIENCE, the audience of IAP's signed header "
+                              f"(/projects/NUMBER/global/backendServices/ID or /projects/NUMBER/apps/PROJECT), got "
+                              f"{(iap_audience or '')[:100]!r}")
+        return TokenRule.iap(iap_audience, iap_keys)
+    if not audiences:
+        raise ConfigError("set DCM_API_AUDIENCE: the api verifies its callers' ID tokens against it (terraform/"
+                          "functions.tf sets the api's URL); DCM_LOCAL_MODE=1 is for the local emulator stack only")
+    return TokenRule.google(audiences, google_keys)
+
+
+def presented(headers: Mapping[str, str], source: Source) -> tuple[str | None, Verdict]:
+    """The token a request carries where ``source`` says, or None and why not (absent, or unreadable)."""
+    if source is Source.IAP:
+        value = headers.get(IAP_HEADER)
+    else:  # the header Cloud Run checked: X-Serverless-Authorization whenever it is sent, even empty or wrong
+        value = headers.get(SERVERLESS_HEADER)
+        if value is None:
+            value = headers.get(AUTHORIZATION)
+        if value is not None:
+            scheme, _, rest = value.strip().partition(" ")
+            value = rest.strip() if scheme.lower() == "bearer" else ""
+    if value is None:
+        return None, Verdict.ABSENT
+    if not value or len(value) > MAX_TOKEN_CHARS or value.count(".") != 2:
+        return None, Verdict.REFUSED
+    return value, Verdict.VERIFIED
+
+
+def claims_of(token: str, rule: TokenRule) -> Mapping[str, Any]:
+    """The token's claims if it passes the rule's checks of signature, expiry, audience and issuer; else
+    Unauthorized (its message names the failed check, never the token). KeysUnavailable if the keys cannot be had."""
+    try:
+        header = jwt.decode_header(token)
+    except (ValueError, TypeError, UnicodeError) as exc:
+        raise Unauthorized("the token is no JWT") from exc
+    if not isinstance(header, Mapping) or header.get("alg") != rule.algorithm:
+        raise Unauthorized(f"the token is not signed with {rule.algorithm}")
+    keys = rule.keys()  # KeysUnavailable when Google's keys cannot be fetched
+    try:
+        claims = jwt.decode(token, certs=keys, audience=list(rule.audiences), clock_skew_in_seconds=CLOCK_SKEW_SECONDS)
+    except (google_exceptions.GoogleAuthError, ValueError, TypeError, KeyError, UnicodeError) as exc:
+        raise Unauthorized(f"the token fails google-auth's checks ({type(exc).__name__})") from exc
+    if claims.get("iss") not in rule.issuers:
+        raise Unauthorized("the token's issuer is not Google's")
+    return claims
+
+
+def email_of(claims: Mapping[str, Any], rule: TokenRule) -> str | None:
+    """The caller a checked token names: its ``email`` (IAP's ``accounts.google.com:`` prefix stripped), if
+    verified where the rule asks it to be and of a plausible length."""
+    email = claims.get("email")
+    if not isinstance(email, str):
+        return None
+    if rule.verified_email and claims.get("email_verified") is not True:
+        return None
+    email = email[len(IAP_PREFIX):] if email.startswith(IAP_PREFIX) else email
+    return email if 0 < len(email) <= MAX_IDENTITY_CHARS and "@" in email else None
+
+
+def caller_of(headers: Mapping[str, str], local_mode: bool, rule: TokenRule | None,
+              admins: tuple[str, ...]) -> Caller:
+    """The caller of a request: the email of the token ``rule`` verifies (local mode: ``local``)."""
+    if local_mode:
+        return Caller(LOCAL, LOCAL in admins, Verdict.LOCAL)
+    if rule is None:
+        return Caller(None, verdict=Verdict.ABSENT)
+    token, verdict = presented(headers, rule.source)
+    if token is None:
+        return Caller(None, verdict=verdict)
+    try:
+        email = email_of(claims_of(token, rule), rule)
+    except Unauthorized as exc:  # the failed check is logged, never the token
+        log.info("caller's token refused", extra={"labels": {"auth": "refused"}, "check": str(exc)})
+        return Caller(None, verdict=Verdict.REFUSED)
+    except KeysUnavailable:
+        return Caller(None, verdict=Verdict.UNCHECKED)
+    if email is None:
+        log.info("caller's token refused", extra={"labels": {"auth": "refused"}, "check": "no verified email"})
+        return Caller(None, verdict=Verdict.REFUSED)
+    return Caller(email, email in admins, Verdict.VERIFIED)
 
 
 def check_mutation(method: str, headers: Mapping[str, str], host: str) -> None:
@@ -100,8 +219,19 @@ def same_origin(origin: str, host: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc) and parts.netloc.lower() == host.lower()
 
 
+WHY_NOBODY = {  # what a change without a caller is told, by verdict: the check that failed, never the token
+    Verdict.ABSENT: "no caller identity: changing a callback needs a Google ID token (Authorization or "
+                    "X-Serverless-Authorization: Bearer ...) or IAP in front of the api",
+    Verdict.REFUSED: "the caller's token was not accepted (a Google ID token for this api, signed by Google, "
+                     "not expired, with a verified email): no caller identity",
+}
+
+
 def require_identity(caller: Caller) -> str:
-    if caller.identity is None:
-        raise Unauthenticated("no caller identity: changing a callback needs a Google ID token (Cloud Run IAM) or "
-                              "IAP in front of the api", "Authorization")
-    return caller.identity
+    """The caller's identity; Unauthenticated (401) if none, or KeysUnavailable (503) if Google's keys could not
+    be had to check the token it sent."""
+    if caller.identity is not None:
+        return caller.identity
+    if caller.verdict is Verdict.UNCHECKED:
+        raise KeysUnavailable("the caller's token cannot be checked now: Google's signing keys did not answer")
+    raise Unauthenticated(WHY_NOBODY.get(caller.verdict, WHY_NOBODY[Verdict.ABSENT]), "Authorization")

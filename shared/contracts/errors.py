@@ -55,6 +55,11 @@ class Transient(DcmError):
     """A dependency failed; raise so that Pub/Sub redelivers the message."""
 
 
+class KeysUnavailable(Transient):
+    """Google's public signing keys could not be fetched: no token can be checked now (a push is redelivered,
+    a change to the api answered 503), and none is taken unchecked."""
+
+
 class SecretUnavailable(DcmError):
     """A stored signing secret the keyring cannot open: sealed with a key no longer in the ring, or altered."""
 
@@ -64,7 +69,7 @@ class ConfigError(DcmError):
 
 
 class Unauthorized(DcmError):
-    """A push request without a valid OIDC token (production mode only)."""
+    """A token that fails a check: a push request's OIDC token, an api caller's ID token (production only)."""
 
 
 class InvalidRequest(DcmError):

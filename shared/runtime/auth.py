@@ -12,7 +12,8 @@ tests, refused on Cloud Run without the emulators: ``settings.py``) turns
 verification off.
 
 Google's signing certificates are fetched once and kept for as long as their
-Cache-Control max-age says, not on every push.
+Cache-Control max-age says, not on every push (``KeyCache``; the api's check of its
+callers, shared/api/identity.py, uses the same caches).
 """
 
 from __future__ import annotations
@@ -21,17 +22,20 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import flask
 import requests
-from dcm_status_contracts.errors import ConfigError, Unauthorized
+from dcm_status_contracts.errors import ConfigError, KeysUnavailable, Transient, Unauthorized
 
 from shared.runtime.logs import get_logger
 from shared.runtime.settings import Settings
 
 GOOGLE_ISSUERS = ("https://accounts.google.com", "accounts.google.com")
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+IAP_KEYS_URL = "https://www.gstatic.com/iap/verify/public_key"
 DEFAULT_CERTS_MAX_AGE = 3600
+KEYS_RETRY_SECONDS = 5.0  # after a failed fetch of the keys, the next try
 AUDIENCE = "DCM_PUSH_AUDIENCE"
 SERVICE_ACCOUNT = "DCM_PUSH_SERVICE_ACCOUNT"
 log = get_logger("auth")
@@ -64,24 +68,51 @@ class PushAuth:
         return cls(s.push_audience, s.push_service_account)
 
 
-class _CertCache:
-    def __init__(self) -> None:
+def fetch_keys(url: str) -> tuple[dict[str, str], float]:
+    """Google's public signing keys at ``url`` (key id -> PEM certificate or public key) and how many seconds
+    they may be kept (their Cache-Control max-age)."""
+    resp = requests.get(url, timeout=5)
+    resp.raise_for_status()
+    keys = resp.json()
+    if not isinstance(keys, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
+        raise ValueError(f"{url} did not answer a JSON object of key ids and PEM keys")
+    match = re.search(r"max-age=(\d+)", resp.headers.get("Cache-Control", ""))
+    return keys, float(match.group(1)) if match else DEFAULT_CERTS_MAX_AGE
+
+
+class KeyCache:
+    """Google's public signing keys at one URL, fetched once and kept for as long as their max-age says (not on
+    every request). A fetch that fails keeps the keys held a little longer (``retry_seconds``); with none
+    held, ``get`` raises KeysUnavailable at once and the fetch is tried again only ``retry_seconds`` later, so an
+    outage of Google's key endpoint is not a 5 s wait on every request."""
+
+    def __init__(self, url: str, fetch: Callable[[str], tuple[dict[str, str], float]] = fetch_keys,
+                 clock: Callable[[], float] = time.monotonic, retry_seconds: float = KEYS_RETRY_SECONDS):
+        self.url, self._fetch, self._clock, self._retry = url, fetch, clock, retry_seconds
         self._lock = threading.Lock()
-        self._certs: dict[str, str] = {}
+        self._keys: dict[str, str] = {}
         self._expires = 0.0
 
     def get(self) -> dict[str, str]:
         with self._lock:
-            if time.monotonic() >= self._expires:
-                resp = requests.get(GOOGLE_CERTS_URL, timeout=5)
-                resp.raise_for_status()
-                match = re.search(r"max-age=(\d+)", resp.headers.get("Cache-Control", ""))
-                self._certs = resp.json()
-                self._expires = time.monotonic() + (int(match.group(1)) if match else DEFAULT_CERTS_MAX_AGE)
-            return self._certs
+            if self._clock() >= self._expires:
+                try:
+                    self._keys, max_age = self._fetch(self.url)
+                    self._expires = self._clock() + max_age
+                except (requests.RequestException, ValueError) as exc:
+                    self._expires = self._clock() + self._retry
+                    log.error("cannot fetch Google's signing keys", extra={
+                        "labels": {"auth": "keys_unavailable"}, "url": self.url, "error": type(exc).__name__,
+                        "keysHeld": len(self._keys)})
+                    if not self._keys:
+                        raise KeysUnavailable(f"Google's signing keys ({self.url}) could not be fetched") from exc
+            if not self._keys:
+                raise KeysUnavailable(f"Google's signing keys ({self.url}) could not be fetched; retrying soon")
+            return self._keys
 
 
-_CERTS = _CertCache()
+GOOGLE_KEYS = _CERTS = KeyCache(GOOGLE_CERTS_URL)  # Google's ID token certificates: push tokens, the api's callers
+IAP_KEYS = KeyCache(IAP_KEYS_URL)  # IAP's ES256 keys: the api's callers behind IAP
 
 
 def verify_token(token: str, audience: str, service_account: str) -> dict:
@@ -126,7 +157,7 @@ def verify_push_request(s: Settings) -> None:
     except Unauthorized as exc:
         log.warning("push request rejected", extra={"labels": {"auth": "rejected"}, "error": str(exc)})
         flask.abort(403)
-    except requests.RequestException as exc:  # Pub/Sub redelivers: nothing lost
+    except (requests.RequestException, Transient) as exc:  # Pub/Sub redelivers: nothing lost
         log.error("cannot fetch Google's signing certificates", extra={"labels": {"auth": "unavailable"},
                                                                         "error": str(exc)})
         flask.abort(503)

@@ -138,7 +138,11 @@ class Settings:
     callback_keys_file: str | None = None  # ... or its file, locally (DCM_CALLBACK_KEYS_FILE): secretbox.py
     # The api's callers (shared/api/identity.py) and what each may hold (docs/api.md "Security")
     api_admins: tuple[str, ...] = ()  # identities that may change any callback (DCM_API_ADMINS, comma-separated)
-    api_iap: bool = False  # behind IAP: the caller is X-Goog-Authenticated-User-Email (DCM_API_IAP)
+    api_iap: bool = False  # behind IAP: the caller is IAP's signed X-Goog-IAP-JWT-Assertion (DCM_API_IAP)
+    # the audiences a caller's Google ID token may be for (DCM_API_AUDIENCE, comma-separated: Terraform sets the
+    # api's URL and var.api_token_audiences), and IAP's (DCM_API_IAP_AUDIENCE, /projects/NUMBER/...)
+    api_audiences: tuple[str, ...] = ()
+    api_iap_audience: str | None = None
     max_callbacks_per_caller: int = 100
     max_callbacks: int = 10_000
     min_rotation_grace_seconds: int = 60  # a rotation's previous secret signs at least this long
@@ -293,6 +297,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         callback_keys_file=env.get("DCM_CALLBACK_KEYS_FILE") or None,
         api_admins=tuple(a.strip() for a in env.get("DCM_API_ADMINS", "").split(",") if a.strip()),
         api_iap=_flag(env, "DCM_API_IAP"),
+        api_audiences=tuple(a.strip() for a in env.get("DCM_API_AUDIENCE", "").split(",") if a.strip()),
+        api_iap_audience=env.get("DCM_API_IAP_AUDIENCE", "").strip() or None,
         max_callbacks_per_caller=int(env.get("DCM_MAX_CALLBACKS_PER_CALLER", "100")),
         max_callbacks=int(env.get("DCM_MAX_CALLBACKS", "10000")),
         min_rotation_grace_seconds=int(env.get("DCM_MIN_ROTATION_GRACE_SECONDS", "60")),

@@ -252,6 +252,7 @@ def test_deploy_zip_starts_in_a_clean_virtualenv(built, clean_venv, tmp_path, na
         # No Google credentials here: a Firestore client that needs none (never connected, as
         # the pages checked read no document).
         env["FIRESTORE_EMULATOR_HOST"] = "127.0.0.1:9"
+        env["DCM_API_AUDIENCE"] = f"https://{name}.example"  # what its callers' tokens are for: it checks them
     else:  # what terraform/functions.tf gives a pushed function: without them it refuses to start
         env.update(DCM_PUSH_AUDIENCE=f"https://{name}.example", DCM_PUSH_SERVICE_ACCOUNT="invoker@test.example")
     if name in ("notify", "api"):  # terraform/functions.tf names their keyring; without it they refuse to start

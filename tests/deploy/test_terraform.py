@@ -298,6 +298,9 @@ def test_every_pushed_function_gets_its_push_settings_and_only_notify_and_the_ap
         assert got[name]["DCM_PUSH_SERVICE_ACCOUNT"] == PUSH_INVOKER, name
     for name in http:
         assert "DCM_PUSH_AUDIENCE" not in got[name] and "DCM_PUSH_SERVICE_ACCOUNT" not in got[name], name
+        # it verifies its callers' ID tokens (shared/api/identity.py): its own URL, then gcloud's client
+        assert got[name]["DCM_API_AUDIENCE"] == f"https://{name}.example,32555940559.apps.googleusercontent.com"
+        assert got[name]["DCM_API_IAP_AUDIENCE"] == ""
     assert {name for name, env in got.items() if env.get("DCM_CALLBACK_KEYS_SECRET") == KEYS_SECRET} == \
         {"api", "notify"}
     assert {name for name, env in got.items() if "DCM_CALLBACK_KEYS_SECRET" in env} == {"api", "notify"}

@@ -2,13 +2,15 @@
 who registered it (or an admin), callbacks and live streams are capped, a reader sees no token or
 hook path of another's callback nor in the dead letters, malformed input is a 400, never a 500.
 
-Production mode (the caller from the Cloud Run-verified ID token, https hooks resolving to a public
-address) runs the api directly on the Firestore emulator; local mode through functions-framework.
+Production mode (the caller from the ID token the api verifies, here signed by a key the test makes:
+tests/google_tokens.py; https hooks resolving to a public address) runs the api directly on the Firestore
+emulator; local mode through functions-framework.
 """
 
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
 import flask
@@ -21,18 +23,21 @@ from werkzeug.test import EnvironBuilder
 
 from shared.api.app import Api, Guards
 from shared.api.callbacks import Callbacks
-from shared.api.identity import caller_of, same_origin
+from shared.api.identity import Caller, TokenRule, Verdict, caller_of, same_origin
+from tests.google_tokens import API_URL, IAP_AUDIENCE, Google, Signer, bearer, unsigned
 
 HOOK = "https://hooks.example.com/cb/PATH-SECRET?key=QUERY-SECRET"
 WRITE = {"DCM-Request": "1"}
 ALICE, BOB, ADMIN = "alice@example.com", "bob@example.com", "admin@example.com"
 
 
+GOOGLE = Google()  # signs the callers' ID tokens; the api is handed its keys instead of Google's certificates
+RULE = TokenRule.google((API_URL,), GOOGLE.keys)
+
+
 def id_token(email: str) -> dict[str, str]:
-    """The Authorization header `gcloud run services proxy` attaches (Cloud Run verified its signature)."""
-    def part(value: dict[str, Any]) -> str:
-        return base64.urlsafe_b64encode(orjson.dumps(value)).decode().rstrip("=")
-    return {"Authorization": f"Bearer {part({'alg': 'RS256'})}.{part({'email': email, 'aud': 'x'})}.c2ln"}
+    """The Authorization header `gcloud run services proxy` attaches: a Google ID token for the api."""
+    return bearer(GOOGLE.id_token(email))
 
 
 class Direct:
@@ -63,7 +68,7 @@ def prod(firestore, tmp_path, monkeypatch):
     monkeypatch.setenv("DCM_CALLBACK_KEYS_FILE", str(keyring))
     callbacks = Callbacks(firestore, local_mode=False, resolver=lambda host, port: ["93.184.216.34"],
                           max_per_caller=3, max_total=5)
-    guards = Guards(local_mode=False, admins=(ADMIN,), min_rotation_grace_seconds=60, max_streams=3,
+    guards = Guards(local_mode=False, tokens=RULE, admins=(ADMIN,), min_rotation_grace_seconds=60, max_streams=3,
                     max_streams_per_caller=2)
     return Direct(Api(firestore, ("aws",), 7, 0.0, 0.5, callbacks, guards=guards))
 
@@ -157,13 +162,12 @@ def test_a_changed_hook_gets_a_new_secret_and_the_old_one_no_longer_signs(prod, 
 
 
 def test_the_caller_is_the_verified_token_or_iap_or_local():
-    assert caller_of(id_token(ALICE), False, False, (ADMIN,)).identity == ALICE
-    assert caller_of(id_token(ADMIN), False, False, (ADMIN,)).admin
-    assert caller_of({"X-Goog-Authenticated-User-Email": f"accounts.google.com:{BOB}"}, False, True, ()).identity == BOB
-    assert caller_of({**id_token(ALICE), "X-Goog-Authenticated-User-Email": BOB}, False, False, ()).identity == ALICE
-    assert caller_of({"X-Goog-Authenticated-User-Email": BOB}, False, False, ()).identity is None  # no IAP: ignored
-    assert caller_of({"Authorization": "Bearer not-a-jwt"}, False, False, ()).identity is None
-    assert caller_of(id_token(ALICE), True, False, ()).identity == "local"
+    assert caller_of(id_token(ALICE), False, RULE, (ADMIN,)).identity == ALICE
+    assert caller_of(id_token(ADMIN), False, RULE, (ADMIN,)).admin
+    assert caller_of({**id_token(ALICE), "X-Goog-Authenticated-User-Email": BOB}, False, RULE, ()).identity == ALICE
+    assert caller_of({"X-Goog-Authenticated-User-Email": BOB}, False, RULE, ()).identity is None  # not a token
+    assert caller_of({"Authorization": "Bearer not-a-jwt"}, False, RULE, ()).identity is None
+    assert caller_of(id_token(ALICE), True, RULE, ()).identity == "local"
 
 
 # ---- item 4: caps ------------------------------------------------------------------------------
@@ -295,3 +299,141 @@ def test_fuzzed_tokens_cursors_ids_and_hooks_never_answer_500(api, parts, raw):
                               query_string=query).status_code < 500, query
     assert api.client.post("/v1/callbacks", json={"hook": "https://" + raw + "/"}, headers=WRITE).status_code < 500
     assert api.client.get("/v1/callbacks/" + (raw.replace("/", "_") or "x")).status_code < 500
+
+
+# ---- issue 37, item 1: the api verifies who calls it ------------------------------------------------
+IMPOSTOR = Signer.rsa("google-1")  # a key that is not Google's, even under the id of one of Google's keys
+FORGED_ADMIN = {"Authorization": "Bearer " + unsigned({"email": ADMIN, "email_verified": True, "aud": API_URL,
+                                                       "iss": "https://accounts.google.com",
+                                                       "exp": int(time.time()) + 3600, "iat": int(time.time())})}
+ALICES_CHANGES = [("POST", "/v1/callbacks/{cid}/rotate", {}), ("POST", "/v1/callbacks/{cid}/enable", {}),
+                  ("POST", "/v1/callbacks/{cid}/test", {}), ("DELETE", "/v1/callbacks/{cid}", {}),
+                  ("PUT", "/v1/resources/aws/vm/i-1/callback", {"query_string": {"hook": "https://bob.example/x"}})]
+
+
+def serverless(token: str) -> dict[str, str]:
+    return {"X-Serverless-Authorization": f"Bearer {token}"}
+
+
+def stored(firestore, cid: str) -> dict[str, Any]:
+    return firestore.collection("callbacks").document(cid).get().to_dict()
+
+
+@pytest.mark.parametrize("method, path, kwargs", ALICES_CHANGES)
+def test_a_forged_authorization_beside_the_token_cloud_run_checked_changes_nothing(prod, firestore, method, path,
+                                                                                   kwargs):
+    """The issue's probe: an invoker sends its real token in X-Serverless-Authorization (what Cloud Run's IAM
+    check reads) and `Authorization: Bearer <alg none>.<{"email": admin}>.x`. The api names the caller by the
+    header Cloud Run checked (Bob: 403 on Alice's callback), never by the forged one; with no real token
+    beside it, or an invalid one, nobody (401): no fallback to Authorization."""
+    cid, _ = alices_callback(prod)
+    before = stored(firestore, cid)
+    for headers, status in ((serverless(GOOGLE.id_token(BOB)), 403),
+                            (serverless(GOOGLE.id_token(BOB, aud="https://other.example")), 401),
+                            (serverless("garbage"), 401), ({"X-Serverless-Authorization": ""}, 401), ({}, 401)):
+        refused = prod.open(method, path.format(cid=cid), headers={**WRITE, **FORGED_ADMIN, **headers}, **kwargs)
+        assert refused.status_code == status, (headers, refused.get_data())
+        assert refused.mimetype == "application/problem+json" and ADMIN not in refused.get_data(as_text=True)
+    assert stored(firestore, cid) == before
+    assert prod.write("POST", f"/v1/callbacks/{cid}/enable", ADMIN).status_code == 200  # the real admin may
+
+
+CHECKS_FAILED = [
+    ("signed by a key that is not Google's", lambda email: GOOGLE.id_token(email, signer=IMPOSTOR)),
+    ("expired", lambda email: GOOGLE.id_token(email, iat=int(time.time()) - 7200, exp=int(time.time()) - 3600)),
+    ("for another audience", lambda email: GOOGLE.id_token(email, aud="https://dcm-status-ingest-1.run.app")),
+    ("from another issuer", lambda email: GOOGLE.id_token(email, iss="https://attacker.example")),
+    ("email not verified", lambda email: GOOGLE.id_token(email, email_verified=False)),
+    ("unsigned (alg none)", lambda email: unsigned(Google.claims(email))),
+    ("signed ES256 where Google signs RS256", lambda email: Signer.es256("google-1").sign(Google.claims(email))),
+    ("longer than any ID token", lambda email: GOOGLE.id_token(email, padding="x" * 9000)),
+]
+
+
+@pytest.mark.parametrize("why, token", CHECKS_FAILED, ids=[c[0] for c in CHECKS_FAILED])
+def test_a_token_that_fails_a_check_names_nobody(prod, firestore, why, token):
+    """Each check: a change is a 401 and writes nothing; a read is answered as to anyone (the callback's owner
+    would see its token and hook; this caller does not)."""
+    cid, _ = alices_callback(prod)
+    before = stored(firestore, cid)
+    forged = bearer(token(ALICE))
+    assert caller_of(forged, False, RULE, (ALICE,)) == Caller(None, verdict=Verdict.REFUSED)
+    created = prod.open("PUT", "/v1/resources/aws/vm/i-2/callback", headers={**WRITE, **forged},
+                        query_string={"hook": HOOK})
+    assert created.status_code == 401 and body(created)["parameter"] == "Authorization", created.get_data()
+    for method, path, kwargs in ALICES_CHANGES:
+        assert prod.open(method, path.format(cid=cid), headers={**WRITE, **forged}, **kwargs).status_code == 401
+    assert stored(firestore, cid) == before and [d.id for d in firestore.collection("callbacks").stream()] == [cid]
+    shown = prod.open("GET", f"/v1/callbacks/{cid}", headers=forged)
+    assert shown.status_code == 200 and body(shown)["callback"]["redacted"] is True
+    assert "TOK" not in shown.get_data(as_text=True) and "SECRET" not in shown.get_data(as_text=True)
+
+
+def test_a_valid_token_names_its_caller_and_whether_an_admin():
+    alice = caller_of(id_token(ALICE), False, RULE, (ADMIN,))
+    admin = caller_of(serverless(GOOGLE.id_token(ADMIN)), False, RULE, (ADMIN,))
+    assert (alice.identity, alice.admin, alice.verdict) == (ALICE, False, Verdict.VERIFIED)
+    assert (admin.identity, admin.admin) == (ADMIN, True)
+    assert caller_of(bearer(GOOGLE.id_token(ALICE, iss="accounts.google.com")), False, RULE, ()).identity == ALICE
+
+
+def test_a_read_with_a_token_the_api_cannot_verify_is_a_read_by_anyone(prod, firestore):
+    """The DCM CLI sends `Authorization: Bearer $DCM_TOKEN` (a token of the control-plane, not Google's): its
+    reads are answered as reads without identity, never a 401 or a 500; and a forged token of a callback's
+    owner does not show the owner's view (the token and hook path)."""
+    cid, _ = alices_callback(prod)
+    firestore.collection("resources").document("aws~vm~i-1").set({"provider": "aws", "resourceType": "vm",
+                                                                 "resourceId": "i-1", "status": "RUNNING"})
+    forged_alice = bearer(unsigned({"email": ALICE, "email_verified": True}))
+    for headers in (bearer("dcm-control-plane-token"), bearer("a.b.c"), forged_alice,
+                    bearer(GOOGLE.id_token(ALICE, exp=int(time.time()) - 3600)), {"Authorization": "Basic eDp5"}):
+        for path in ("/api/v1alpha1/service-type-instances", "/api/v1alpha1/health", "/v1/callbacks",
+                     f"/v1/callbacks/{cid}", "/v1/resources/aws/vm/i-1/callback"):
+            answer = prod.open("GET", path, headers=headers)
+            assert answer.status_code == 200, (path, headers, answer.get_data())
+        assert "TOK" not in prod.open("GET", f"/v1/callbacks/{cid}", headers=headers).get_data(as_text=True)
+    listed = prod.open("GET", "/api/v1alpha1/service-type-instances", headers=forged_alice)
+    assert listed.status_code == 200 and "i-1" in listed.get_data(as_text=True), listed.get_data()
+
+
+def test_without_googles_keys_a_change_waits_with_a_503_and_a_read_is_answered(firestore, tmp_path, monkeypatch):
+    from dcm_status_contracts.errors import KeysUnavailable
+
+    def unreachable() -> dict[str, str]:
+        raise KeysUnavailable("Google's signing keys could not be fetched")
+    keyring = tmp_path / "keys.json"
+    keyring.write_text(orjson.dumps({"primary": "k1", "keys": {"k1": base64.b64encode(bytes(32)).decode()}}).decode())
+    monkeypatch.setenv("DCM_CALLBACK_KEYS_FILE", str(keyring))
+    api = Direct(Api(firestore, ("aws",), 7, 0.0, 0.5, Callbacks(firestore, local_mode=False,
+                                                                 resolver=lambda h, p: ["93.184.216.34"]),
+                     guards=Guards(tokens=TokenRule.google((API_URL,), unreachable))))
+    waiting = api.write("PUT", "/v1/resources/aws/vm/i-1/callback", ALICE, query_string={"hook": HOOK})
+    assert waiting.status_code == 503 and waiting.headers["Retry-After"], waiting.get_data()
+    assert "Google" in body(waiting)["detail"]
+    assert api.open("GET", "/v1/callbacks", ALICE).status_code == 200
+    assert list(firestore.collection("callbacks").stream()) == []
+
+
+def test_behind_iap_the_caller_is_iaps_signed_assertion_never_the_plain_header(firestore, tmp_path, monkeypatch):
+    keyring = tmp_path / "keys.json"
+    keyring.write_text(orjson.dumps({"primary": "k1", "keys": {"k1": base64.b64encode(bytes(32)).decode()}}).decode())
+    monkeypatch.setenv("DCM_CALLBACK_KEYS_FILE", str(keyring))
+    rule = TokenRule.iap(IAP_AUDIENCE, GOOGLE.iap_keys)
+    api = Direct(Api(firestore, ("aws",), 7, 0.0, 0.5, Callbacks(firestore, local_mode=False,
+                                                                 resolver=lambda h, p: ["93.184.216.34"]),
+                     guards=Guards(tokens=rule, admins=(ADMIN,))))
+    plain = {"X-Goog-Authenticated-User-Email": f"accounts.google.com:{ADMIN}", **WRITE}
+    put = ("PUT", "/v1/resources/aws/vm/i-1/callback")
+    assert api.open(*put, headers=plain, query_string={"hook": HOOK}).status_code == 401  # the header alone: nobody
+    for wrong in (GOOGLE.iap_assertion(ADMIN, signer=Signer.es256("iap-1")),  # not IAP's key
+                  GOOGLE.iap_assertion(ADMIN, aud="/projects/1/global/backendServices/2"),
+                  GOOGLE.iap_assertion(ADMIN, iss="https://accounts.google.com"),
+                  GOOGLE.iap_assertion(ADMIN, exp=int(time.time()) - 60, iat=int(time.time()) - 700),
+                  GOOGLE.id_token(ADMIN)):  # a Google ID token is not IAP's assertion
+        refused = api.open(*put, headers={**plain, "X-Goog-IAP-JWT-Assertion": wrong}, query_string={"hook": HOOK})
+        assert refused.status_code == 401, refused.get_data()
+    assert list(firestore.collection("callbacks").stream()) == []
+    signed = {**WRITE, "X-Goog-IAP-JWT-Assertion": GOOGLE.iap_assertion(ALICE)}
+    created = api.open(*put, headers=signed, query_string={"hook": HOOK})
+    assert created.status_code == 201 and body(created)["callback"]["owner"] == ALICE
+    assert caller_of({"X-Goog-IAP-JWT-Assertion": GOOGLE.iap_assertion(ADMIN)}, False, rule, (ADMIN,)).admin

@@ -83,7 +83,7 @@ def test_certificates_are_fetched_once_and_cached(monkeypatch):
         def json(self):
             return {"k": "cert"}
     monkeypatch.setattr(auth.requests, "get", lambda *a, **k: calls.append(1) or Resp())
-    cache = auth._CertCache()
+    cache = auth.KeyCache(auth.GOOGLE_CERTS_URL)
     assert cache.get() == cache.get() == {"k": "cert"}
     assert len(calls) == 1
 

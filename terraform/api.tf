@@ -9,8 +9,10 @@
 # invoker may not invoke it (functions.tf); the only members with
 # roles/run.invoker on its Cloud Run service are those of var.api_invokers
 # (nobody by default; never allUsers or allAuthenticatedUsers, the variable
-# refuses them). The Cloud Run invoker check is its authentication: the
-# function itself verifies no token.
+# refuses them). The Cloud Run invoker check lets a caller in; the function
+# verifies who it is itself (the Google ID token of X-Serverless-Authorization
+# when sent, else of Authorization, against DCM_API_AUDIENCE: functions.tf;
+# or IAP's signed header), shared/api/identity.py.
 #
 # How an admin opens it (the admin's account, or a group of it, in api_invokers):
 #

@@ -142,5 +142,6 @@ def test_the_functions_entry_points_check_the_keyring():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "functions"
-    for name in ("notify", "api"):
-        assert "needs=(secretbox.check_configured,)" in (root / name / "main.py").read_text()
+    for name, needs in (("notify", "needs=(secretbox.check_configured,)"),
+                        ("api", "needs=(secretbox.check_configured, check_identity_configured)")):  # and its audience
+        assert needs in (root / name / "main.py").read_text()

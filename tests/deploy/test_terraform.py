@@ -366,6 +366,19 @@ def test_api_invokers_accept_iam_members(terraform):
     assert tf.evaluate({"members": "var.api_invokers"}, terraform=terraform)["members"] == []
 
 
+@pytest.mark.parametrize("variables, message", [({"api_iap_audience": "https://api.example"}, "api_iap_audience must"),
+                                                ({"api_token_audiences": ["a,b"]}, "api_token_audiences:")])
+def test_the_apis_token_audiences_are_checked_and_iap_needs_its_own(config: tf.Config, terraform, variables, message):
+    """The api verifies its callers' tokens against these (shared/api/identity.py, docs/security.md item 14)."""
+    with pytest.raises(AssertionError, match=message):
+        tf.evaluate({"v": "var.api_iap_audience"}, variables, terraform)
+    assert tf.evaluate({"v": "var.api_iap_audience"}, {"api_iap_audience": "/projects/123/global/backendServices/4"},
+                       terraform)["v"] == "/projects/123/global/backendServices/4"
+    preconditions = block(config.resource("google_cloudfunctions2_function", "function"), "lifecycle")["precondition"]
+    assert any("!var.api_iap || var.api_iap_audience != \"\"" in p["condition"] for p in preconditions), \
+        "a plan refuses api_iap without the audience of IAP's header"
+
+
 def test_api_is_opened_through_iam_and_its_outputs_say_how(config: tf.Config):
     assert config.outputs["api_url"]["value"] == '${try(local.function_urls["api"], null)}'
     command = config.outputs["api_proxy_command"]["value"]

@@ -9,6 +9,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 from dcm_status_contracts import timeutil
+from dcm_status_contracts.errors import ConfigError
+from dcm_status_contracts.identity import provider_name_problem
 
 TOPOLOGY_FILE = Path(__file__).resolve().parent / "topology.yaml"
 
@@ -160,7 +162,10 @@ def read(path: Path = TOPOLOGY_FILE) -> dict[str, Any]:
 
 def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> Topology:
     doc = read(path)
+    where = "" if providers is not None else f"{path.name}, providers: "
     providers = tuple(providers) if providers is not None else tuple(doc["providers"])
+    for problem in filter(None, map(provider_name_problem, providers)):
+        raise ConfigError(where + problem)
     defaults = doc["defaults"]
     topics: list[TopicSpec] = []
     for key, spec in doc["topics"].items():

@@ -117,12 +117,21 @@ resource "google_project_iam_member" "build" {
   for_each = var.build_service_account == null ? toset([
     "roles/logging.logWriter",
     "roles/artifactregistry.writer",
-    "roles/storage.objectViewer",
   ]) : toset([])
 
   project = var.project_id
   role    = each.key
   member  = google_service_account.build[0].member
+}
+
+# The function sources it builds, on their bucket only: project-wide, objectViewer would also read the Terraform
+# state bucket, which holds the first webhook signing key (create_callback_keys_version) and every output.
+resource "google_storage_bucket_iam_member" "build_sources" {
+  count = var.build_service_account == null ? 1 : 0
+
+  bucket = google_storage_bucket.sources.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.build[0].member
 }
 
 # ---- providers -----------------------------------------------------------

@@ -34,6 +34,13 @@ resource "google_pubsub_topic" "topic" {
   # Kept even once acknowledged, so any subscription can seek back and replay.
   message_retention_duration = local.topic_retention
 
+  lifecycle {
+    precondition {
+      condition     = length(local.providers_with_reserved_names) == 0
+      error_message = "Provider name(s) ${join(", ", local.providers_with_reserved_names)} of infra/topology.yaml reserved: the platform's own NATS users are named ${join(" and ", local.reserved_provider_names)}, a provider's NATS user is its name, and nats-server stops on a duplicate user (docs/nats.md)."
+    }
+  }
+
   depends_on = [google_project_service.api, google_project_service.lanes_pubsub]
 }
 

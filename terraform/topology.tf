@@ -21,6 +21,10 @@ locals {
   topology      = yamldecode(file(local.topology_file))
 
   cloud_providers = tolist(var.cloud_providers != null ? var.cloud_providers : local.topology.providers)
+  # Names the platform's own NATS users hold (dcm_status_contracts.identity.RESERVED_PROVIDER_NAMES): a provider
+  # of the topology with one would stop nats-server (a duplicate user). pubsub.tf refuses them in a plan.
+  reserved_provider_names       = ["platform", "control-plane"]
+  providers_with_reserved_names = [for p in local.cloud_providers : p if contains(local.reserved_provider_names, p)]
 
   # `defaults:` of the declaration, each one overridable by a variable.
   topology_defaults = {

@@ -66,6 +66,12 @@ variable "cloud_providers" {
     condition     = var.cloud_providers == null ? true : length(distinct(var.cloud_providers)) == length(var.cloud_providers)
     error_message = "cloud_providers must not contain duplicates."
   }
+
+  # dcm_status_contracts.identity.RESERVED_PROVIDER_NAMES (local.reserved_provider_names checks the topology's)
+  validation {
+    condition     = var.cloud_providers == null ? true : length(setintersection(var.cloud_providers, ["platform", "control-plane"])) == 0
+    error_message = "cloud_providers: \"platform\" and \"control-plane\" are reserved: the platform's own NATS users have those names, a provider's NATS user is its name, and nats-server stops on a duplicate user (docs/nats.md)."
+  }
 }
 
 variable "provider_publishers" {
@@ -501,7 +507,7 @@ variable "firestore_delete_protection" {
 # ---- the NATS ingress (terraform/nats_ingress.tf, docs/nats.md) -------------
 
 variable "nats_url" {
-  description = "NATS server(s) of the DCM installation the NATS ingress reads (NATS_URL), comma-separated, e.g. \"tls://nats-1.example.com:4222,tls://nats-2.example.com:4222\". null (default): no NATS ingress is deployed. Never put credentials in it: they come from the secret nats_credentials_secret_id."
+  description = "NATS server(s) of the DCM installation the NATS ingress reads (NATS_URL), comma-separated, e.g. \"tls://nats-1.example.com:4222,tls://nats-2.example.com:4222\": the ingress splits them into nats-py's list of servers (shared/runtime/settings.py). null (default): no NATS ingress is deployed. Never put credentials in it: they come from the secret nats_credentials_secret_id."
   type        = string
   default     = null
 

@@ -17,12 +17,13 @@ import click
 def _explanations() -> list[tuple[type[BaseException], Callable[[BaseException], str]]]:
     """(exception class, its one line), most specific first."""
     import requests
-    from dcm_status_contracts.errors import InvalidRequest, Transient
+    from dcm_status_contracts.errors import ConfigError, InvalidRequest, Transient
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
     table: list[tuple[type[BaseException], Callable[[BaseException], str]]] = [
         (InvalidRequest, lambda e: e.detail),  # type: ignore[attr-defined]
+        (ConfigError, lambda e: _first_line(e)),  # a misconfiguration says what to change (infra/topology.yaml...)
         (Transient, lambda e: f"Firestore did not answer: {_first_line(e)}"),
         (auth_exc.DefaultCredentialsError, lambda e: (
             "no Google Cloud credentials: run 'gcloud auth application-default login' for project "

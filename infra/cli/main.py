@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import Any, Iterator
 
 import click
-from dcm_status_contracts.identity import PROVIDER_NAME, PROVIDER_RULE
+from dcm_status_contracts.identity import provider_name_problem
 from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.status_report import BindingMode
 from google.api_core import exceptions as gexc
@@ -38,6 +38,13 @@ def _types_and_statuses() -> str:
 SUBCOMMANDS = {"billing": "infra.cli.billing:billing", "callbacks": "infra.cli.callbacks:callbacks",
                "dlq": "infra.cli.dlq:dlq", "logs": "infra.cli.live:logs", "watch": "infra.cli.live:watch",
                "trace": "infra.cli.trace:trace"}
+
+
+def _check_provider_name(name: str, hint: str) -> None:
+    """A name no provider may have (the rule, or a name the platform's NATS users hold): a usage error."""
+    problem = provider_name_problem(name)
+    if problem:
+        raise click.BadParameter(problem, param_hint=hint)
 
 
 @click.group(cls=Group, lazy=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
@@ -64,8 +71,7 @@ def up(providers: str | None, chaos: bool) -> None:
     """
     wanted = [p.strip() for p in providers.split(",") if p.strip()] if providers else None
     for p in wanted or []:
-        if not PROVIDER_NAME.match(p):
-            raise click.BadParameter(f"invalid provider name {p!r} ({PROVIDER_RULE})", param_hint="--providers")
+        _check_provider_name(p, "--providers")
     stack = LocalStack()
     before = stack.running()
     state = stack.up(wanted, chaos=chaos)
@@ -134,8 +140,7 @@ def provider_add(name: str) -> None:
 
     Example: dcm-status provider add openstack
     """
-    if not PROVIDER_NAME.match(name):
-        raise click.BadParameter(f"invalid provider name {name!r} ({PROVIDER_RULE})", param_hint="NAME")
+    _check_provider_name(name, "NAME")
     try:
         state = LocalStack().add_provider(name)
     except RuntimeError as exc:
@@ -208,8 +213,7 @@ def provider_run_aws(region: str, endpoint_url: str | None, provider_name: str, 
 
     if endpoint_url and (urlparse(endpoint_url).scheme not in ("http", "https") or not urlparse(endpoint_url).netloc):
         raise click.BadParameter(f"{endpoint_url!r} is not an http(s) URL", param_hint="--endpoint-url")
-    if not PROVIDER_NAME.match(provider_name):
-        raise click.BadParameter(f"invalid provider name {provider_name!r} ({PROVIDER_RULE})", param_hint="--name")
+    _check_provider_name(provider_name, "--name")
     conn = connect()
     # bounded: an unreachable endpoint is an error in seconds, not minutes of retries
     config = Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 2, "mode": "standard"})
@@ -257,8 +261,7 @@ def provider_run_kubernetes(api_url: str, kind_name: str, token_file: str | None
 
     if urlparse(api_url).scheme not in ("http", "https") or not urlparse(api_url).netloc:
         raise click.BadParameter(f"{api_url!r} is not an http(s) URL", param_hint="--api-url")
-    if not PROVIDER_NAME.match(provider_name):
-        raise click.BadParameter(f"invalid provider name {provider_name!r} ({PROVIDER_RULE})", param_hint="--name")
+    _check_provider_name(provider_name, "--name")
     conn = connect()
     token = open(token_file).read().strip() if token_file else None
     with _one_line(PublishRefused), Reporter(ReporterConfig(project=conn.project, provider=provider_name,
@@ -360,9 +363,7 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     from shared.ingest.normalize import normalize_message
     from shared.runtime import settings as settings_module
 
-    if not PROVIDER_NAME.match(provider_name):
-        raise click.BadParameter(f"invalid provider name {provider_name!r} ({PROVIDER_RULE})",
-                                 param_hint="--provider")
+    _check_provider_name(provider_name, "--provider")
     conn = connect()
     if conn.local and provider_name not in conn.topology.providers:
         raise click.ClickException(f"provider {provider_name} not added; run 'dcm-status provider add "

@@ -54,7 +54,8 @@ def credentials(stack: LocalStack, state: StackState) -> nats_accounts.Credentia
 def write_config(stack: LocalStack, state: StackState) -> None:
     spec = stack.topology(state).nats
     text = nats_accounts.server_config(spec, credentials(stack, state), state.providers, port=state.nats["port"],
-                                       http_port=state.nats_http_port, store_dir=stack.nats_dir / "jetstream")
+                                       http_port=state.nats_http_port, store_dir=stack.nats_dir / "jetstream",
+                                       limits=nats_accounts.Limits.from_env(os.environ))  # DCM_MAX_EVENT_BYTES
     nats_accounts.write_config(config_path(stack), text)
 
 

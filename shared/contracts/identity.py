@@ -35,6 +35,21 @@ SERVICE_TYPE_SUBJECT = re.compile(r"^dcm\.[A-Za-z0-9_-]+$")  # a messaging subje
 PROVIDER_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,20}[a-z0-9]$"
 PROVIDER_NAME = re.compile(PROVIDER_NAME_PATTERN)
 PROVIDER_RULE = "2-22 characters: a lowercase letter, then lowercase letters, digits or hyphens, not ending in '-'"
+# Names the platform's own NATS users hold (infra/nats_accounts.py: the ingress's user, the control-plane's).
+# A provider's NATS user is its name, and nats-server refuses a configuration that names one user twice
+# (`Duplicate user "platform" detected`) and exits: every provider would be cut off. Refused as provider names
+# here, by the CLI, by topology loading and by Terraform (terraform/variables.tf, terraform/pubsub.tf).
+RESERVED_PROVIDER_NAMES = ("platform", "control-plane")
+
+
+def provider_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a provider's name (one sentence), or None when it can."""
+    if not PROVIDER_NAME.match(name):
+        return f"invalid provider name {name!r} ({PROVIDER_RULE})"
+    if name in RESERVED_PROVIDER_NAMES:
+        return (f"provider name {name!r} is reserved: the platform's own NATS users are named "
+                f"{', '.join(RESERVED_PROVIDER_NAMES)} (docs/nats.md)")
+    return None
 MAX_ID_LENGTH = 512
 
 

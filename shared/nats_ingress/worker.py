@@ -101,7 +101,7 @@ async def connect(n: NatsSettings, health: Health, name: str = "dcm-nats-ingress
     async def errored(exc: Exception) -> None:
         health.error(f"NATS: {exc!r}")
 
-    options: dict[str, Any] = {"servers": [n.url], "name": name, "max_reconnect_attempts": -1,
+    options: dict[str, Any] = {"servers": list(n.servers), "name": name, "max_reconnect_attempts": -1,
                                "reconnect_time_wait": 1, "allow_reconnect": True,
                                "disconnected_cb": disconnected, "reconnected_cb": reconnected,
                                "error_cb": errored}
@@ -187,7 +187,7 @@ def main(read_settings: Callable[[], Settings] = settings_module.from_env,
         return 2
     provider = tracing.configure("nats_ingress", settings)
     worker = Worker(settings, n, publisher())
-    server = serve(worker.health, n.health_port)
+    server = serve(worker.health, n.health_port, n.health_host)
     try:
         return asyncio.run(_run(worker))
     finally:

@@ -321,7 +321,7 @@ class NatsSettings:
     """The NATS ingress's settings (functions/nats_ingress): where NATS is, who the ingress is there, and the
     stream, subject and durable consumer it reads (``nats:`` in infra/topology.yaml, NatsSpec.env())."""
 
-    url: str
+    servers: tuple[str, ...]  # NATS_URL, comma-separated: a cluster's servers, each nats://, tls://, ws:// or wss://
     user: str | None
     password: str | None = field(default=None, repr=False)  # never in a log line
     creds: str | None = None  # a creds file (NATS_CREDS), instead of user and password
@@ -333,6 +333,10 @@ class NatsSettings:
     max_deliver: int = 5
     max_age_seconds: int = 604800
     health_port: int = 8080  # $PORT: /healthz answers there (Cloud Run's probe)
+    # ... on every interface on Cloud Run (its probe and front end reach the container there), on loopback only
+    # in local mode (DCM_LOCAL_MODE=1, the local stack): like every other local process, not on the machine's
+    # network
+    health_host: str = "0.0.0.0"
     batch: int = 64  # messages fetched at once
     publish_timeout_seconds: float = 5.0  # a Pub/Sub publish not confirmed by then is nak'ed (< ack_wait)
 
@@ -362,13 +366,34 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> i
     return value
 
 
+NATS_SCHEMES = ("nats", "tls", "ws", "wss")
+LOOPBACK, ALL_INTERFACES = "127.0.0.1", "0.0.0.0"
+
+
+def _nats_servers(text: str) -> tuple[str, ...]:
+    """NATS_URL: one server or a cluster's, comma-separated (Terraform's nats_url), each a URL nats-py connects
+    to. nats-py takes "tls://a:4222,tls://b:4222" whole as one server and refuses it ("invalid connect url
+    option"): the ingress would never connect, so it is split here, each part checked."""
+    servers = tuple(part.strip() for part in text.split(","))
+    shown = re.sub(r"://[^/@,]*@", "://[credentials]@", text)[:160]  # a refusal never prints a password
+    for server in servers:
+        scheme, sep, rest = server.partition("://")
+        host = rest.rpartition("@")[2].split("/", 1)[0]
+        port = host.rpartition(":")[2] if ":" in host.lstrip("[") else ""
+        if not (sep and scheme in NATS_SCHEMES and host and not any(c.isspace() for c in server)
+                and (port == "" or port.isdigit() and 0 < int(port) < 65536)):
+            raise ConfigError(f"NATS_URL must be one or more comma-separated {', '.join(s + '://' for s in NATS_SCHEMES)} "
+                              f"URLs (host[:port]), got {shown!r}")
+    if len(set(servers)) != len(servers):
+        raise ConfigError(f"NATS_URL names a server twice: {shown!r}")
+    return servers
+
+
 def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
     """The NATS ingress's settings from the environment (NATS_URL, NATS_USER and NATS_PASSWORD or NATS_CREDS,
     NATS_STREAM_NAME, NATS_STATUS_SUBJECT, NATS_CONSUMER_NAME, ...)."""
     env = os.environ if env is None else env
-    url = env.get("NATS_URL", "")
-    if not url.startswith(("nats://", "tls://", "ws://", "wss://")):
-        raise ConfigError(f"NATS_URL must be a nats:// (or tls://) URL, got {url[:80]!r}")
+    servers = _nats_servers(env.get("NATS_URL", ""))
     prefix = env.get("NATS_PROVIDER_PREFIX", "providers.{provider}.")
     if "{provider}" not in prefix:
         raise ConfigError(f"NATS_PROVIDER_PREFIX must contain '{{provider}}', got {prefix!r}")
@@ -379,7 +404,7 @@ def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
         raise ConfigError(f"NATS_PUBLISH_TIMEOUT_SECONDS ({publish_timeout}) must be shorter than the consumer's "
                           f"NATS_ACK_WAIT_SECONDS ({ack_wait})")
     return NatsSettings(
-        url=url, user=env.get("NATS_USER") or None, password=env.get("NATS_PASSWORD") or None,
+        servers=servers, user=env.get("NATS_USER") or None, password=env.get("NATS_PASSWORD") or None,
         creds=env.get("NATS_CREDS") or None,
         stream=env.get("NATS_STREAM_NAME", "dcm-status"),
         subject=env.get("NATS_STATUS_SUBJECT", "providers.*.dcm.>"),
@@ -389,6 +414,7 @@ def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
         max_deliver=_int(env, "NATS_MAX_DELIVER", 5),
         max_age_seconds=_int(env, "NATS_MAX_AGE_SECONDS", 604800, minimum=0),
         health_port=_int(env, "PORT", 8080),
+        health_host=LOOPBACK if _local_mode(env) else ALL_INTERFACES,
         batch=_int(env, "NATS_BATCH", 64),
         publish_timeout_seconds=float(publish_timeout),
     )

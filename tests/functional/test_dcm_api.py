@@ -252,3 +252,34 @@ def test_fuzzed_parameters_ids_and_page_tokens_never_answer_500(api, query, raw_
     got = api.client.get(f"{dcm.PREFIX}/service-type-instances/{quote(raw_id or 'x', safe='')}",
                          query_string={k: v for k, v in query.items() if k in dcm.GET_PARAMETERS})
     assert got.status_code in (200, 400, 404, 409), (raw_id, got.get_data())
+
+
+# ---- the DCM CLI at its newest version (issue 38 item 5) --------------------------------------------------
+# dcm-project/cli internal/auth/transport.go at 175995824ff8df7a1f43f85a52d116d3eaaceaa0: a static token
+# (DCM_TOKEN or --token) goes on every request as "Authorization: Bearer <token>", with no refresh; a stored
+# OIDC token likewise once refreshed. The newest `sp resource list --agent-name NAME` sends agent_name=NAME
+# (the control-plane's openapi.yaml at 1c577bc names the parameter; the CLI's files read here, sp_resource.go
+# at 7f33bca and 131cee8, still send provider=) and shows the instances' agent_name.
+CLI_HEADERS = {"User-Agent": "Go-http-client/1.1", "Accept-Encoding": "gzip"}
+UNVERIFIABLE = "Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJkY20tdXNlciIsImVtYWlsIjoiZGV2QGV4YW1wbGUuY29tIn0.c2lnbmF0dXJl"
+
+
+def test_the_newest_clis_agent_name_list_with_a_bearer_token_reads_as_without_one(api_dcm, fleet):
+    """A read with a token the api cannot verify is answered as a read without identity: the same 200 and
+    the same body. It holds whether the api ignores the token (reads need no identity today) or verifies it
+    and, failing, reads on without one (issue 37's identity verification): never a 401 on a read."""
+    path = f"{dcm.PREFIX}/service-type-instances?agent_name=kubevirt&max_page_size=100"
+    plain = api_dcm.get(path, headers=CLI_HEADERS)
+    with_token = api_dcm.get(path, headers={**CLI_HEADERS, "Authorization": UNVERIFIABLE})
+    assert plain.status_code == with_token.status_code == 200
+    assert with_token.json == plain.json
+    shown = with_token.json["instances"]
+    assert sorted(i["id"] for i in shown) == ["c-1", "vm-1", "vm-2"]  # kubevirt's live ones, nobody else's
+    assert {i["agent_name"] for i in shown} == {"kubevirt"}  # the column the newest CLI shows
+
+
+@pytest.mark.parametrize("authorization", [UNVERIFIABLE, "Bearer not-a-jwt", "Bearer ", "Basic ZGNtOmRjbQ=="])
+def test_a_get_with_any_authorization_is_the_same_read(api_dcm, fleet, authorization):
+    path = f"{dcm.PREFIX}/service-type-instances/vm-1"
+    assert api_dcm.get(path, headers={**CLI_HEADERS, "Authorization": authorization}).json == \
+        api_dcm.get(path, headers=CLI_HEADERS).json

@@ -283,3 +283,12 @@ def test_a_get_with_any_authorization_is_the_same_read(api_dcm, fleet, authoriza
     path = f"{dcm.PREFIX}/service-type-instances/vm-1"
     assert api_dcm.get(path, headers={**CLI_HEADERS, "Authorization": authorization}).json == \
         api_dcm.get(path, headers=CLI_HEADERS).json
+
+
+def test_a_database_reads_as_the_control_plane_stores_it(api_dcm, firestore):
+    """The new database type (CloudNativePG): listed by service_type=database, its status the provider's."""
+    seed(firestore, "cnpg-database", "database", "abc-123", "RUNNING", "2026-11-28T10:02:00Z", "db1")
+    seed(firestore, "cnpg-database", "database", "abc-124", "DELETING", "2026-11-28T10:02:01Z", "db2")
+    shown = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?service_type=database").json["instances"]
+    assert {(i["id"], i["status"], i["agent_name"]) for i in shown} == \
+        {("abc-123", "running", "cnpg-database"), ("abc-124", "deleting", "cnpg-database")}

@@ -12,7 +12,8 @@ from typing import Any
 
 from dcm_status_sdk.mapping import MappingTable
 
-TABLES = ["aws-ec2", "azure-vm", "vmware-vm", "kubernetes-pod", "kubevirt-vmi", "kubernetes-cluster"]
+TABLES = ["aws-ec2", "azure-vm", "vmware-vm", "kubernetes-pod", "kubernetes-deployment", "kubevirt-vmi",
+          "kubernetes-cluster", "kcli-vm", "cnpg-database"]
 
 INTRO = """# Mapping tables: a cloud's raw states onto the generic enums
 

@@ -1,7 +1,9 @@
 """Golden CloudEvent samples (schemas/samples/{valid,invalid}/*.json), in one place.
 
-Each sample file: {description, upstream?, topicProvider, message: {data | dataText, attributes?, padTo?}, expect}.
-``upstream`` (in ``upstream/``): the producer's repository, commit and files the wire form was rebuilt from.
+Each sample file: {description, upstream?, topicProvider, subject?, message: {data | dataText, attributes?, padTo?}, expect}.
+``upstream`` (in ``upstream/`` and ``nats/``): the producer's repository, commit and files the wire form was rebuilt
+from. ``subject`` (in ``nats/``): the NATS subject the producer publishes on, as it publishes it (``dcm.container``);
+those samples go through the NATS ingress first (``expect.at: nats_ingress`` when it is the ingress that refuses).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Sample:
     attributes: dict[str, str]
     expect: dict[str, Any]
     upstream: dict[str, Any] | None = None
+    subject: str | None = None  # nats/: the subject the producer publishes on
 
     def message(self, message_id: str = "1", topic_template: str = "dcm-status-ingress-{provider}") -> PubSubMessage:
         return PubSubMessage(self.data, self.attributes, message_id, "2026-01-01T00:00:01Z",
@@ -51,9 +54,10 @@ def _load(path: Path) -> Sample:
             payload = orjson.loads(text.replace("PAD", "x" * (msg["padTo"] - len(text))))
         data = orjson.dumps(payload)
     return Sample(path.stem, doc["description"], doc["topicProvider"], data, msg.get("attributes", {}),
-                  doc["expect"], doc.get("upstream"))
+                  doc["expect"], doc.get("upstream"), doc.get("subject"))
 
 
 def load(kind: str) -> list[Sample]:
-    """``valid``, ``invalid`` or ``upstream`` (real producers' wire forms, all valid)."""
+    """``valid``, ``invalid``, ``upstream`` (real producers' wire forms, all valid) or ``nats`` (producers'
+    NATS publishes, valid or not, each with its subject)."""
     return [_load(p) for p in sorted((SAMPLES / kind).glob("*.json"))]

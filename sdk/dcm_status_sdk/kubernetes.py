@@ -63,3 +63,47 @@ def cluster_inputs(cluster: Mapping[str, Any], deleted: bool = False) -> dict[st
     return {"available": available, "phase": status.get("phase"), "degraded": conditions.get("Degraded"),
             "everAvailable": True if ever else (False if available is not None or history else None),
             **{k: True for k, v in flags.items() if v}}  # a flag is said only when it holds: the raw value stays short
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
+def deployment_inputs(deployment: Mapping[str, Any] | None, pod: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``kubernetes-deployment`` inputs of an apps/v1 Deployment and its pod (either may be gone):
+    the pod's ``status.phase``; ``progressDeadlineExceeded`` (Progressing False, reason
+    ProgressDeadlineExceeded), ``replicaFailure`` (ReplicaFailure True) and ``spec.replicas``; ``deleted``
+    when neither exists. A flag is given only when it holds."""
+    if deployment is None and pod is None:
+        return {"deleted": True}
+    inputs: dict[str, Any] = {"podPhase": ((pod or {}).get("status") or {}).get("phase")}
+    if deployment is not None:
+        progressing = _condition(deployment, "Progressing")
+        if progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded":
+            inputs["progressDeadlineExceeded"] = True
+        if _condition(deployment, "ReplicaFailure").get("status") == "True":
+            inputs["replicaFailure"] = True
+        replicas = (deployment.get("spec") or {}).get("replicas")
+        if isinstance(replicas, int):
+            inputs["replicas"] = replicas
+    return inputs
+
+
+def cnpg_inputs(cluster: Mapping[str, Any] | None, pod: Mapping[str, Any] | None = None,
+                pvc: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``cnpg-database`` inputs of a CloudNativePG ``Cluster`` (postgresql.cnpg.io/v1), its primary Pod and
+    that Pod's PersistentVolumeClaim (each may be missing)."""
+    def deleting(obj: Mapping[str, Any] | None) -> bool:
+        return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
+
+    status = (cluster or {}).get("status") or {}
+    inputs: dict[str, Any] = {"podPhase": ((pod or {}).get("status") or {}).get("phase"),
+                              "pvcPhase": ((pvc or {}).get("status") or {}).get("phase"),
+                              "instances": status.get("instances"), "readyInstances": status.get("readyInstances")}
+    if cluster is None:
+        inputs["clusterFound"] = False
+    if deleting(cluster):
+        inputs["clusterDeleting"] = True
+    elif deleting(pod) or deleting(pvc):
+        inputs["podDeleting"] = True
+    return {k: v for k, v in inputs.items() if v is not None}

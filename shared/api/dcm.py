@@ -52,14 +52,20 @@ ROUTES = Map([Rule(f"{PREFIX}/{INSTANCES}", endpoint="instances", methods=["GET"
 
 
 class StatusCase(enum.Enum):
-    """How ``status`` is spelled: as the DCM CLI and the upstream e2e tests expect (``RUNNING``, the
-    default), or as the current control-plane stores it (``running``)."""
+    """How ``status`` is served. ``lower`` (the default): as the current control-plane stores it, the
+    provider's own value trimmed and lower-cased, whatever it is (``running``, ``custom_state_12345``:
+    dcm-project/control-plane ``internal/sp/consumer/consumer.go``). ``upper``: this platform's status on
+    its type's vocabulary (``RUNNING``; ``UNKNOWN`` for a value outside it), what the DCM CLI at b80a859
+    and the upstream e2e suite up to 3dcc40f expected."""
 
-    UPPER = "upper"
     LOWER = "lower"
+    UPPER = "upper"
 
-    def spell(self, status: str) -> str:
-        return status.upper() if self is StatusCase.UPPER else status.lower()
+    def spell(self, doc: Mapping[str, Any]) -> str:
+        if self is StatusCase.UPPER:
+            return doc["status"].upper()
+        raw = doc.get("rawStatus")
+        return (raw if isinstance(raw, str) else doc["status"]).strip().lower()
 
 
 class Health(enum.Enum):
@@ -79,7 +85,7 @@ class InstanceQuery:
     agent_name: str | None = None
     service_type: str | None = None
     show_deleted: bool = False
-    case: StatusCase = StatusCase.UPPER
+    case: StatusCase = StatusCase.LOWER
 
 
 # ---- parameters ----------------------------------------------------------------------------------
@@ -104,7 +110,7 @@ class DcmParams(Params):
         return self.integer("max_page_size", MAX_PAGE_SIZE, 1, MAX_PAGE_SIZE)
 
     def case(self) -> StatusCase:
-        return StatusCase(self.choice("status_case", tuple(c.value for c in StatusCase), StatusCase.UPPER.value))
+        return StatusCase(self.choice("status_case", tuple(c.value for c in StatusCase), StatusCase.LOWER.value))
 
     def query(self) -> InstanceQuery:
         agent, provider = self.optional("agent_name"), self.optional("provider")
@@ -121,14 +127,14 @@ GET_PARAMETERS = ("show_deleted", "agent_name", "provider", "service_type", "sta
 
 
 # ---- the shape ------------------------------------------------------------------------------------
-def instance_of(doc: Mapping[str, Any], case: StatusCase = StatusCase.UPPER) -> dict[str, Any]:
+def instance_of(doc: Mapping[str, Any], case: StatusCase = StatusCase.LOWER) -> dict[str, Any]:
     """A stored resource as a DCM ``ServiceTypeInstance`` (upstream spelling), with the platform's own
     fields beside (``key``, ``provider_name``, ``service_type``, ``status_message``) and, when the resource
     has them, ``output_spec`` and ``outputs``."""
     rid = doc["resourceId"]
     instance: dict[str, Any] = {
         "id": rid, "path": f"{INSTANCES}/{quote(rid, safe='')}", "agent_name": doc["provider"],
-        "provider_name": doc["provider"], "service_type": doc["resourceType"], "status": case.spell(doc["status"]),
+        "provider_name": doc["provider"], "service_type": doc["resourceType"], "status": case.spell(doc),
         "spec": dict(doc.get("resourceSpecific") or {}),
         "create_time": doc.get("createdAt") or doc.get("observedAt"),
         "update_time": doc.get("updatedAt") or doc.get("observedAt"),

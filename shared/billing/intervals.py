@@ -36,6 +36,7 @@ BILLABLE: Mapping[str, frozenset[str]] = {
     "volume": frozenset({"AVAILABLE", "RUNNING", "DEGRADED"}),  # a volume is billed while it exists
     "storage": frozenset({"RUNNING"}),  # bound: capacity allocated
     "network": frozenset({"READY", "DEGRADED", "ACTIVE"}),  # ACTIVE: network v1
+    "database": frozenset({"RUNNING"}),  # CloudNativePG: a ready instance serves
 }
 # States billed only once the resource has served (been in a BILLABLE state): the same word means a
 # first creation (not billed) or, later, an update or an outage of something that exists (billed).

@@ -12,12 +12,20 @@ Accepted forms, newest first:
 - the proposal's January forms: ``type = dcm.providers.{provider}.{resourceType}[.instances].{id}.status``.
 
 An optional ``resourcetype`` extension attribute must agree with the type.
+
+Over NATS the messaging subject names the type too (``dcm.{type}``, one token after ``dcm.``, the
+control-plane's status filter ``dcm.*``): the ingress carries the subject the provider published on as
+the message attribute ``nats-subject`` (``TRANSPORT_SUBJECT``). When the CloudEvent's type names no
+resource type of ours (the upstream e2e suite's test publisher sends ``dcm.status.updated``), the type
+is the subject's (``subject_type``; ingest decides when, ``status_report.check``). Trusting it gains a
+provider nothing: the provider is still the one whose topic the event is on, and any provider may
+already name any type with ``dcm.status.{type}`` (docs/security.md, "The NATS subject").
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from .errors import Reason, Rejected
 from .limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, document_id_fits
@@ -29,6 +37,7 @@ _UPSTREAM_PREFIX = "dcm.status."
 PLATFORM_SOURCE = "dcm/platform/"  # updates the platform synthesises (reconciliation, freshness): never a provider's
 SOURCE_PROVIDER = re.compile(r"^/?dcm/providers/([^/]+)(?:/.*)?$")
 SERVICE_TYPE_SUBJECT = re.compile(r"^dcm\.[A-Za-z0-9_-]+$")  # a messaging subject such as dcm.vm, not an id
+TRANSPORT_SUBJECT = "nats-subject"  # the NATS subject a provider published on, as the ingress forwards it
 # One rule for a provider name, here, in the CLI and in Terraform (terraform/variables.tf, checked by
 # tests/deploy): it names a topic, a subscription and a service account ({prefix}-pub-{provider}, at most
 # 30 characters, which terraform/iam.tf checks with the prefix).
@@ -63,6 +72,19 @@ def provider_named_by(source: str) -> str | None:
     return match.group(1) if match else None
 
 
+def subject_type(subject: str | None) -> str | None:
+    """The resource type a messaging subject names (``dcm.container`` -> ``container``; one token after
+    ``dcm.`` only, as the control-plane's ``dcm.*`` filter reads it), or None (``dcm.agents.health``)."""
+    return subject[len("dcm."):] if subject and SERVICE_TYPE_SUBJECT.match(subject) else None
+
+
+def names_a_type(ce_type: str, known: Collection[str]) -> bool:
+    """Does the CloudEvent type itself name one of the ``known`` resource types (either form)?"""
+    if ce_type.startswith(_LEGACY_PREFIX) and ce_type.endswith(_LEGACY_SUFFIX):
+        return True  # the January form always names one (an unknown one is refused as such)
+    return ce_type.startswith(_UPSTREAM_PREFIX) and ce_type[len(_UPSTREAM_PREFIX):] in known
+
+
 def _upstream_id(attributes: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     if "id" in data:
         if not isinstance(data["id"], str):
@@ -76,13 +98,28 @@ def _upstream_id(attributes: Mapping[str, Any], data: Mapping[str, Any]) -> str:
                    attribute="data.id", value=None, subject=subject)
 
 
-def resolve(attributes: Mapping[str, Any], data: Mapping[str, Any], topic_provider: str | None = None) -> ResourceKey:
+def _upstream_provider(attributes: Mapping[str, Any], topic_provider: str | None) -> str:
+    provider = topic_provider or provider_named_by(attributes["source"]) or ""
+    if not provider:
+        raise _invalid("with type dcm.status.{resourceType}, the provider is the ingress topic's "
+                       "(or source dcm/providers/{provider})", attribute="source", value=attributes["source"])
+    return provider
+
+
+def resolve(attributes: Mapping[str, Any], data: Mapping[str, Any], topic_provider: str | None = None,
+            transport_type: str | None = None) -> ResourceKey:
     """The ResourceKey an event reports on, or Rejected (invalid_identity; schema_invalid for a non-string id).
 
-    ``topic_provider``: the provider whose ingress topic the event arrived on, if any.
+    ``topic_provider``: the provider whose ingress topic the event arrived on, if any. ``transport_type``:
+    the resource type the messaging subject names, given when the CloudEvent's type names none of ours
+    (``names_a_type``): the event is then read in the upstream form with that type, whatever its type says.
     """
     ce_type = attributes["type"]
-    if ce_type.startswith(_LEGACY_PREFIX) and ce_type.endswith(_LEGACY_SUFFIX):
+    if transport_type:
+        resource_type = transport_type
+        provider = _upstream_provider(attributes, topic_provider)
+        resource_id = _upstream_id(attributes, data)
+    elif ce_type.startswith(_LEGACY_PREFIX) and ce_type.endswith(_LEGACY_SUFFIX):
         parts = ce_type[len(_LEGACY_PREFIX): -len(_LEGACY_SUFFIX)].split(".")
         if len(parts) < 3:
             raise _invalid(
@@ -94,10 +131,7 @@ def resolve(attributes: Mapping[str, Any], data: Mapping[str, Any], topic_provid
         resource_id = ".".join(rest)
     elif ce_type.startswith(_UPSTREAM_PREFIX):
         resource_type = ce_type[len(_UPSTREAM_PREFIX):]
-        provider = topic_provider or provider_named_by(attributes["source"]) or ""
-        if not provider:
-            raise _invalid("with type dcm.status.{resourceType}, the provider is the ingress topic's "
-                           "(or source dcm/providers/{provider})", attribute="source", value=attributes["source"])
+        provider = _upstream_provider(attributes, topic_provider)
         resource_id = _upstream_id(attributes, data)
     else:
         raise _invalid(

@@ -28,7 +28,7 @@ from cloudevents.http import CloudEvent
 from . import limits, timeutil
 from . import outputs as output_maps
 from .errors import Reason, Rejected
-from .identity import PLATFORM_SOURCE, provider_named_by, resolve
+from .identity import PLATFORM_SOURCE, TRANSPORT_SUBJECT, names_a_type, provider_named_by, resolve, subject_type
 from .model import PubSubMessage, ResourceKey
 from .schemas import ENVELOPE_URI, StatusSchema, registry
 
@@ -236,6 +236,17 @@ def _transition_time(data: dict[str, Any], schema: StatusSchema) -> str | None:
                         "value": value}) from exc
 
 
+def transport_type(attrs: Mapping[str, Any], message_attributes: Mapping[str, str]) -> str | None:
+    """The resource type the NATS subject names (``nats-subject``, set by the NATS ingress), when the
+    CloudEvent's own type names none of ours and the subject names one; else None (the type decides, and
+    an event whose type names no resource type keeps its reason). Never overrides a type that names one."""
+    known = registry().current
+    if not isinstance(attrs.get("type"), str) or names_a_type(attrs["type"], known):
+        return None
+    named = subject_type(message_attributes.get(TRANSPORT_SUBJECT))
+    return named if named in known else None
+
+
 @dataclass(frozen=True)
 class CheckedReport:
     """A provider's message that passed every check ingest makes, and what those checks found."""
@@ -261,7 +272,8 @@ def check(message: PubSubMessage, topic_provider: str | None, max_bytes: int = l
     """
     event = event or decode(message, max_bytes)
     attrs = event.attributes
-    key = resolve(attrs, event.data if isinstance(event.data, dict) else {}, topic_provider)
+    key = resolve(attrs, event.data if isinstance(event.data, dict) else {}, topic_provider,
+                  transport_type(attrs, message.attributes))
     try:
         check_provider(key, message.topic, topic_provider, attrs["source"], other_names)
         schema, defaulted = schema_for(key, event)

@@ -13,6 +13,10 @@ ingest already accepts, or the dead-letter topic with a reason.
   redelivery is recognisable. They are not ``dcm-*`` names (ingest strips those at ingress) because they
   vouch for nothing: a provider publishing to its Pub/Sub ingress topic directly could set them too, so
   nothing decides on them; deduplication stays the provider's (topic) + source + id.
+- The subject the provider published on (``nats-subject``: ``dcm.container``, the server-written prefix
+  removed): over NATS the subject names the resource type, and ingest reads the type from it when the
+  CloudEvent's type names none (dcm_status_contracts.identity; docs/security.md, "The NATS subject").
+  Not a ``dcm-*`` name either: it proves nothing a provider could not say in the CloudEvent's type.
 - The resource key as ingest computes it, when the event names one: the ingress publishes each resource's
   updates in NATS's order (shared/nats_ingress/forward.py), with no Pub/Sub ordering key.
 """
@@ -24,13 +28,14 @@ from typing import Mapping
 
 from dcm_status_contracts import limits
 from dcm_status_contracts.errors import Reason, Rejected
-from dcm_status_contracts.identity import resolve
+from dcm_status_contracts.identity import TRANSPORT_SUBJECT, resolve
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.status_report import BINARY_PREFIX, CONTENT_TYPE, decode
 
 from shared.runtime.settings import NatsSettings, Settings
 
 STREAM_SEQUENCE = "nats-stream-sequence"  # the message's sequence in the stream
+SUBJECT = TRANSPORT_SUBJECT  # "nats-subject": the subject as the provider published it
 MSG_ID = "nats-msg-id"  # the publisher's Nats-Msg-Id header (JetStream's deduplication id), when set
 NATS_MSG_ID_HEADER = "Nats-Msg-Id"
 REJECTED_BY = "nats_ingress"
@@ -104,13 +109,21 @@ def _resource_key(pubsub: PubSubMessage, provider: str, settings: Settings) -> s
         return ""  # ingest rejects it with its reason; no order to keep
 
 
+def published_subject(subject: str, provider: str, nats: NatsSettings) -> str:
+    """The subject as the provider published it (the server-written prefix removed), within a Pub/Sub
+    attribute value: a longer one names no resource type anyway (one token after ``dcm.``)."""
+    published = subject[len(nats.provider_prefix.replace("{provider}", provider)):]
+    return published.encode()[:limits.PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES].decode(errors="ignore")
+
+
 def route(message: Inbound, nats: NatsSettings, settings: Settings) -> Outbound:
     """Where ``message`` goes (the provider's ingress topic), or Rejected saying why it cannot go there."""
     provider = provider_of(message, nats, settings)
     topic = settings.ingress_topic(provider)
     pubsub = as_pubsub(message, topic)
     key = _resource_key(pubsub, provider, settings)
-    attributes = {**pubsub.attributes, STREAM_SEQUENCE: str(message.stream_sequence)}
+    attributes = {**pubsub.attributes, STREAM_SEQUENCE: str(message.stream_sequence),
+                  SUBJECT: published_subject(message.subject, provider, nats)}
     if message.msg_id:
         attributes[MSG_ID] = message.msg_id
     if len(attributes) > limits.PUBSUB_MAX_ATTRIBUTES:

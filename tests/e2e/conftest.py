@@ -32,7 +32,10 @@ from shared.deadletter.store import DeadLetterStore
 
 UPSTREAM_PROVIDERS = ["kubevirt", "acm-cluster", "osac", "k8s-storage", "k8s-container", "three-tier-app"]
 QUIET = "quiet"  # a provider with a freshness deadline of seconds
-PROVIDERS = ["aws", "azure", "vmware", "kubernetes", QUIET, *UPSTREAM_PROVIDERS]  # kubernetes: the README provider's
+# issue 38: the upstream e2e suite's test publisher, kcli, the CloudNativePG provider and an environment-agent
+# (tests/e2e/test_dcm_upstream_e2e.py), each with its own NATS identity
+NEWER_PRODUCERS = ["e2e-test", "kcli", "cnpg-database", "env-agent"]
+PROVIDERS = ["aws", "azure", "vmware", "kubernetes", QUIET, *UPSTREAM_PROVIDERS, *NEWER_PRODUCERS]  # kubernetes: the README provider's
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,

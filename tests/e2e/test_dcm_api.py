@@ -74,12 +74,12 @@ def test_the_dcm_cli_lists_pages_and_gets_what_providers_reported(e2e, uid):
     listed, pages = cli_list(e2e, "kubevirt", page_size=2)
     mine = {i["id"]: i for i in listed if i["id"] in ids}
     assert sorted(mine) == ids[:2] and len(listed) == len({i["id"] for i in listed}) and pages >= 2
-    assert row(mine[ids[0]], LIST_COLUMNS)[:3] == [ids[0], "kubevirt", "RUNNING"]
+    assert row(mine[ids[0]], LIST_COLUMNS)[:3] == [ids[0], "kubevirt", "running"]  # as the control-plane stores it
     assert mine[ids[0]]["spec"] == {"cpus": 2} and mine[ids[0]]["create_time"]
 
     with_deleted, _ = cli_list(e2e, "kubevirt", page_size=100, show_deleted=True)
     gone = next(i for i in with_deleted if i["id"] == ids[2])
-    assert row(gone, DELETED_COLUMNS)[:4] == [ids[2], "kubevirt", "DELETED", "DELETED"]
+    assert row(gone, DELETED_COLUMNS)[:4] == [ids[2], "kubevirt", "deleted", "DELETED"]
 
     got = dcm_get(e2e, f"service-type-instances/{quote(ids[0], safe='')}")  # url.PathEscape
     assert got.status_code == 200 and got.json() == mine[ids[0]]

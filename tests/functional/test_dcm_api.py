@@ -82,7 +82,7 @@ def test_the_list_pages_through_every_live_instance_once_in_the_upstream_shape(a
     assert pages >= 3
     vm1 = next(f for f in found if f["id"] == "vm-1")
     assert vm1["path"] == "service-type-instances/vm-1" and vm1["provider_name"] == "kubevirt"
-    assert vm1["status"] == "RUNNING" and vm1["spec"] == {"cpus": 2, "memoryMb": 4096}
+    assert vm1["status"] == "running" and vm1["spec"] == {"cpus": 2, "memoryMb": 4096}
     assert vm1["key"] == "kubevirt/vm/vm-1" and "deletion_status" not in vm1
     assert vm1["create_time"] <= vm1["update_time"]
 
@@ -91,7 +91,7 @@ def test_show_deleted_adds_the_deleted_with_deletion_status_deleted(api_dcm, fle
     found, _ = every_page(api_dcm, "&show_deleted=true")
     assert len(found) == len(fleet)
     gone = next(f for f in found if f["id"] == "vm-3")
-    assert gone["deletion_status"] == "DELETED" and gone["status"] == "DELETED"
+    assert gone["deletion_status"] == "DELETED" and gone["status"] == "deleted"
 
 
 def test_filters_by_service_type_and_agent_name_or_the_older_provider(api_dcm, fleet):
@@ -105,12 +105,29 @@ def test_filters_by_service_type_and_agent_name_or_the_older_provider(api_dcm, f
     assert ids("agent_name=&service_type=%20&page_token=") == ids("")  # blank is no filter, as upstream has it
 
 
-def test_status_is_upper_case_by_default_and_lower_case_when_asked(api_dcm, fleet):
+def test_status_is_the_control_planes_by_default_and_this_platforms_upper_case_when_asked(api_dcm, fleet):
+    """dcm-project/control-plane ``internal/sp/consumer/consumer.go`` at feead82 stores
+    ``strings.ToLower(strings.TrimSpace(status))`` of what the provider sent; ``status_case=upper`` keeps
+    the spelling served before (this platform's status on its type's vocabulary)."""
     base = f"{dcm.PREFIX}/service-type-instances/vm-1"
-    assert api_dcm.get(base).json["status"] == "RUNNING"
+    assert api_dcm.get(base).json["status"] == "running"
     assert api_dcm.get(f"{base}?status_case=lower").json["status"] == "running"
-    listed = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?status_case=lower").json["instances"]
-    assert {i["status"] for i in listed} == {"running", "stopped", "provisioning", "active"}
+    assert api_dcm.get(f"{base}?status_case=upper").json["status"] == "RUNNING"
+    listed = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?status_case=upper").json["instances"]
+    assert {i["status"] for i in listed} == {"RUNNING", "STOPPED", "PROVISIONING", "ACTIVE"}
+
+
+def test_a_value_outside_the_vocabulary_is_passed_through_lower_cased_and_unknown_when_upper(api_dcm, firestore):
+    """The upstream e2e suite's "passes through arbitrary status values" (utilities
+    ``tests/e2e/api_status_reader_test.go``, the newest version read): CUSTOM_STATE_12345 -> custom_state_12345."""
+    seed(firestore, "k8s-container", "container", "c-custom", "  CUSTOM_STATE_12345 ", "2026-04-01T10:00:00Z", "z1")
+    path = f"{dcm.PREFIX}/service-type-instances/c-custom"
+    assert api_dcm.get(path).json["status"] == "custom_state_12345"
+    assert api_dcm.get(f"{path}?status_case=upper").json["status"] == "UNKNOWN"
+    kubevirt_raw = "Scheduling"  # a provider's own word is the control-plane's too: "scheduling"
+    seed(firestore, "kubevirt", "vm", "vm-raw", kubevirt_raw, "2026-04-01T10:00:00Z", "z2")
+    instance = api_dcm.get(f"{dcm.PREFIX}/service-type-instances/vm-raw").json
+    assert instance["status"] == "scheduling"
 
 
 def test_outputs_stored_on_the_resource_show_on_the_instance(api_dcm, fleet, firestore):
@@ -168,8 +185,8 @@ def test_an_id_two_providers_hold_is_a_409_and_agent_name_picks_one(api_dcm, fir
     path = f"{dcm.PREFIX}/service-type-instances/vm-9"
     both = api_dcm.get(path)
     assert both.status_code == 409 and "agent_name" in both.json["detail"]
-    assert api_dcm.get(f"{path}?agent_name=osac").json["status"] == "STOPPED"
-    assert api_dcm.get(f"{path}?provider=kubevirt").json["status"] == "RUNNING"
+    assert api_dcm.get(f"{path}?agent_name=osac").json["status"] == "stopped"
+    assert api_dcm.get(f"{path}?provider=kubevirt").json["status"] == "running"
 
 
 # ---- health ------------------------------------------------------------------------------------------
@@ -235,3 +252,43 @@ def test_fuzzed_parameters_ids_and_page_tokens_never_answer_500(api, query, raw_
     got = api.client.get(f"{dcm.PREFIX}/service-type-instances/{quote(raw_id or 'x', safe='')}",
                          query_string={k: v for k, v in query.items() if k in dcm.GET_PARAMETERS})
     assert got.status_code in (200, 400, 404, 409), (raw_id, got.get_data())
+
+
+# ---- the DCM CLI at its newest version (issue 38 item 5) --------------------------------------------------
+# dcm-project/cli internal/auth/transport.go at 175995824ff8df7a1f43f85a52d116d3eaaceaa0: a static token
+# (DCM_TOKEN or --token) goes on every request as "Authorization: Bearer <token>", with no refresh; a stored
+# OIDC token likewise once refreshed. The newest `sp resource list --agent-name NAME` sends agent_name=NAME
+# (the control-plane's openapi.yaml at 1c577bc names the parameter; the CLI's files read here, sp_resource.go
+# at 7f33bca and 131cee8, still send provider=) and shows the instances' agent_name.
+CLI_HEADERS = {"User-Agent": "Go-http-client/1.1", "Accept-Encoding": "gzip"}
+UNVERIFIABLE = "Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJkY20tdXNlciIsImVtYWlsIjoiZGV2QGV4YW1wbGUuY29tIn0.c2lnbmF0dXJl"
+
+
+def test_the_newest_clis_agent_name_list_with_a_bearer_token_reads_as_without_one(api_dcm, fleet):
+    """A read with a token the api cannot verify is answered as a read without identity: the same 200 and
+    the same body. It holds whether the api ignores the token (reads need no identity today) or verifies it
+    and, failing, reads on without one (issue 37's identity verification): never a 401 on a read."""
+    path = f"{dcm.PREFIX}/service-type-instances?agent_name=kubevirt&max_page_size=100"
+    plain = api_dcm.get(path, headers=CLI_HEADERS)
+    with_token = api_dcm.get(path, headers={**CLI_HEADERS, "Authorization": UNVERIFIABLE})
+    assert plain.status_code == with_token.status_code == 200
+    assert with_token.json == plain.json
+    shown = with_token.json["instances"]
+    assert sorted(i["id"] for i in shown) == ["c-1", "vm-1", "vm-2"]  # kubevirt's live ones, nobody else's
+    assert {i["agent_name"] for i in shown} == {"kubevirt"}  # the column the newest CLI shows
+
+
+@pytest.mark.parametrize("authorization", [UNVERIFIABLE, "Bearer not-a-jwt", "Bearer ", "Basic ZGNtOmRjbQ=="])
+def test_a_get_with_any_authorization_is_the_same_read(api_dcm, fleet, authorization):
+    path = f"{dcm.PREFIX}/service-type-instances/vm-1"
+    assert api_dcm.get(path, headers={**CLI_HEADERS, "Authorization": authorization}).json == \
+        api_dcm.get(path, headers=CLI_HEADERS).json
+
+
+def test_a_database_reads_as_the_control_plane_stores_it(api_dcm, firestore):
+    """The new database type (CloudNativePG): listed by service_type=database, its status the provider's."""
+    seed(firestore, "cnpg-database", "database", "abc-123", "RUNNING", "2026-11-28T10:02:00Z", "db1")
+    seed(firestore, "cnpg-database", "database", "abc-124", "DELETING", "2026-11-28T10:02:01Z", "db2")
+    shown = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?service_type=database").json["instances"]
+    assert {(i["id"], i["status"], i["agent_name"]) for i in shown} == \
+        {("abc-123", "running", "cnpg-database"), ("abc-124", "deleting", "cnpg-database")}

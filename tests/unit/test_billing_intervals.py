@@ -41,7 +41,8 @@ def test_billable_states_per_type():
     assert billable_states("volume") == {"AVAILABLE", "RUNNING", "DEGRADED"}
     assert billable_states("network") == {"READY", "DEGRADED", "ACTIVE"}
     assert billable_states("storage") == {"RUNNING"}
-    assert billable_states("database") == frozenset()  # unknown type: recorded, never billed
+    assert billable_states("database") == {"RUNNING"}  # CloudNativePG (issue 38)
+    assert billable_states("queue") == frozenset()  # unknown type: recorded, never billed
 
 
 def test_every_billable_state_exists_in_its_status_schema():

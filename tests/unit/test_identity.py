@@ -64,3 +64,30 @@ def test_a_non_string_data_id_is_schema_invalid_not_a_crash(value):
     with pytest.raises(Rejected) as info:
         resolve({"type": "dcm.status.vm", "source": "dcm/providers/aws"}, {"id": value}, "aws")
     assert info.value.reason is Reason.SCHEMA_INVALID and info.value.detail["path"] == "/data/id"
+
+
+# ---- the NATS subject names the type (issue 38 item 1) ------------------------------------------------
+@pytest.mark.parametrize("subject, named", [
+    ("dcm.container", "container"), ("dcm.vm", "vm"), ("dcm.agents.health", None), ("dcm.agent.env-1", None),
+    ("dcm.agent.env-1.cancel", None), ("dcm.agents.responses", None), ("dcm.", None), ("vm", None), (None, None),
+    ("other.container", None)])
+def test_a_subject_names_a_type_with_one_token_after_dcm_as_the_control_planes_filter_reads_it(subject, named):
+    from dcm_status_contracts.identity import subject_type
+    assert subject_type(subject) == named
+
+
+def test_the_transport_type_is_read_in_the_upstream_form_whatever_the_type_says():
+    attrs = {"type": "dcm.status.updated", "source": "dcm/providers/e2e-test"}
+    assert str(resolve(attrs, {"id": "c-1"}, "e2e-test", transport_type="container")) == "e2e-test/container/c-1"
+    assert str(resolve({"type": "test", "source": "test"}, {"id": "c-1"}, "e2e-test", "container")) == \
+        "e2e-test/container/c-1"
+    with pytest.raises(Rejected) as refused:  # the test suite's "missing id in payload"
+        resolve({"type": "test", "source": "test"}, {"status": "RUNNING"}, "e2e-test", "container")
+    assert refused.value.reason is Reason.INVALID_IDENTITY
+
+
+def test_names_a_type_only_for_a_known_one_or_the_january_form():
+    from dcm_status_contracts.identity import names_a_type
+    known = {"vm", "container"}
+    assert names_a_type("dcm.status.vm", known) and names_a_type("dcm.providers.aws.volume.v-1.status", known)
+    assert not names_a_type("dcm.status.updated", known) and not names_a_type("test", known)

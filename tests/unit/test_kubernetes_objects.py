@@ -86,3 +86,46 @@ def test_a_hosted_cluster_being_created_upgraded_or_deleted():
     assert table.map(**cluster_inputs(hosted("True", [{"state": "Completed"}]))).status == "ACTIVE"
     deleting = hosted("True", [{"state": "Completed"}], deletionTimestamp="2026-11-20T12:00:00Z")
     assert table.map(**cluster_inputs(deleting)).status == "DELETING"
+
+
+# ---- a Deployment and its pod (the environment-agent's container monitor), a CloudNativePG Cluster -----------
+def deployment(replicas: int = 1, progressing: tuple[str, str] | None = None, replica_failure: bool = False) -> dict:
+    conditions = []
+    if progressing:
+        conditions.append({"type": "Progressing", "status": progressing[0], "reason": progressing[1],
+                           "message": 'ReplicaSet "web-7d9" has timed out progressing.'})
+    if replica_failure:
+        conditions.append({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate"})
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": replicas}, "status": {"conditions": conditions}}
+
+
+def pod_in(phase: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize("deploy, pod, status", [
+    (deployment(progressing=("False", "ProgressDeadlineExceeded")), pod_in("Pending"), "FAILED"),  # stalled rollout
+    (deployment(progressing=("False", "ProgressDeadlineExceeded")), None, "FAILED"),
+    (deployment(progressing=("True", "NewReplicaSetAvailable")), pod_in("Running"), "RUNNING"),
+    (deployment(replica_failure=True), None, "FAILED"),
+    (deployment(replicas=0), None, "FAILED"),  # "deployment scaled to zero"
+    (deployment(), None, "PENDING"),  # "waiting for pods"
+    (None, None, "DELETED"),
+])
+def test_the_deployment_table_on_objects_says_what_the_agents_monitor_says(deploy, pod, status):
+    from dcm_status_sdk.kubernetes import deployment_inputs
+    assert MappingTable.load("kubernetes-deployment").map(**deployment_inputs(deploy, pod)).status == status
+
+
+@pytest.mark.parametrize("cluster, pod, pvc, status", [
+    ({"status": {"instances": 1, "readyInstances": 1}}, pod_in("Running"), {"status": {"phase": "Bound"}}, "RUNNING"),
+    ({"status": {"instances": 1, "readyInstances": 0}}, None, None, "PENDING"),
+    ({"status": {"instances": 0}}, None, None, "FAILED"),
+    ({"status": {"instances": 1}}, pod_in("Pending"), {"status": {"phase": "Lost"}}, "FAILED"),
+    ({"metadata": {"deletionTimestamp": "2026-11-28T10:00:00Z"}, "status": {}}, pod_in("Running"), None, "DELETING"),
+    (None, None, None, "DELETED"),
+])
+def test_the_cnpg_table_on_objects(cluster, pod, pvc, status):
+    from dcm_status_sdk.kubernetes import cnpg_inputs
+    assert MappingTable.load("cnpg-database").map(**cnpg_inputs(cluster, pod, pvc)).status == status

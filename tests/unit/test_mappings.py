@@ -110,6 +110,31 @@ ROWS = {  # the proposal's tables, then each ambiguity it leaves and how it is d
         ({"available": "True", "deleting": True}, "DELETING"), ({"deleted": True}, "DELETED"),
         ({"phase": "Provisioning"}, "PROGRESSING"), ({"phase": "Failed"}, "FAILED"),
     ],
+    # issue 38: the environment-agent's container monitor (reconcile.go at 17d2e0d), kcli (kcli-sp.md at
+    # 0f7e4e6), CloudNativePG (cloudnative-pg-sp.md at ce144d4)
+    "kubernetes-deployment": [
+        ({"podPhase": "Running"}, "RUNNING"), ({"podPhase": "Running", "progressDeadlineExceeded": True}, "FAILED"),
+        ({"podPhase": None, "progressDeadlineExceeded": True}, "FAILED"),
+        ({"podPhase": None, "replicaFailure": True, "replicas": 1}, "FAILED"),
+        ({"podPhase": None, "replicas": 0}, "FAILED"),  # "deployment scaled to zero"
+        ({"podPhase": None, "replicas": 1}, "PENDING"),  # "waiting for pods"
+        ({"podPhase": "Pending", "replicas": 1}, "PENDING"), ({"podPhase": "Failed"}, "FAILED"),
+        ({"deleted": True}, "DELETED"),
+    ],
+    "kcli-vm": [
+        ({"state": "up"}, "RUNNING"), ({"state": "down", "recentlyCreated": True}, "PROVISIONING"),
+        ({"state": "down", "recentlyCreated": False}, "STOPPED"), ({"state": "paused"}, "PAUSED"),
+        ({"state": "error"}, "FAILED"), ({"state": "crashed"}, "FAILED"), ({"state": "nostate"}, "FAILED"),
+        ({"state": "shuttingdown"}, "STOPPING"), ({"state": "up", "deleting": True}, "DELETING"),
+        ({"exists": False}, "DELETED"), ({"state": "suspended"}, "PAUSED"),
+    ],
+    "cnpg-database": [
+        ({"podPhase": "Pending"}, "PENDING"), ({"podPhase": "Running"}, "RUNNING"),
+        ({"podPhase": "Failed"}, "FAILED"), ({"podPhase": "Pending", "pvcPhase": "Lost"}, "FAILED"),
+        ({"podPhase": "Unknown"}, "UNKNOWN"), ({"podPhase": "Running", "podDeleting": True}, "PENDING"),
+        ({"readyInstances": 0, "instances": 1}, "PENDING"), ({"instances": 0}, "FAILED"),
+        ({"podPhase": "Running", "clusterDeleting": True}, "DELETING"), ({"clusterFound": False}, "DELETED"),
+    ],
 }
 CASES = [(name, inputs, status) for name, rows in ROWS.items() for inputs, status in rows]
 

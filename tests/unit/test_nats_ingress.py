@@ -18,7 +18,7 @@ from infra import nats_accounts
 from infra.topology import load
 from shared.nats_ingress.forward import Forwarder, Outcome, backoff
 from shared.nats_ingress.health import Health
-from shared.nats_ingress.route import MSG_ID, STREAM_SEQUENCE, Inbound, route
+from shared.nats_ingress.route import MSG_ID, STREAM_SEQUENCE, SUBJECT, Inbound, route
 from shared.runtime import settings as settings_module
 from tests import samples
 
@@ -57,7 +57,7 @@ def test_a_subject_naming_no_provider_of_ours_is_unknown_provider(subject):
 
 def test_structured_keeps_the_payload_and_says_where_it_was_in_the_stream():
     out = route(inbound(headers={"Nats-Msg-Id": "m-1", "X-Trace": "t"}, seq=42), NATS, SETTINGS)
-    assert out.attributes == {STREAM_SEQUENCE: "42", MSG_ID: "m-1"}  # no other header crosses
+    assert out.attributes == {STREAM_SEQUENCE: "42", MSG_ID: "m-1", SUBJECT: "dcm.vm"}  # no other header crosses
     assert out.resource_key == "osac/vm/vm-1"  # the resource key, as ingest computes it
 
 
@@ -67,7 +67,7 @@ def test_binary_headers_become_the_pubsub_binding_attributes():
     out = route(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), NATS, SETTINGS)
     assert binding_mode(out.attributes) is BindingMode.BINARY
     assert out.attributes == {**{k: v for k, v in headers.items() if k.startswith("ce-")},
-                              "content-type": "application/json", STREAM_SEQUENCE: "7"}
+                              "content-type": "application/json", STREAM_SEQUENCE: "7", SUBJECT: "dcm.vm"}
     assert out.resource_key == "osac/vm/vm-2"
 
 
@@ -75,8 +75,9 @@ def test_binary_headers_become_the_pubsub_binding_attributes():
 def test_every_upstream_golden_sample_goes_to_its_providers_topic_as_published(sample):
     out = route(inbound(sample.data, f"providers.{sample.provider}.dcm.x", dict(sample.attributes)), NATS, SETTINGS)
     assert out.topic == f"dcm-status-ingress-{sample.provider}" and out.data == sample.data
-    assert {k: v for k, v in out.attributes.items() if k != STREAM_SEQUENCE} == \
+    assert {k: v for k, v in out.attributes.items() if k not in (STREAM_SEQUENCE, SUBJECT)} == \
         {k.lower(): v for k, v in sample.attributes.items()}
+    assert out.attributes[SUBJECT] == "dcm.x"  # the subject as the provider published it
     assert out.resource_key == sample.expect["key"]
 
 

@@ -79,6 +79,9 @@ class NatsSpec:
     control_plane_stream: str = "dcm-status"  # every provider's stored events republished, for a control-plane
     control_plane_prefix: str = "dcm-status."
 
+    def stream_of(self, provider: str) -> str:
+        return self.stream.replace("{provider}", provider)
+
     def subject_prefix(self, provider: str) -> str:
         return self.provider_prefix.replace("{provider}", provider)
 

@@ -6,7 +6,8 @@
 - N status CloudEvents (structured, as the upstream providers send them) published by three providers on
   ``dcm.vm`` through their own identities, stored in the stream before anything reads it;
 - the ceiling: the same N messages read by a durable pull consumer of this process on each provider's stream
-  (nats-py, the ingress's batch size, a loop per provider as the ingress has) and published to the provider's ingress topic (the ingress's publisher client) with no
+  (nats-py, the ingress's batch size, a loop per provider as the ingress has) and published to the
+  provider's ingress topic (the ingress's publisher client) with no
   check at all (no parsing, no ordering key, no dead-letter path), each acked once Pub/Sub confirmed it;
   then the same again with Pub/Sub ordering keys (the resource key), to show what per-key publishing would
   cost (the ingress keeps each resource's order by publishing waves instead: shared/nats_ingress/forward.py);

@@ -667,7 +667,8 @@ def poisoned_nats(h: Harness, n: int = POISON) -> Row:
     row.deadlettered = dead
     if dead != n or carried_key:
         row.errors += 1
-    row.note = (f"{poisoned}: {n} with a {len(long_key)}-byte ce- header name + {n} valid; {quiet}: {n} valid, on NATS; "
+    row.note = (f"{poisoned}: {n} with a {len(long_key)}-byte ce- header name + {n} valid; {quiet}: {n} valid, "
+                f"on NATS; "
                 f"{dead} dead-lettered as oversize ({carried_key} carrying the header); {quiet}'s events, from "
                 f"JetStream's ack of their publish: forwarded by the ingress {_p(through, 0.5):.2f} s (median) / "
                 f"{_p(through, 0.99):.2f} s (p99) ({len(through)} of {n}), stored {_p(latencies, 0.5):.1f} s / "

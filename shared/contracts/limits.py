@@ -157,7 +157,8 @@ def attribute_breach(key: str, value: str) -> str | None:
     if not key:
         return "an empty attribute key"
     if len(key.encode()) > PUBSUB_MAX_ATTRIBUTE_KEY_BYTES:
-        return f"an attribute key of {len(key.encode())} bytes (Pub/Sub carries at most {PUBSUB_MAX_ATTRIBUTE_KEY_BYTES})"
+        return (f"an attribute key of {len(key.encode())} bytes (Pub/Sub carries at most "
+                f"{PUBSUB_MAX_ATTRIBUTE_KEY_BYTES})")
     if key.lower().startswith("goog"):
         return f"attribute key {key[:40]!r}: Pub/Sub reserves the goog prefix"
     if len(value.encode()) > PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES:

@@ -49,12 +49,13 @@ class Outcome(enum.StrEnum):
     FORWARDED = "forwarded"  # on the provider's ingress topic, acked
     DEAD_LETTERED = "dead_lettered"  # on the dead-letter topic with its reason, acked
     RETRYING = "retrying"  # nak'ed with a delay: JetStream delivers it again
-    ABANDONED = "abandoned"  # Pub/Sub refused even its stripped dead letter for good: acked, logged, kept in the stream
+    ABANDONED = "abandoned"  # even its stripped dead letter refused for good: acked, logged, kept in the stream
+
 
 # Pub/Sub's answers no retry changes (the request itself is wrong), and a client that refuses the request before
 # sending it. Everything else (unavailable, deadline, permission, a missing topic: fixable by an operator) is
 # transient: nak'ed with a back-off.
-PERMANENT = (gexc.InvalidArgument, gexc.OutOfRange, gexc.RequestRangeNotSatisfiable, TypeError, ValueError)
+PERMANENT = (gexc.InvalidArgument, gexc.OutOfRange, TypeError, ValueError)
 
 
 def permanent(exc: BaseException) -> bool:

@@ -61,6 +61,7 @@ test-e2e: $(STAMP)
 # tests/e2e/test_pipeline.py::test_firestore_outage_during_processing_applies_every_event_once, outage >
 # retries -> tests/e2e/test_reliability.py::test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_says_so,
 # nats ingress killed -> tests/e2e/test_nats.py::test_the_ingress_killed_mid_burst_loses_nothing_and_applies_nothing_twice.
+# poisoned NATS provider (80 s with its stack) -> tests/functional/test_nats_isolation.py (a real nats-server).
 # The fuzz row is tests/functional/test_fuzz.py with --events inputs per test: the quick run's 300 are the fast
 # tier's own (DCM_FUZZ_EXAMPLES, derandomized: the same inputs), so `make test` runs it there once.
 QUICK_ROWS = --only burst --only 'hot resource' --only flooding --only spoofed --only cross-provider

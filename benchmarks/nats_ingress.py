@@ -5,12 +5,13 @@
   (no function consumes what is published: the ingress alone is measured);
 - N status CloudEvents (structured, as the upstream providers send them) published by three providers on
   ``dcm.vm`` through their own identities, stored in the stream before anything reads it;
-- the ceiling: the same N messages read by a durable pull consumer of this process (nats-py, the ingress's
-  batch size) and published to the provider's ingress topic (the ingress's publisher client) with no
+- the ceiling: the same N messages read by a durable pull consumer of this process on each provider's stream
+  (nats-py, the ingress's batch size, a loop per provider as the ingress has) and published to the
+  provider's ingress topic (the ingress's publisher client) with no
   check at all (no parsing, no ordering key, no dead-letter path), each acked once Pub/Sub confirmed it;
   then the same again with Pub/Sub ordering keys (the resource key), to show what per-key publishing would
   cost (the ingress keeps each resource's order by publishing waves instead: shared/nats_ingress/forward.py);
-- the ingress: ``python -m functions.nats_ingress.main`` on its own durable consumer of the same stream,
+- the ingress: ``python -m functions.nats_ingress.main`` on its own durable consumers of the same streams,
   timed from its first delivery to the moment JetStream has every message acked (it acks only once Pub/Sub
   confirmed the publish).
 
@@ -103,19 +104,20 @@ async def connect(url: str, identity: nats_accounts.Identity) -> Any:
 
 
 async def load_stream(rig: Rig, n: int) -> None:
-    """The stream, the two durable consumers (created before any message: both see all N), then N messages
-    published by the providers with JetStream (each stored, acked by the server)."""
+    """Each provider's stream, the two durable consumers on each (created before any message: both see all N),
+    then N messages published by the providers with JetStream (each stored, acked by the server)."""
     from shared.nats_ingress.worker import consumer_config, ensure_stream_and_consumer
     from shared.runtime.settings import nats_from_env
 
     settings = nats_from_env(rig.env(8080))
     nc = await connect(rig.url, rig.credentials.platform)
     js = nc.jetstream()
-    await ensure_stream_and_consumer(js, settings)
-    for name in CEILING_CONSUMERS:
-        ceiling = consumer_config(settings)
-        ceiling.durable_name = name
-        await js.add_consumer(settings.stream, ceiling)
+    await ensure_stream_and_consumer(js, settings, PROVIDERS)
+    for provider in PROVIDERS:
+        for name in CEILING_CONSUMERS:
+            ceiling = consumer_config(settings, provider)
+            ceiling.durable_name = name
+            await js.add_consumer(settings.stream_of(provider), ceiling)
     providers = {p: await connect(rig.url, rig.credentials.provider(p)) for p in PROVIDERS}
     batch = []
     for provider, _, data in messages(n):
@@ -124,35 +126,42 @@ async def load_stream(rig: Rig, n: int) -> None:
             await asyncio.gather(*batch)
             batch = []
     await asyncio.gather(*batch)
-    info = await js.stream_info(settings.stream)
-    assert info.state.messages >= n, f"stream holds {info.state.messages} of {n}"
+    stored = [(await js.stream_info(settings.stream_of(p))).state.messages for p in PROVIDERS]
+    assert sum(stored) >= n, f"the streams hold {sum(stored)} of {n}"
     for conn in [nc, *providers.values()]:
         await conn.close()
 
 
-async def ceiling_rate(rig: Rig, n: int, consumer: str, keys: dict[int, str] | None = None) -> float:
+async def ceiling_rate(rig: Rig, n: int, consumer: str, keys: dict[tuple[str, int], str] | None = None) -> float:
     """Pull + publish + ack, nothing else: messages/s over all ``n``. ``keys``: the ordering key of each
-    stream sequence (the resource key the ingress would give it, known from what was published, not read
-    from the message)."""
+    (provider, stream sequence) (the resource key the ingress would give it, known from what was published,
+    not read from the message)."""
     from shared.nats_ingress.worker import publisher
     from shared.runtime.settings import nats_from_env
 
     settings = nats_from_env(rig.env(8080))
     client = publisher(ordered=bool(keys))
-    topics = {p: client.topic_path(PROJECT, rig.topology.topic("ingress", p)) for p in PROVIDERS}
-    head = settings.provider_prefix.split("{provider}")[0]
     nc = await connect(rig.url, rig.credentials.platform)
-    sub = await nc.jetstream().pull_subscribe_bind(durable=consumer, stream=settings.stream)
     done, started = 0, None
-    while done < n:
-        msgs = await sub.fetch(settings.batch, timeout=5)
-        started = started or time.perf_counter()  # from the first delivery, as the ingress is timed
-        futures = [asyncio.wrap_future(client.publish(
-            topics[m.subject[len(head):].split(".", 1)[0]], m.data,
-            **({"ordering_key": keys[m.metadata.sequence.stream]} if keys else {}))) for m in msgs]
-        await asyncio.gather(*futures)
-        await asyncio.gather(*(m.ack() for m in msgs))
-        done += len(msgs)
+
+    async def drain(provider: str, count: int) -> None:
+        nonlocal done, started
+        topic = client.topic_path(PROJECT, rig.topology.topic("ingress", provider))
+        sub = await nc.jetstream().pull_subscribe_bind(durable=consumer, stream=settings.stream_of(provider))
+        mine = 0
+        while mine < count:
+            msgs = await sub.fetch(settings.batch, timeout=5)
+            started = started or time.perf_counter()  # from the first delivery, as the ingress is timed
+            futures = [asyncio.wrap_future(client.publish(
+                topic, m.data, **({"ordering_key": keys[(provider, m.metadata.sequence.stream)]} if keys else {})))
+                for m in msgs]
+            await asyncio.gather(*futures)
+            await asyncio.gather(*(m.ack() for m in msgs))
+            mine += len(msgs)
+            done += len(msgs)
+
+    counts = {p: sum(1 for q, _, _ in messages(n) if q == p) for p in PROVIDERS}
+    await asyncio.gather(*(drain(p, c) for p, c in counts.items()))
     rate = done / (time.perf_counter() - started)
     await nc.close()
     client.stop()
@@ -160,21 +169,25 @@ async def ceiling_rate(rig: Rig, n: int, consumer: str, keys: dict[int, str] | N
 
 
 async def timed_drain(rig: Rig, n: int) -> float:
-    """Seconds from the ingress consumer's first delivery to every one of ``n`` messages acked (one connection,
-    watching the consumer's state every 20 ms)."""
+    """Seconds from the ingress consumers' first delivery to every one of ``n`` messages acked (one connection,
+    watching the consumers' state every 20 ms)."""
+    from shared.runtime.settings import nats_from_env
+
+    settings = nats_from_env(rig.env(8080))
     nc = await connect(rig.url, rig.credentials.platform)
-    js, first = nc.jetstream(), None
+    js, first, acked = nc.jetstream(), None, 0
     deadline = time.monotonic() + 120 + n / 20
     try:
         while time.monotonic() < deadline:
-            info = await js.consumer_info(rig.spec.stream, rig.spec.consumer)
+            infos = [await js.consumer_info(settings.stream_of(p), settings.consumer) for p in PROVIDERS]
             now = time.perf_counter()
-            if first is None and info.delivered.stream_seq:
+            if first is None and any(i.delivered.stream_seq for i in infos):
                 first = now
-            if (info.ack_floor.stream_seq or 0) >= n:
+            acked = sum(i.ack_floor.stream_seq or 0 for i in infos)
+            if acked >= n:
                 return now - first
             await asyncio.sleep(0.02)
-        raise RuntimeError(f"the ingress acked {info.ack_floor.stream_seq} of {n}; log {rig.logs / 'nats-ingress.log'}")
+        raise RuntimeError(f"the ingress acked {acked} of {n}; log {rig.logs / 'nats-ingress.log'}")
     finally:
         await nc.close()
 
@@ -211,7 +224,11 @@ def main() -> None:
             ceiling = asyncio.run(ceiling_rate(rig, EVENTS, CEILING_CONSUMERS[0]))
             print(f"NATS ceiling: nats-py pull + Pub/Sub publish + ack, no checks ({EVENTS} messages): "
                   f"{ceiling:7.1f} messages/s")
-            keys = {seq: key for seq, (_, key, _) in enumerate(messages(EVENTS), start=1)}
+            seqs: dict[str, int] = {}
+            keys = {}
+            for provider, key, _ in messages(EVENTS):  # each provider's stream numbers its own messages
+                seqs[provider] = seqs.get(provider, 0) + 1
+                keys[(provider, seqs[provider])] = key
             ordered = asyncio.run(ceiling_rate(rig, EVENTS, CEILING_CONSUMERS[1], keys))
             print(f"  the same with Pub/Sub ordering keys (one per resource, 1,500): {ordered:7.1f} messages/s "
                   f"= {ordered / ceiling:.0%} (the client keeps one batch in flight per ordering key)")

@@ -7,7 +7,8 @@ Each provider is an account of its own with one user, allowed to publish only ``
 platform account exports one service per provider, ``providers.{provider}.dcm.>``, to that provider's
 account alone, which imports it as ``dcm.>``: what osac publishes on ``dcm.vm`` reaches the platform as
 ``providers.osac.dcm.vm``, whether it published with core NATS (no ack) or JetStream (its ack routed back
-through the import). The platform's stream captures ``providers.*.dcm.>``; the ingress reads the provider
+through the import). Each provider's stream captures ``providers.{provider}.dcm.*`` (one token, as the
+control-plane's status filter); the ingress reads the provider
 from that server-written prefix. A provider that publishes anything else (``providers.aws.dcm.vm``, a
 JetStream API subject) is refused by the server (a permissions violation), and its own account has no
 JetStream and no other import: it can neither reach the platform account's subjects nor another's.

@@ -126,17 +126,18 @@ class NatsProviders:
         return {p: await nats.connect(url, user=i.user, password=i.password, connect_timeout=5,
                                       max_reconnect_attempts=-1, error_cb=_quiet) for p, i in identities.items()}
 
-    def publish(self, provider: str, subject: str, data: bytes, msg_id: str) -> Future:
+    def publish(self, provider: str, subject: str, data: bytes, msg_id: str,
+                headers: dict[str, str] | None = None) -> Future:
         js = self.connections[provider].jetstream()
-        return asyncio.run_coroutine_threadsafe(self._publish(js, subject, data, msg_id), self.loop)
+        return asyncio.run_coroutine_threadsafe(self._publish(js, subject, data, msg_id, headers), self.loop)
 
     @staticmethod
-    async def _publish(js: Any, subject: str, data: bytes, msg_id: str) -> Any:
+    async def _publish(js: Any, subject: str, data: bytes, msg_id: str, headers: dict[str, str] | None = None) -> Any:
         from nats.errors import Error as NatsError
 
         for attempt in range(NATS_PUBLISH_ATTEMPTS):
             try:
-                return await js.publish(subject, data, timeout=10, headers={"Nats-Msg-Id": msg_id})
+                return await js.publish(subject, data, timeout=10, headers={**(headers or {}), "Nats-Msg-Id": msg_id})
             except (NatsError, asyncio.TimeoutError):
                 if attempt == NATS_PUBLISH_ATTEMPTS - 1:
                     raise
@@ -455,6 +456,15 @@ NATS_PUBLISH_ATTEMPTS = 10  # a provider's publish, sent again while nats-server
 NATS_BURST = 5000  # at most (issue 28: a 5,000-message burst through NATS)
 
 
+@dataclass(frozen=True)
+class _Summed:
+    """The ingress's consumers on every provider's stream, as one."""
+
+    delivered_seq: int
+    num_pending: int
+    num_ack_pending: int
+
+
 class IngressWatch:
     """The NATS ingress's durable consumer, watched from a thread (its own connection, as the platform user):
     kills the ingress (``kill -9``) each time another 1/(kills + 1) of the scenario's messages has been
@@ -487,12 +497,14 @@ class IngressWatch:
         js, deadline = nc.jetstream(), time.monotonic() + 300 + self.n / 5
         try:
             while time.monotonic() < deadline:
-                try:
-                    info = await js.consumer_info(spec.stream, spec.consumer)
+                try:  # the ingress's consumer on each provider's stream, summed
+                    infos = [await js.consumer_info(spec.stream_of(p), spec.consumer) for p in self.h.state.providers]
                 except (NatsError, asyncio.TimeoutError):  # nats-server restarting: ask again
                     await asyncio.sleep(0.2)
                     continue
-                delivered = info.delivered.stream_seq or 0
+                info = _Summed(sum(i.delivered.stream_seq or 0 for i in infos), sum(i.num_pending or 0 for i in infos),
+                               sum(i.num_ack_pending or 0 for i in infos))
+                delivered = info.delivered_seq
                 self.base = delivered if self.base is None else self.base
                 due = self.n * (len(self.killed) + 1) // (self.kills + 1)
                 if len(self.killed) < self.kills and delivered - self.base >= due and info.num_ack_pending:
@@ -546,6 +558,121 @@ def nats_killed(h: Harness, n: int, rng: random.Random) -> Row:
                 f"times mid-forwarding and of nats-server {int(bool(watch.server_killed))} time, each restarted "
                 f"by its keeper; what the ingress had not acked delivered again after "
                 f"ack_wait ({h.topo.nats.ack_wait_seconds} s)" + (f"; {watch.error}" if watch.error else ""))
+    return row
+
+
+POISON = 1000  # issue 37: 1,000 unforwardable messages filled the one shared consumer's max_ack_pending
+
+
+class StoredWatch:
+    """When each of the events it is given (ledger ids, with when their publish was acked) is first seen stored,
+    polled from a thread while they are being published."""
+
+    def __init__(self, h: Harness):
+        self.h, self.acked, self.seen = h, {}, {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True, name="stored-watch")
+        self.thread.start()
+
+    def acked_now(self, event: str) -> None:
+        self.acked[event] = time.monotonic()
+
+    def _poll(self) -> None:
+        while not self.done.is_set():
+            refs = [self.h.db.collection("events").document(d) for d in list(self.acked) if d not in self.seen]
+            now = time.monotonic()
+            for chunk in _chunks(refs, 300):
+                self.seen.update({s.id: now for s in self.h.db.get_all(chunk) if s.exists})
+            time.sleep(0.25)
+
+    def wait(self, expected: int, timeout: float) -> list[float]:
+        """Seconds from ack to stored of each event seen, once ``expected`` are (or at ``timeout``), sorted."""
+        deadline = time.monotonic() + timeout
+        while len(self.seen) < expected and time.monotonic() < deadline:
+            time.sleep(0.25)
+        self.done.set()
+        self.thread.join(10)
+        return sorted(max(0.0, self.seen[d] - self.acked[d]) for d in list(self.seen))
+
+
+class ForwardWatch:
+    """When the NATS ingress forwarded each event to a provider's ingress topic: a subscription of its own on
+    that topic (beside ingest's), pulled from a thread; the event's ledger id from its CloudEvent."""
+
+    def __init__(self, h: Harness, provider: str, tag: str):
+        from google.cloud import pubsub_v1
+
+        self.provider, self.at = provider, {}
+        self.subscriber = pubsub_v1.SubscriberClient()
+        self.path = self.subscriber.subscription_path(h.state.project, f"rel-forwarded-{tag}")
+        self.subscriber.create_subscription(name=self.path, topic=h.topic(provider))
+        self.future = self.subscriber.subscribe(self.path, self._received)
+
+    def _received(self, message: Any) -> None:
+        import orjson
+
+        try:
+            event = orjson.loads(message.data)
+            self.at.setdefault(event_identity(self.provider, event["source"], event["id"]), time.monotonic())
+        except (ValueError, KeyError, TypeError):
+            pass
+        message.ack()
+
+    def close(self) -> None:
+        self.future.cancel()
+        self.subscriber.delete_subscription(subscription=self.path)
+        self.subscriber.close()
+
+
+def _p(latencies: list[float], q: float) -> float:
+    return latencies[min(len(latencies) - 1, int(len(latencies) * q))] if latencies else float("nan")
+
+
+def poisoned_nats(h: Harness, n: int = POISON) -> Row:
+    """One provider (aws) publishes ``n`` messages Pub/Sub can never carry (a ``ce-`` header whose name is longer
+    than its 256-byte attribute key) and ``n`` valid events, while another (vmware) publishes ``n`` valid events,
+    each on NATS as its own identity: every valid event is stored once, the poisoned ones are dead-lettered as
+    ``oversize`` (without that header), and the quiet provider's events are stored as soon as ever (its p99,
+    from the publish's ack to the event stored, printed)."""
+    ledger, started = Ledger(), time.monotonic()
+    poisoned, quiet = PROVIDERS[0], PROVIDERS[2]
+    nats = h.open_nats([poisoned, quiet])
+    tag = f"p{uuid.uuid4().hex[:6]}"
+    long_key = "ce-" + "x" * 300
+    base = datetime.now(timezone.utc) - timedelta(hours=1)
+    poison = [nats.publish(poisoned, "dcm.vm", to_pubsub_message(build_event(
+        poisoned, "vm", f"{tag}-poison-{i}", "RUNNING", "poison", event_id=f"{tag}-poison-{i}"))[0],
+        uuid.uuid4().hex, {long_key: "x"}) for i in range(n)]
+    futures: list[Future] = []
+    watch, forwarded = StoredWatch(h), ForwardWatch(h, quiet, tag)
+    for i in range(n):  # interleaved: aws's valid events behind its poison, vmware's beside them
+        h.report_nats(ledger, poisoned, f"{tag}-a{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-a{i}",
+                      futures)
+        h.report_nats(ledger, quiet, f"{tag}-q{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-q{i}",
+                      futures)
+        event = event_identity(quiet, f"{quiet}-reliability", f"{tag}-q{i}")
+        futures[-1].add_done_callback(lambda _, event=event: watch.acked_now(event))  # in its stream from then
+    for f in poison + futures:
+        f.result(timeout=120)
+    latencies = watch.wait(n, timeout=120 + n / 10)
+    forwarded.close()
+    through = sorted(max(0.0, forwarded.at[d] - watch.acked[d]) for d in watch.acked if d in forwarded.at)
+    row = h.row("poisoned NATS provider", ledger, started, timeout=120 + n / 10)
+    from shared.deadletter.store import DeadLetterStore
+
+    letters = [e for e in DeadLetterStore(h.db).query(reason="oversize", provider=poisoned)
+               if tag in str(e.get("data"))]
+    dead = sum(int(e.get("occurrences", 1)) for e in letters)
+    carried_key = sum(1 for e in letters if long_key in (e.get("attributes") or {}))
+    row.deadlettered = dead
+    if dead != n or carried_key:
+        row.errors += 1
+    row.note = (f"{poisoned}: {n} with a {len(long_key)}-byte ce- header name + {n} valid; {quiet}: {n} valid, "
+                f"on NATS; "
+                f"{dead} dead-lettered as oversize ({carried_key} carrying the header); {quiet}'s events, from "
+                f"JetStream's ack of their publish: forwarded by the ingress {_p(through, 0.5):.2f} s (median) / "
+                f"{_p(through, 0.99):.2f} s (p99) ({len(through)} of {n}), stored {_p(latencies, 0.5):.1f} s / "
+                f"{_p(latencies, 0.99):.1f} s ({len(latencies)} of {n}: the emulators' pipeline drains the burst)")
     return row
 
 
@@ -733,7 +860,8 @@ def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
                       ("worker killed under load", lambda: killed_under_load(h, loaded, rng, "worker")),
                       ("outage > retries", lambda: outage(h, 100 if quick else 300, rng,
                                                           stack.outage_beyond_retries(state), "outage > retries")),
-                      ("nats ingress killed", lambda: nats_killed(h, min(events, NATS_BURST), rng))]
+                      ("nats ingress killed", lambda: nats_killed(h, min(events, NATS_BURST), rng)),
+                      ("poisoned NATS provider", lambda: poisoned_nats(h))]
         for name, scenario in scenarios:
             if not selected(name, only):
                 continue
@@ -780,7 +908,12 @@ def markdown(rows: list[Row], events: int) -> str:
               "`nats ingress killed` publishes its burst on NATS (the real nats-server), each provider as its own "
               "NATS identity, and kills the NATS ingress twice while it has messages delivered and not acked: "
               "JetStream delivers them again after ack_wait, a copy already on Pub/Sub is dropped as a duplicate "
-              "by ingest and upsert: see `docs/nats.md`.", ""]
+              "by ingest and upsert: see `docs/nats.md`.", "",
+              "`poisoned NATS provider` has one provider publish 1,000 messages Pub/Sub can never carry (a `ce-` "
+              "header name over its 256-byte attribute key) and 1,000 valid ones on NATS while another publishes "
+              "1,000 valid ones: the poisoned ones are dead-lettered as `oversize` without that header, every valid "
+              "event is stored once, and the quiet provider's p99 is printed (a stream, a consumer and a budget of "
+              "unsettled messages per provider: `docs/nats.md`, `docs/security.md` item 15).", ""]
     return "\n".join(lines)
 
 

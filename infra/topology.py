@@ -66,8 +66,8 @@ class NatsSpec:
     """The NATS JetStream ingress (``nats:`` in topology.yaml): the stream the providers' events land in,
     what each provider may publish, the prefix the server puts before it, the ingress's durable consumer."""
 
-    stream: str
-    subjects: str  # what the stream captures, e.g. "providers.*.dcm.>"
+    stream: str  # a stream per provider, e.g. "dcm-status-{provider}"
+    subjects: str  # what a provider's stream captures, e.g. "providers.{provider}.dcm.*" (one token after dcm.)
     provider_subjects: str  # what a provider may publish in its own account, e.g. "dcm.>"
     provider_prefix: str  # "providers.{provider}.": written by the server, never by a provider
     consumer: str
@@ -75,6 +75,14 @@ class NatsSpec:
     max_deliver: int  # deliveries before a message that cannot be forwarded is dead-lettered
     max_age_seconds: int
     worker: str = "nats_ingress"  # functions/<worker>/main.py, a long-running worker (not a push function)
+    max_ack_pending: int = 1000  # per provider: its consumer's unsettled messages
+    max_bytes: int = -1  # per provider's stream, discard new (-1: the account's limit only)
+    max_msgs: int = -1
+    control_plane_stream: str = "dcm-status"  # every provider's stored events republished, for a control-plane
+    control_plane_prefix: str = "dcm-status."
+
+    def stream_of(self, provider: str) -> str:
+        return self.stream.replace("{provider}", provider)
 
     def subject_prefix(self, provider: str) -> str:
         return self.provider_prefix.replace("{provider}", provider)
@@ -89,18 +97,27 @@ class NatsSpec:
             "NATS_ACK_WAIT_SECONDS": str(self.ack_wait_seconds),
             "NATS_MAX_DELIVER": str(self.max_deliver),
             "NATS_MAX_AGE_SECONDS": str(self.max_age_seconds),
+            "NATS_MAX_ACK_PENDING": str(self.max_ack_pending),
+            "NATS_PROVIDER_MAX_BYTES": str(self.max_bytes),
+            "NATS_PROVIDER_MAX_MSGS": str(self.max_msgs),
+            "NATS_CONTROL_PLANE_STREAM": self.control_plane_stream,
+            "NATS_CONTROL_PLANE_PREFIX": self.control_plane_prefix,
         }
 
 
 def _nats(doc: Mapping[str, Any] | None) -> NatsSpec | None:
     if not doc:
         return None
-    if "{provider}" not in doc["provider_prefix"]:
-        raise ValueError(f"nats.provider_prefix must contain '{{provider}}', got {doc['provider_prefix']!r}")
+    for name in ("provider_prefix", "stream", "subjects"):
+        if "{provider}" not in doc[name]:
+            raise ValueError(f"nats.{name} must contain '{{provider}}' (a stream per provider), got {doc[name]!r}")
     return NatsSpec(stream=doc["stream"], subjects=doc["subjects"], provider_subjects=doc["provider_subjects"],
                     provider_prefix=doc["provider_prefix"], consumer=doc["consumer"],
                     ack_wait_seconds=int(doc["ack_wait_seconds"]), max_deliver=int(doc["max_deliver"]),
-                    max_age_seconds=seconds(doc["max_age"]), worker=doc.get("worker", "nats_ingress"))
+                    max_age_seconds=seconds(doc["max_age"]), worker=doc.get("worker", "nats_ingress"),
+                    max_ack_pending=int(doc["max_ack_pending"]), max_bytes=int(doc["max_bytes"]),
+                    max_msgs=int(doc["max_msgs"]), control_plane_stream=doc["control_plane_stream"],
+                    control_plane_prefix=doc["control_plane_prefix"])
 
 
 @dataclass(frozen=True)

@@ -186,8 +186,8 @@ locals {
 
   # The NATS ingress (nats_ingress.tf, docs/nats.md): its stream, subjects, durable consumer and
   # delivery limits, from the `nats:` section of infra/topology.yaml, as the local stack sets them
-  # (NatsSpec.env() of infra/topology.py). The first three are the settings of the same names of the
-  # DCM control-plane, which keeps its own consumer on the same stream.
+  # (NatsSpec.env() of infra/topology.py): a stream and a consumer per provider (their names name
+  # {provider}); the DCM control-plane reads NATS_CONTROL_PLANE_STREAM, where they republish.
   nats_env = {
     NATS_STREAM_NAME      = local.topology.nats.stream
     NATS_STATUS_SUBJECT   = local.topology.nats.subjects
@@ -196,6 +196,12 @@ locals {
     NATS_ACK_WAIT_SECONDS = tostring(local.topology.nats.ack_wait_seconds)
     NATS_MAX_DELIVER      = tostring(local.topology.nats.max_deliver)
     NATS_MAX_AGE_SECONDS  = tostring(tonumber(trimsuffix(tostring(local.topology.nats.max_age), "s")))
+    # a stream per provider: its budget of unsettled messages and its storage (docs/nats.md)
+    NATS_MAX_ACK_PENDING      = tostring(local.topology.nats.max_ack_pending)
+    NATS_PROVIDER_MAX_BYTES   = tostring(local.topology.nats.max_bytes)
+    NATS_PROVIDER_MAX_MSGS    = tostring(local.topology.nats.max_msgs)
+    NATS_CONTROL_PLANE_STREAM = local.topology.nats.control_plane_stream
+    NATS_CONTROL_PLANE_PREFIX = local.topology.nats.control_plane_prefix
   }
 
   # Where the ingress publishes: every provider's ingress topic (the provider is the one the NATS

@@ -105,7 +105,7 @@ def ingress_env(stack: LocalStack, state: StackState) -> dict[str, str]:
     return env
 
 
-async def _declare(url: str, platform: nats_accounts.Identity, env: dict[str, str]) -> None:
+async def _declare(url: str, platform: nats_accounts.Identity, env: dict[str, str], providers: list[str]) -> None:
     import nats
 
     from shared.nats_ingress.worker import ensure_stream_and_consumer
@@ -114,17 +114,17 @@ async def _declare(url: str, platform: nats_accounts.Identity, env: dict[str, st
     nc = await nats.connect(url, user=platform.user, password=platform.password, connect_timeout=5,
                             max_reconnect_attempts=5)
     try:
-        await ensure_stream_and_consumer(nc.jetstream(), nats_from_env(env))
+        await ensure_stream_and_consumer(nc.jetstream(), nats_from_env(env), providers)
     finally:
         await nc.close()
 
 
 def declare_stream(stack: LocalStack, state: StackState) -> None:
-    """The stream and the ingress's durable consumer, as the topology declares them (idempotent; quiet: its
-    log lines are the ingress's, for Cloud Logging)."""
+    """Each provider's stream and the ingress's durable consumer on it, and the control-plane's stream, as the
+    topology declares them (idempotent; quiet: its log lines are the ingress's, for Cloud Logging)."""
     logging.getLogger("dcm.nats_ingress").setLevel(logging.WARNING)
     env = {**stack.topology(state).nats.env(), "NATS_URL": state.nats_url}
-    asyncio.run(_declare(state.nats_url, credentials(stack, state).platform, env))
+    asyncio.run(_declare(state.nats_url, credentials(stack, state).platform, env, list(state.providers)))
 
 
 def start_ingress(stack: LocalStack, state: StackState) -> None:

@@ -601,6 +601,7 @@ class LocalStack:
         self.apply_topology(state)
         if state.nats:  # its NATS identity, the server restarted with it, the ingress told of one more provider
             natsserver.reload(self, state)
+            natsserver.declare_stream(self, state)  # its stream, before its first publish (a stream per provider)
             natsserver.start_ingress(self, state)
             self._save(state)
         return state

@@ -40,7 +40,7 @@ REPLAYED_AT = "dcm-replayed-at"  # when replay sent it back (a callback's retry 
 REPLAY_ATTEMPT = "dcm-replay-attempt"  # which replay of its entry this is
 REPLAY_TOPIC = "dcm-replay-topic"  # on the replay topic: the ingress topic (so the provider) the message is for
 REPLAY_MARKERS = (REPLAY_OF, REPLAYED_AT, REPLAY_ATTEMPT, REPLAY_TOPIC)
-ATTRIBUTES_DROPPED = "dcm-attributes-dropped"  # originals left out to stay within Pub/Sub's 100 attributes
+ATTRIBUTES_DROPPED = "dcm-attributes-dropped"  # originals left out to stay within Pub/Sub's limits (count, key, value)
 
 # Pub/Sub's own dead-letter attributes
 PS_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
@@ -132,9 +132,11 @@ def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str
                          provider: str | None, now: str) -> dict[str, str]:
     """The original attributes plus ``dcm-*`` attributes saying who rejected it, when and why.
 
-    Pub/Sub holds at most 100 attributes: when the original's and ours would exceed that, the
-    originals that do not fit are left out and counted (``dcm-attributes-dropped``); such an
-    entry cannot be replayed intact, and says so.
+    Pub/Sub holds at most 100 attributes, keys of 256 bytes and values of 1,024 bytes: an original it
+    would refuse (a key or a value too long: a NATS header carries both) is left out, and when the
+    originals and ours would exceed 100, the originals that do not fit are left out too; each is
+    counted (``dcm-attributes-dropped``): such an entry cannot be replayed intact, and says so. Ours
+    are clipped to Pub/Sub's value limit where they are published, so the dead letter always fits.
     """
     ours = {
         REASON: exc.reason.value,
@@ -150,10 +152,13 @@ def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str
         ours[PROVIDER] = provider
     if exc.key:
         ours[KEY] = exc.key
-    originals = original_attributes(message.attributes)
-    room = limits.PUBSUB_MAX_ATTRIBUTES - len(ours)
+    every = original_attributes(message.attributes)
+    refused = limits.attribute_breaches(every)
+    originals = {k: v for k, v in every.items() if k not in refused}
+    # one for the count of those left out, two for the trace context joining them at publish
+    room = limits.PUBSUB_MAX_ATTRIBUTES - limits.TRACE_CONTEXT_ATTRIBUTES - len(ours) - 1
     if len(originals) > room:
-        kept = dict(sorted(originals.items())[: room - 1])
-        ours[ATTRIBUTES_DROPPED] = str(len(originals) - len(kept))
-        originals = kept
+        originals = dict(sorted(originals.items())[:room])
+    if len(originals) < len(every):
+        ours[ATTRIBUTES_DROPPED] = str(len(every) - len(originals))
     return {**originals, **ours}

@@ -33,6 +33,7 @@ class Reason(str, enum.Enum):
     CALLBACK_EXHAUSTED = "callback_exhausted"  # a callback's receiver failed for its whole retry period
     CALLBACK_SECRET_UNAVAILABLE = "callback_secret_unavailable"  # no signing secret of the callback opens
     UNKNOWN_PROVIDER = "unknown_provider"  # a NATS subject whose server-written prefix names no provider of ours
+    PUBSUB_REFUSED = "pubsub_refused"  # Pub/Sub answered a publish with a permanent error (InvalidArgument): no retry fixes it
 
 
 class DcmError(Exception):

@@ -32,6 +32,7 @@ PUBSUB_MAX_ATTRIBUTES = 100
 PUBSUB_MAX_ATTRIBUTE_KEY_BYTES = 256
 PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES = 1_024
 PUBSUB_MAX_ORDERING_KEY_BYTES = 1_024
+TRACE_CONTEXT_ATTRIBUTES = 2  # traceparent, tracestate: added to every message where it is published
 # Ours
 MAX_DATA_DEPTH = 16  # provider data below the resource document: 16 + its own levels < 20
 MAX_EVENT_BYTES = 64 * 1024  # a provider message, the default limit (the CloudEvents and CNE specs' 64 KB)
@@ -148,6 +149,32 @@ def storable(value: Any, prefix: str = "", max_depth: int = MAX_DATA_DEPTH) -> B
         elif isinstance(node, int) and not isinstance(node, bool) and not INT64[0] <= node <= INT64[1]:
             return Breach(path, "maximum", "an integer beyond 64 bits cannot be stored")
     return None
+
+
+def attribute_breach(key: str, value: str) -> str | None:
+    """Why Pub/Sub would refuse the attribute ``key``=``value`` (InvalidArgument, which no retry fixes), or None.
+    Pub/Sub also refuses keys starting ``goog``."""
+    if not key:
+        return "an empty attribute key"
+    if len(key.encode()) > PUBSUB_MAX_ATTRIBUTE_KEY_BYTES:
+        return (f"an attribute key of {len(key.encode())} bytes (Pub/Sub carries at most "
+                f"{PUBSUB_MAX_ATTRIBUTE_KEY_BYTES})")
+    if key.lower().startswith("goog"):
+        return f"attribute key {key[:40]!r}: Pub/Sub reserves the goog prefix"
+    if len(value.encode()) > PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES:
+        return (f"attribute {key[:40]!r} of {len(value.encode())} bytes (Pub/Sub carries at most "
+                f"{PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES})")
+    return None
+
+
+def attribute_breaches(attributes: dict[str, str] | Any) -> dict[str, str]:
+    """Each attribute Pub/Sub would refuse, with why (``attribute_breach``); the count is ``attributes_fit``'s."""
+    return {k: why for k, v in attributes.items() if (why := attribute_breach(k, str(v)))}
+
+
+def attributes_fit(count: int) -> bool:
+    """Whether ``count`` attributes still fit Pub/Sub's 100 once the trace context joins them at publish."""
+    return count + TRACE_CONTEXT_ATTRIBUTES <= PUBSUB_MAX_ATTRIBUTES
 
 
 def document_id_fits(doc_id: str) -> bool:

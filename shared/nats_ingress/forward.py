@@ -8,9 +8,13 @@ The ack contract of the NATS ingress (the JetStream consumer's explicit acks):
   (``delivery_exhausted``) and acked. (The consumer itself redelivers without limit: JetStream would stop
   delivering a message past its own max_deliver without anyone seeing it. A Pub/Sub outage fails the
   dead-letter publish as well, so the message is nak'ed again and forwarded once Pub/Sub is back.)
-- cannot go anywhere as it is (not a CloudEvent, a subject naming no provider of ours, too many
-  headers): dead-lettered with its reason, then acked;
-- a dead-letter publish that fails: nak'ed like a failed forward, never acked unpublished.
+- cannot go anywhere as it is (not a CloudEvent, a subject naming no provider of ours, a header Pub/Sub
+  cannot carry as an attribute, too many headers): dead-lettered with its reason, then acked;
+- the publish refused for good (``permanent``: InvalidArgument and the like, which no retry fixes):
+  dead-lettered at once as ``pubsub_refused``, then acked; never nak'ed for ever;
+- a dead-letter publish that fails: nak'ed like a failed forward, never acked unpublished. Refused for good:
+  published again with the platform's attributes alone (the originals counted as left out); refused even
+  then, acked and logged as an error: the stream keeps it (limits retention, ``max_age``) for a replay.
 
 Each delivery is one span (``nats_ingress``) continuing the trace context of the provider's NATS headers
 (``traceparent``, ``tracestate``; malformed or absent: a new trace); what it publishes carries the span's
@@ -28,6 +32,7 @@ from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import timeutil, trace_context
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import clip
+from google.api_core import exceptions as gexc
 from google.api_core import retry as retries
 
 from shared.nats_ingress.health import Health
@@ -44,6 +49,18 @@ class Outcome(enum.StrEnum):
     FORWARDED = "forwarded"  # on the provider's ingress topic, acked
     DEAD_LETTERED = "dead_lettered"  # on the dead-letter topic with its reason, acked
     RETRYING = "retrying"  # nak'ed with a delay: JetStream delivers it again
+    ABANDONED = "abandoned"  # even its stripped dead letter refused for good: acked, logged, kept in the stream
+
+
+# Pub/Sub's answers no retry changes (the request itself is wrong), and a client that refuses the request before
+# sending it. Everything else (unavailable, deadline, permission, a missing topic: fixable by an operator) is
+# transient: nak'ed with a back-off.
+PERMANENT = (gexc.InvalidArgument, gexc.OutOfRange, TypeError, ValueError)
+
+
+def permanent(exc: BaseException) -> bool:
+    """Whether a failed publish can never succeed as it is."""
+    return isinstance(exc, PERMANENT)
 
 
 class Delivery(Protocol):
@@ -88,6 +105,17 @@ def waves(plans: Sequence[Plan]) -> list[list[int]]:
             out.append([])
         out[n].append(i)
     return out
+
+
+def refusal(exc: BaseException, delivered: int, max_deliver: int) -> Rejected | None:
+    """Why a failed forward goes to the dead letters now, or None: delivered again later (nak'ed)."""
+    if permanent(exc):
+        return Rejected(Reason.PUBSUB_REFUSED, f"Pub/Sub refuses the publish for good: {exc!r}",
+                        {"error": type(exc).__name__})
+    if delivered >= max_deliver:
+        return Rejected(Reason.DELIVERY_EXHAUSTED, f"not forwarded after {delivered} deliveries: {exc!r}",
+                        {"deliveries": delivered})
+    return None
 
 
 class Forwarder:
@@ -136,10 +164,9 @@ class Forwarder:
                 self.health.forwarded(plan.inbound)
                 return Outcome.FORWARDED
             except Exception as exc:  # any failure of the publish: never acked unpublished
-                if plan.inbound.delivered < self.nats.max_deliver:
+                rejection = refusal(exc, plan.inbound.delivered, self.nats.max_deliver)
+                if rejection is None:
                     return await self._retry(plan, f"publish to {plan.outbound.topic} failed: {exc!r}")
-                rejection = Rejected(Reason.DELIVERY_EXHAUSTED, f"not forwarded after {plan.inbound.delivered} "
-                                     f"deliveries: {exc!r}", {"deliveries": plan.inbound.delivered})
                 plan = Plan(plan.inbound, plan.delivery, plan.outbound, rejection, plan.provider)
         return await self._dead_letter(plan)
 
@@ -150,10 +177,11 @@ class Forwarder:
         original = as_pubsub(plan.inbound, topic)
         attributes = dl.rejection_attributes(original, plan.rejection, REJECTED_BY, plan.provider, timeutil.now_str())
         try:
-            await self._publish(self.settings.topic_path(self.settings.topic_deadletter), plan.inbound.data,
-                                attributes)
+            await self._publish_dead_letter(plan, attributes)
         except Exception as exc:
-            return await self._retry(plan, f"dead-letter publish failed: {exc!r}")
+            if not permanent(exc):
+                return await self._retry(plan, f"dead-letter publish failed: {exc!r}")
+            return await self._abandon(plan, exc)
         await plan.delivery.ack()
         self.health.dead_lettered(plan.inbound)
         log.warning("message dead-lettered: %s", plan.rejection.message, extra={
@@ -161,6 +189,30 @@ class Forwarder:
                        "function": REJECTED_BY},
             "messageId": plan.inbound.message_id, "subject": plan.inbound.subject[:200]})
         return Outcome.DEAD_LETTERED
+
+    async def _publish_dead_letter(self, plan: Plan, attributes: Mapping[str, str]) -> None:
+        """The dead letter; refused for good (an attribute no check foresaw), once more with ours alone."""
+        path = self.settings.topic_path(self.settings.topic_deadletter)
+        try:
+            await self._publish(path, plan.inbound.data, attributes)
+        except Exception as exc:
+            if not permanent(exc):
+                raise
+            ours = {k: v for k, v in attributes.items() if dl.is_platform_attribute(k)}
+            dropped = len(attributes) - len(ours) + int(attributes.get(dl.ATTRIBUTES_DROPPED, "0") or 0)
+            await self._publish(path, plan.inbound.data, {**ours, dl.ATTRIBUTES_DROPPED: str(dropped)})
+
+    async def _abandon(self, plan: Plan, exc: BaseException) -> Outcome:
+        """Pub/Sub refuses even the dead letter with the platform's attributes alone, for good: acked (never
+        nak'ed for ever, holding its provider's budget), said in an error line; the stream keeps it until
+        ``max_age`` (limits retention: an ack removes nothing)."""
+        await plan.delivery.ack()
+        self.health.failed(f"dead letter refused for good: {exc!r}")
+        log.error("message neither forwarded nor dead-lettered: Pub/Sub refuses it for good; it stays in the "
+                  "stream", extra={"labels": {"provider": plan.provider or "unknown", "function": REJECTED_BY},
+                                   "messageId": plan.inbound.message_id, "subject": plan.inbound.subject[:200],
+                                   "streamSequence": plan.inbound.stream_sequence, "error": repr(exc)[:500]})
+        return Outcome.ABANDONED
 
     async def _retry(self, plan: Plan, error: str) -> Outcome:
         delay = backoff(plan.inbound.delivered)

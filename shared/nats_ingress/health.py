@@ -35,8 +35,8 @@ class Health:
     def connected(self, up: bool) -> None:
         self._update(connected=up)
 
-    def lag(self, pending: int, ack_pending: int) -> None:
-        self._update(lag=pending, ackPending=ack_pending)
+    def lag(self, pending: int, ack_pending: int, by_provider: dict[str, dict[str, int]] | None = None) -> None:
+        self._update(lag=pending, ackPending=ack_pending, **({"providers": by_provider} if by_provider else {}))
 
     def forwarded(self, message: Inbound) -> None:
         with self._lock:

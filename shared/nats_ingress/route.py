@@ -19,6 +19,11 @@ ingest already accepts, or the dead-letter topic with a reason.
   Not a ``dcm-*`` name either: it proves nothing a provider could not say in the CloudEvent's type.
 - The resource key as ingest computes it, when the event names one: the ingress publishes each resource's
   updates in NATS's order (shared/nats_ingress/forward.py), with no Pub/Sub ordering key.
+- Every attribute is within Pub/Sub's limits where it is built (``carried``: a key at most 256 bytes, a value
+  at most 1,024, at most 100 of them): a NATS header may be longer than Pub/Sub carries, and Pub/Sub would
+  refuse the publish with InvalidArgument, which no retry fixes. Such a message is ``oversize``: dead-lettered
+  without the attributes Pub/Sub refuses (deadletter.rejection_attributes leaves them out and counts them).
+  A value is never clipped: a clipped ``ce-id`` would be another event.
 """
 
 from __future__ import annotations
@@ -79,6 +84,19 @@ def binding_attributes(headers: Mapping[str, str]) -> dict[str, str]:
             if k.lower().startswith(BINARY_PREFIX) or k.lower() == CONTENT_TYPE}
 
 
+def carried(attributes: Mapping[str, str]) -> Mapping[str, str]:
+    """``attributes`` when Pub/Sub carries every one of them; else Rejected (oversize) naming those it refuses."""
+    refused = limits.attribute_breaches(attributes)
+    if refused:
+        first = next(iter(refused.values()))
+        raise Rejected(Reason.OVERSIZE, f"{len(refused)} header(s) Pub/Sub cannot carry as attributes: {first}",
+                       {"attributes": [k[:64] for k in refused], "limit": "attribute"})
+    if not limits.attributes_fit(len(attributes)):
+        raise Rejected(Reason.OVERSIZE, f"{len(attributes)} CloudEvents headers, Pub/Sub carries at most "
+                       f"{limits.PUBSUB_MAX_ATTRIBUTES} attributes", {"attributes": len(attributes)})
+    return attributes
+
+
 def known_provider(subject: str, nats: NatsSettings, settings: Settings) -> str | None:
     """The provider of ours the server-written prefix of ``subject`` names, or None."""
     provider = nats.provider_of_subject(subject)
@@ -121,12 +139,10 @@ def route(message: Inbound, nats: NatsSettings, settings: Settings) -> Outbound:
     provider = provider_of(message, nats, settings)
     topic = settings.ingress_topic(provider)
     pubsub = as_pubsub(message, topic)
-    key = _resource_key(pubsub, provider, settings)
     attributes = {**pubsub.attributes, STREAM_SEQUENCE: str(message.stream_sequence),
                   SUBJECT: published_subject(message.subject, provider, nats)}
     if message.msg_id:
         attributes[MSG_ID] = message.msg_id
-    if len(attributes) > limits.PUBSUB_MAX_ATTRIBUTES:
-        raise Rejected(Reason.OVERSIZE, f"{len(attributes)} CloudEvents headers, Pub/Sub carries at most "
-                       f"{limits.PUBSUB_MAX_ATTRIBUTES} attributes", {"attributes": len(attributes)})
+    carried(attributes)  # first: a header Pub/Sub cannot carry is why it cannot go, whatever else is wrong
+    key = _resource_key(pubsub, provider, settings)
     return Outbound(provider, topic, message.data, attributes, key)

@@ -1,10 +1,17 @@
-"""The long-running NATS ingress: a durable JetStream pull consumer, forwarding each batch to Pub/Sub.
+"""The long-running NATS ingress: a durable JetStream pull consumer per provider, forwarding each batch to Pub/Sub.
 
-Not a push function: it holds the consumer. On Cloud Run it is a service with one instance at least,
-whose ``$PORT`` answers the health check (``shared/nats_ingress/health.py``). It creates the stream when
-none exists (the topology's: limits retention, its subjects and age; an existing stream is used as it is,
-so a control-plane that owns it keeps it) and its own durable consumer (explicit ack, redelivery after
-``ack_wait``, no delivery limit of its own: ``forward.py`` dead-letters past ``max_deliver``).
+Not a push function: it holds the consumers. On Cloud Run it is a service with one instance at least,
+whose ``$PORT`` answers the health check (``shared/nats_ingress/health.py``). For each provider of the
+settings it creates that provider's stream when none exists (the topology's: limits retention, the provider's
+status subjects (one token after ``dcm.``), its age, its storage with discard new, republishing what it
+stores for the control-plane's stream; an existing stream is used as it is) and its own durable consumer
+there (explicit ack, redelivery after ``ack_wait``, ``max_ack_pending`` unsettled at most, no delivery limit
+of its own: ``forward.py`` dead-letters past ``max_deliver``); and the control-plane's stream when missing.
+
+Each provider has a loop of its own (fetch a batch from its consumer, forward it, fetch again): a provider
+whose messages are slow to forward, or flood, or are nak'ed again and again holds its own consumer and
+budget only, never another provider's (issue 37: one shared consumer's ``max_ack_pending`` of 1,000 was
+filled by one provider's unforwardable messages, and nothing of anyone's was forwarded).
 
 NATS down or restarting: nats-py reconnects without limit, the loop waits, unacked messages stay in the
 stream. Killed (``kill -9``): what it had not acked is delivered again after ``ack_wait``; what it had
@@ -18,14 +25,14 @@ import asyncio
 import os
 import signal
 import sys
-import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import nats
 from dcm_status_contracts.errors import ConfigError
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, RePublish, RetentionPolicy,
+                         StorageType, StreamConfig)
 from nats.js.errors import NotFoundError
 
 from shared.nats_ingress.forward import Forwarder
@@ -62,29 +69,52 @@ def publisher(ordered: bool = False) -> Any:
     return pubsub_v1.PublisherClient(**options)
 
 
-def stream_config(n: NatsSettings) -> StreamConfig:
-    return StreamConfig(name=n.stream, subjects=[n.subject], retention=RetentionPolicy.LIMITS,
-                        storage=StorageType.FILE, max_age=float(n.max_age_seconds) or None)
+def stream_config(n: NatsSettings, provider: str) -> StreamConfig:
+    """``provider``'s stream: its status subjects alone, its own storage limits (discard new: a full stream
+    refuses its provider's publishes and keeps what it holds), republishing what it stores for the
+    control-plane's stream (after deduplication: what a provider's Nats-Msg-Id dropped is not republished)."""
+    republish = RePublish(src=">", dest=f"{n.control_plane_prefix}>") if n.control_plane_stream else None
+    return StreamConfig(name=n.stream_of(provider), subjects=[n.subject_of(provider)],
+                        retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
+                        max_age=float(n.max_age_seconds) or None, max_bytes=n.max_bytes, max_msgs=n.max_msgs,
+                        discard=DiscardPolicy.NEW, republish=republish)
 
 
-def consumer_config(n: NatsSettings) -> ConsumerConfig:
+def control_plane_stream_config(n: NatsSettings) -> StreamConfig:
+    """The stream a DCM control-plane reads: what every provider's stream stored, republished (limits
+    retention, the same age; a control-plane that rewrites it on start keeps receiving: docs/nats.md)."""
+    return StreamConfig(name=n.control_plane_stream, subjects=[n.control_plane_subject],
+                        retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
+                        max_age=float(n.max_age_seconds) or None)
+
+
+def consumer_config(n: NatsSettings, provider: str) -> ConsumerConfig:
     return ConsumerConfig(durable_name=n.consumer, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
-                          ack_wait=float(n.ack_wait_seconds), max_deliver=-1, filter_subject=n.subject,
-                          max_ack_pending=max(1000, 4 * n.batch))
+                          ack_wait=float(n.ack_wait_seconds), max_deliver=-1, filter_subject=n.subject_of(provider),
+                          max_ack_pending=max(n.max_ack_pending, n.batch))
 
 
-async def ensure_stream_and_consumer(js: Any, n: NatsSettings) -> None:
-    """The stream (created when missing, else used as it is) and the ingress's durable consumer."""
+async def _ensure_stream(js: Any, config: StreamConfig) -> None:
     try:
-        await js.stream_info(n.stream)
+        await js.stream_info(config.name)
     except NotFoundError:
-        await js.add_stream(stream_config(n))
-        log.info("stream created", extra={"stream": n.stream, "subjects": n.subject})
-    try:
-        await js.consumer_info(n.stream, n.consumer)
-    except NotFoundError:
-        await js.add_consumer(n.stream, consumer_config(n))
-        log.info("durable consumer created", extra={"stream": n.stream, "consumer": n.consumer})
+        await js.add_stream(config)
+        log.info("stream created", extra={"stream": config.name, "subjects": config.subjects})
+
+
+async def ensure_stream_and_consumer(js: Any, n: NatsSettings, providers: Sequence[str]) -> None:
+    """The control-plane's stream (first: the providers' streams republish into it from their first message),
+    then each provider's stream and the ingress's durable consumer on it; each created when missing, else
+    used as it is."""
+    if n.control_plane_stream:
+        await _ensure_stream(js, control_plane_stream_config(n))
+    for provider in providers:
+        await _ensure_stream(js, stream_config(n, provider))
+        try:
+            await js.consumer_info(n.stream_of(provider), n.consumer)
+        except NotFoundError:
+            await js.add_consumer(n.stream_of(provider), consumer_config(n, provider))
+            log.info("durable consumer created", extra={"stream": n.stream_of(provider), "consumer": n.consumer})
 
 
 async def connect(n: NatsSettings, health: Health, name: str = "dcm-nats-ingress") -> Any:
@@ -135,6 +165,8 @@ async def disconnect(nc: Any) -> None:
 
 class Worker:
     def __init__(self, settings: Settings, n: NatsSettings, publisher: Any, health: Health | None = None):
+        if not settings.providers:
+            raise ConfigError("DCM_PROVIDERS names no provider: the NATS ingress reads a stream per provider")
         self.settings, self.nats = settings, n
         self.health = health or Health()
         self.forwarder = Forwarder(settings, n, publisher, self.health)
@@ -144,36 +176,48 @@ class Worker:
         nc = await connect(self.nats, self.health)
         try:
             js = nc.jetstream()
-            await ensure_stream_and_consumer(js, self.nats)
-            sub = await js.pull_subscribe_bind(durable=self.nats.consumer, stream=self.nats.stream)
-            log.info("forwarding", extra={"stream": self.nats.stream, "consumer": self.nats.consumer,
-                                          "subject": self.nats.subject})
-            await self._loop(js, sub)
+            providers = list(self.settings.providers)
+            await ensure_stream_and_consumer(js, self.nats, providers)
+            subs = {p: await js.pull_subscribe_bind(durable=self.nats.consumer, stream=self.nats.stream_of(p))
+                    for p in providers}
+            log.info("forwarding", extra={"streams": [self.nats.stream_of(p) for p in providers],
+                                          "consumer": self.nats.consumer, "subject": self.nats.subject})
+            await asyncio.gather(self._measure(js, providers), *(self._loop(p, sub) for p, sub in subs.items()))
         finally:
             await disconnect(nc)
 
-    async def _loop(self, js: Any, sub: Any) -> None:
-        next_lag = 0.0
+    async def _loop(self, provider: str, sub: Any) -> None:
+        """Fetch ``provider``'s next batch once its last one is settled: its own pace, its own budget."""
         while not self.stopping.is_set():
-            if time.monotonic() >= next_lag:
-                await self._measure_lag(js)
-                next_lag = time.monotonic() + LAG_EVERY_SECONDS
             try:
                 msgs = await sub.fetch(self.nats.batch, timeout=FETCH_WAIT_SECONDS)
             except (NatsTimeout, asyncio.TimeoutError):
                 continue
             except NatsError as exc:  # disconnected, server restarting: wait for the reconnect
-                self.health.error(f"fetch: {exc!r}")
+                self.health.error(f"fetch {provider}: {exc!r}")
                 await asyncio.sleep(0.5)
                 continue
             await self.forwarder.forward([(inbound(m), m) for m in msgs])
 
-    async def _measure_lag(self, js: Any) -> None:
-        try:
-            info = await js.consumer_info(self.nats.stream, self.nats.consumer)
-            self.health.lag(info.num_pending or 0, info.num_ack_pending or 0)
-        except (NatsError, asyncio.TimeoutError) as exc:
-            self.health.error(f"consumer info: {exc!r}")
+    async def _measure(self, js: Any, providers: Sequence[str]) -> None:
+        while not self.stopping.is_set():
+            await self._measure_lag(js, providers)
+            try:
+                await asyncio.wait_for(self.stopping.wait(), LAG_EVERY_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _measure_lag(self, js: Any, providers: Sequence[str]) -> None:
+        by_provider: dict[str, dict[str, int]] = {}
+        for provider in providers:
+            try:
+                info = await js.consumer_info(self.nats.stream_of(provider), self.nats.consumer)
+                by_provider[provider] = {"lag": info.num_pending or 0, "ackPending": info.num_ack_pending or 0}
+            except (NatsError, asyncio.TimeoutError) as exc:
+                self.health.error(f"consumer info {provider}: {exc!r}")
+                return
+        self.health.lag(sum(v["lag"] for v in by_provider.values()),
+                        sum(v["ackPending"] for v in by_provider.values()), by_provider)
 
 
 def main(read_settings: Callable[[], Settings] = settings_module.from_env,
@@ -186,7 +230,11 @@ def main(read_settings: Callable[[], Settings] = settings_module.from_env,
         print(f"nats_ingress cannot start: {exc}", file=sys.stderr)
         return 2
     provider = tracing.configure("nats_ingress", settings)
-    worker = Worker(settings, n, publisher())
+    try:
+        worker = Worker(settings, n, publisher())
+    except ConfigError as exc:
+        print(f"nats_ingress cannot start: {exc}", file=sys.stderr)
+        return 2
     server = serve(worker.health, n.health_port, n.health_host)
     try:
         return asyncio.run(_run(worker))

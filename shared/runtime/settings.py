@@ -319,15 +319,20 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
 @dataclass(frozen=True)
 class NatsSettings:
     """The NATS ingress's settings (functions/nats_ingress): where NATS is, who the ingress is there, and the
-    stream, subject and durable consumer it reads (``nats:`` in infra/topology.yaml, NatsSpec.env())."""
+    streams, subjects and durable consumers it reads (``nats:`` in infra/topology.yaml, NatsSpec.env()).
+
+    A stream per provider (``stream`` and ``subject`` name ``{provider}``), each with the ingress's durable
+    consumer: one provider's messages hold only its own ack-pending budget (``max_ack_pending``) and storage
+    (``max_bytes``, ``max_msgs``, discard new), and JetStream's Nats-Msg-Id deduplication, which is per
+    stream, never crosses providers (docs/nats.md)."""
 
     servers: tuple[str, ...]  # NATS_URL, comma-separated: a cluster's servers, each nats://, tls://, ws:// or wss://
     user: str | None
     password: str | None = field(default=None, repr=False)  # never in a log line
     creds: str | None = None  # a creds file (NATS_CREDS), instead of user and password
-    stream: str = "dcm-status"
-    subject: str = "providers.*.dcm.>"
-    consumer: str = "dcm-status-ingress"
+    stream: str = "dcm-status-{provider}"  # a stream per provider
+    subject: str = "providers.{provider}.dcm.*"  # one token after dcm., as the control-plane reads status
+    consumer: str = "dcm-status-ingress"  # the ingress's durable consumer on each provider's stream
     provider_prefix: str = "providers.{provider}."
     ack_wait_seconds: int = 10
     max_deliver: int = 5
@@ -339,6 +344,22 @@ class NatsSettings:
     health_host: str = "0.0.0.0"
     batch: int = 64  # messages fetched at once
     publish_timeout_seconds: float = 5.0  # a Pub/Sub publish not confirmed by then is nak'ed (< ack_wait)
+    max_ack_pending: int = 1000  # per provider: what one provider's unsettled messages may hold
+    max_bytes: int = -1  # per provider's stream (-1: no limit); full: its publishes are refused (discard new)
+    max_msgs: int = -1
+    control_plane_stream: str = "dcm-status"  # every provider's stored events, republished for a control-plane
+    control_plane_prefix: str = "dcm-status."  # ... under this prefix ("": no such stream)
+
+    def stream_of(self, provider: str) -> str:
+        return self.stream.replace("{provider}", provider)
+
+    def subject_of(self, provider: str) -> str:
+        return self.subject.replace("{provider}", provider)
+
+    @property
+    def control_plane_subject(self) -> str:
+        """What the control-plane's stream captures: every provider's status subjects, republished."""
+        return self.control_plane_prefix + self.subject.replace("{provider}", "*")
 
     def provider_of_subject(self, subject: str) -> str | None:
         """The provider the server-written prefix of ``subject`` names ("providers.osac.dcm.vm" -> "osac")."""
@@ -399,6 +420,14 @@ def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
         raise ConfigError(f"NATS_PROVIDER_PREFIX must contain '{{provider}}', got {prefix!r}")
     if env.get("NATS_CREDS") and env.get("NATS_PASSWORD"):
         raise ConfigError("set NATS_CREDS or NATS_USER and NATS_PASSWORD, not both")
+    stream, subject = env.get("NATS_STREAM_NAME", "dcm-status-{provider}"), env.get("NATS_STATUS_SUBJECT",
+                                                                                    "providers.{provider}.dcm.*")
+    if env.get("NATS_CONTROL_PLANE_STREAM", "dcm-status") and not env.get("NATS_CONTROL_PLANE_PREFIX", "dcm-status."):
+        raise ConfigError("NATS_CONTROL_PLANE_PREFIX must not be empty while NATS_CONTROL_PLANE_STREAM is set: the "
+                          "providers' streams republish under it")
+    if "{provider}" not in stream or "{provider}" not in subject:
+        raise ConfigError(f"NATS_STREAM_NAME and NATS_STATUS_SUBJECT name a stream per provider: each must contain "
+                          f"'{{provider}}', got {stream!r} and {subject!r}")
     ack_wait, publish_timeout = _int(env, "NATS_ACK_WAIT_SECONDS", 10), _int(env, "NATS_PUBLISH_TIMEOUT_SECONDS", 5)
     if publish_timeout >= ack_wait:  # JetStream would deliver it again while its publish may still complete
         raise ConfigError(f"NATS_PUBLISH_TIMEOUT_SECONDS ({publish_timeout}) must be shorter than the consumer's "
@@ -406,8 +435,8 @@ def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
     return NatsSettings(
         servers=servers, user=env.get("NATS_USER") or None, password=env.get("NATS_PASSWORD") or None,
         creds=env.get("NATS_CREDS") or None,
-        stream=env.get("NATS_STREAM_NAME", "dcm-status"),
-        subject=env.get("NATS_STATUS_SUBJECT", "providers.*.dcm.>"),
+        stream=stream,
+        subject=subject,
         consumer=env.get("NATS_CONSUMER_NAME", "dcm-status-ingress"),
         provider_prefix=prefix,
         ack_wait_seconds=ack_wait,
@@ -417,4 +446,9 @@ def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
         health_host=LOOPBACK if _local_mode(env) else ALL_INTERFACES,
         batch=_int(env, "NATS_BATCH", 64),
         publish_timeout_seconds=float(publish_timeout),
+        max_ack_pending=_int(env, "NATS_MAX_ACK_PENDING", 1000),
+        max_bytes=_int(env, "NATS_PROVIDER_MAX_BYTES", -1, minimum=-1),
+        max_msgs=_int(env, "NATS_PROVIDER_MAX_MSGS", -1, minimum=-1),
+        control_plane_stream=env.get("NATS_CONTROL_PLANE_STREAM", "dcm-status"),
+        control_plane_prefix=env.get("NATS_CONTROL_PLANE_PREFIX", "dcm-status."),
     )

@@ -62,13 +62,15 @@ def test_stream_subject_and_consumer_come_from_the_topology(terraform):
 
 def test_the_topology_edit_reaches_terraform(terraform, tmp_path):
     doc = topo.read()
-    doc["nats"].update(stream="dcm-other", consumer="ingress-2", max_deliver=9, max_age="3600s")
+    doc["nats"].update(stream="dcm-other-{provider}", consumer="ingress-2", max_deliver=9, max_age="3600s",
+                       max_bytes=1024, max_ack_pending=50)
     path = tmp_path / "topology.yaml"
     path.write_text(yaml.safe_dump(doc))
     got = tf.evaluate({"env": "local.nats_env"}, {"topology_file": str(path)}, terraform)["env"]
     assert got == topo.load(path=path).nats.env()
     assert (got["NATS_STREAM_NAME"], got["NATS_CONSUMER_NAME"], got["NATS_MAX_DELIVER"],
-            got["NATS_MAX_AGE_SECONDS"]) == ("dcm-other", "ingress-2", "9", "3600")
+            got["NATS_MAX_AGE_SECONDS"]) == ("dcm-other-{provider}", "ingress-2", "9", "3600")
+    assert (got["NATS_PROVIDER_MAX_BYTES"], got["NATS_MAX_ACK_PENDING"]) == ("1024", "50")
 
 
 def test_the_ingress_gets_the_functions_settings_and_its_own(config, terraform):

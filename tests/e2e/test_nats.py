@@ -17,7 +17,7 @@ import orjson
 import pytest
 from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.status_report import BindingMode, binding_mode
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
 from infra.local.natsserver import NATS_INGRESS, ingress_report
 from infra.local.stack import Process
@@ -157,18 +157,27 @@ def test_a_forged_source_is_provider_mismatch_and_a_non_cloudevent_is_dead_lette
 
 
 def test_a_control_plane_consumer_reads_every_event_beside_the_ingress(e2e, uid):
-    """An unchanged DCM control-plane: its own durable consumer (explicit ack, every message) on the stream."""
+    """An unchanged DCM control-plane on the stream every provider's stream republishes into: its start rewrites
+    the stream with its name and subject alone (CreateOrUpdateStream), then its own durable consumer (explicit
+    ack, every message) reads every provider's events."""
     spec = e2e.stack.topology(e2e.state).nats
     vms = [f"cp{i}-{uid}" for i in range(20)]
+    subject = f"{spec.control_plane_prefix}{spec.subjects.replace('{provider}', '*')}"  # its NATS_STATUS_SUBJECT
 
     async def control_plane() -> set[str]:
         nc = await connect(e2e, None)
         js = nc.jetstream()
         durable = f"control-plane-{uid}"
-        await js.add_consumer(spec.stream, ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT))
+        await js.update_stream(StreamConfig(name=spec.control_plane_stream, subjects=[subject]))  # as its Start()
+        await js.add_consumer(spec.control_plane_stream, ConsumerConfig(durable_name=durable,
+                                                                         ack_policy=AckPolicy.EXPLICIT))
         try:
-            await publish_all(e2e, "osac", [("dcm.vm", vm_event("dcm/providers/osac-sp-vm", vm), None) for vm in vms])
-            sub = await js.pull_subscribe_bind(durable=durable, stream=spec.stream)
+            half = len(vms) // 2
+            await publish_all(e2e, "osac", [("dcm.vm", vm_event("dcm/providers/osac-sp-vm", vm), None)
+                                            for vm in vms[:half]])
+            await publish_all(e2e, "kubevirt", [("dcm.vm", vm_event("kubevirt.localhost", vm, "Running"), None)
+                                                for vm in vms[half:]])
+            sub = await js.pull_subscribe_bind(durable=durable, stream=spec.control_plane_stream)
             seen: set[str] = set()
             while not set(vms) <= seen:
                 for msg in await sub.fetch(500, timeout=5):  # the whole stream: other tests' messages too
@@ -176,12 +185,72 @@ def test_a_control_plane_consumer_reads_every_event_beside_the_ingress(e2e, uid)
                     await msg.ack()
             return seen
         finally:
-            await js.delete_consumer(spec.stream, durable)
+            await js.delete_consumer(spec.control_plane_stream, durable)
             await nc.close()
 
     assert set(vms) <= run(control_plane())
-    for vm in vms:
+    for vm in vms[:10]:
         e2e.wait_for_status(f"osac/vm/{vm}", "RUNNING")  # and the ingress forwarded every one
+    for vm in vms[10:]:
+        e2e.wait_for_status(f"kubevirt/vm/{vm}", "RUNNING")
+
+
+AGENT = "agent-1"
+
+
+def agent_traffic(provider: str) -> list[tuple[str, bytes]]:
+    """What the environment-agent publishes under a provider's account, on its real subjects
+    (dcm-project/environment-agent, internal/cloudevent/types.go at 46e0e11, builder.go at a1886fa,
+    health/cepublisher.go and messaging/topics.go at 12f4e92): CloudEvents with source ``dcm/agents/{name}``,
+    data naming ``resource_id`` (not ``id``); ``dcm.agent.{name}[.cancel]`` carry the control-plane's requests."""
+
+    def ce(ce_type: str, data: dict[str, Any], source: str = f"dcm/agents/{AGENT}") -> bytes:
+        return orjson.dumps({"specversion": "1.0", "id": str(uuid.uuid4()), "source": source, "type": ce_type,
+                             "time": "2026-11-28T00:00:00Z", "datacontenttype": "application/json", "data": data})
+
+    return [
+        ("dcm.agents.responses", ce("dcm.agent.creation-acknowledged", {"resource_id": "vm-9", "status": "ACCEPTED"})),
+        ("dcm.agents.health", ce("dcm.agent.health.service-type-degraded", {
+            "agentId": AGENT, "agentName": AGENT, "topicName": AGENT, "serviceType": "vm",
+            "reason": "service provider health check failures exceeded threshold", "affectedProvider": provider})),
+        (f"dcm.agent.{AGENT}", ce("dcm.request.create", {"resource_id": "vm-9", "spec": {}}, "//dcm/control-plane")),
+        (f"dcm.agent.{AGENT}.cancel", ce("dcm.request.cancel", {"resource_id": "vm-9"}, "//dcm/control-plane")),
+    ]
+
+
+def test_the_environment_agents_traffic_is_left_to_its_subscribers_and_status_still_arrives(e2e, uid):
+    """Issue 38 item 3: status is read where the control-plane reads it (``dcm.*``, one token); the agent's
+    subjects are neither stored, forwarded nor dead-lettered, a core subscriber in the platform account on
+    ``providers.*.dcm.agents.>`` (and ``.agent.>``) still gets each, and a status event right after arrives."""
+    received: list[Any] = []
+    vm = f"after-agents-{uid}"
+    traffic = agent_traffic("kubevirt")
+
+    async def scenario() -> None:
+        platform = await connect(e2e, None)
+        try:
+            async def got(msg: Any) -> None:
+                received.append(msg)
+
+            await platform.subscribe("providers.*.dcm.agents.>", cb=got)
+            await platform.subscribe("providers.*.dcm.agent.>", cb=got)
+            await platform.flush()
+            await publish_all(e2e, "kubevirt", [(s, d, None) for s, d in traffic], jetstream=False)
+            await publish_all(e2e, "kubevirt", [("dcm.vm", vm_event("kubevirt.localhost", vm, "Running"), None)])
+            deadline = time.monotonic() + 30
+            while len(received) < len(traffic) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+        finally:
+            await platform.close()
+
+    run(scenario())
+    assert sorted(m.subject for m in received) == sorted(f"providers.kubevirt.{s}" for s, _ in traffic)
+    assert orjson.loads(received[0].data)["data"].get("resource_id") == "vm-9"
+    e2e.wait_for_status(f"kubevirt/vm/{vm}", "RUNNING")
+    agent_ids = {orjson.loads(d)["id"] for _, d in traffic}
+    assert not [d for d in e2e.deadletters() if any(i in str(d.get("data")) for i in agent_ids)]
+    report = ingress_report(Process(**e2e.state.nats_ingress).host) or {}
+    assert "kubevirt" in (report.get("providers") or {})  # its own consumer, its own lag
 
 
 def ingress_pid(e2e) -> int:

@@ -51,9 +51,25 @@ def test_a_dead_letter_never_exceeds_pubsubs_100_attributes():
     exc = Rejected(Reason.SCHEMA_INVALID, "bad", {"path": "/data"}, key="aws/vm/i-1")
     attrs = dl.rejection_attributes(PubSubMessage(b"{}", originals, "m-1", None, "dcm-status-ingress-aws"),
                                     exc, "ingest", "aws", "2026-01-01T00:00:00.000000Z")
-    assert len(attrs) == limits.PUBSUB_MAX_ATTRIBUTES
+    assert len(attrs) == limits.PUBSUB_MAX_ATTRIBUTES - limits.TRACE_CONTEXT_ATTRIBUTES  # traceparent joins at publish
     kept = [k for k in attrs if k.startswith("attr-")]
     assert int(attrs[dl.ATTRIBUTES_DROPPED]) == 100 - len(kept) and attrs[dl.REASON] == "schema_invalid"
+
+
+def test_a_dead_letter_leaves_out_the_originals_pubsub_refuses_and_counts_them():
+    """A NATS header becomes an attribute: its key or value may be longer than Pub/Sub carries (issue 37)."""
+    originals = {"ce-" + "k" * 300: "v", "ce-id": "x" * 2000, "ce-source": "dcm/providers/aws"}
+    attrs = dl.rejection_attributes(PubSubMessage(b"{}", originals, "m-1"), Rejected(Reason.OVERSIZE, "x"),
+                                    "nats_ingress", "aws", "now")
+    assert attrs["ce-source"] == "dcm/providers/aws" and "ce-id" not in attrs and "ce-" + "k" * 300 not in attrs
+    assert attrs[dl.ATTRIBUTES_DROPPED] == "2" and not limits.attribute_breaches(attrs)
+
+
+@pytest.mark.parametrize("key, value, refused", [("k" * 256, "v" * 1024, False), ("k" * 257, "v", True),
+                                                 ("k", "v" * 1025, True), ("é" * 129, "v", True), ("", "v", True),
+                                                 ("googx", "v", True)])
+def test_an_attribute_pubsub_refuses_is_named(key, value, refused):
+    assert bool(limits.attribute_breach(key, value)) is refused
 
 
 def test_a_dead_letter_with_few_attributes_keeps_them_all():

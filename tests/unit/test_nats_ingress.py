@@ -11,16 +11,19 @@ from concurrent.futures import Future
 import orjson
 import pytest
 from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import limits
+from google.api_core import exceptions as gexc
 from dcm_status_contracts.errors import ConfigError, Reason, Rejected
 from dcm_status_contracts.status_report import BindingMode, binding_mode
 
 from infra import nats_accounts
 from infra.topology import load
-from shared.nats_ingress.forward import Forwarder, Outcome, backoff
+from shared.nats_ingress.forward import Forwarder, Outcome, backoff, permanent
 from shared.nats_ingress.health import Health
 from shared.nats_ingress.route import MSG_ID, STREAM_SEQUENCE, SUBJECT, Inbound, route
 from shared.runtime import settings as settings_module
 from tests import samples
+from tests.fakes import pubsub_refuses
 
 SETTINGS = settings_module.from_env({"DCM_PROJECT": "p", "DCM_PROVIDERS": "osac,aws,kubevirt,acm-cluster,"
                                      "k8s-storage,k8s-container,three-tier-app"})
@@ -96,14 +99,23 @@ def test_an_event_ingest_cannot_key_has_no_ordering_key_and_still_goes():
 
 # ---- forward ---------------------------------------------------------------------------------
 class FakePublisher:
-    def __init__(self, fail_topics=()):
-        self.fail_topics = set(fail_topics)
+    """Pub/Sub as production answers: InvalidArgument for what it can never carry (tests/fakes.py), and
+    unavailable for the topics or data it is told to fail."""
+
+    def __init__(self, fail_topics=(), refuse_topics=()):
+        self.fail_topics, self.refuse_topics = set(fail_topics), set(refuse_topics)
         self.fail_data: set[bytes] = set()
         self.published: list[tuple[str, bytes, dict]] = []
+        self.refused: list[tuple[str, dict]] = []
 
     def publish(self, topic, data, retry=None, timeout=None, **attrs):  # no ordering key: forward.waves orders
         future: Future = Future()
-        if topic.rsplit("/", 1)[-1] in self.fail_topics or data in self.fail_data:
+        refused = pubsub_refuses(data, attrs, "") or (
+            "refused (fake)" if topic.rsplit("/", 1)[-1] in self.refuse_topics else None)
+        if refused:
+            self.refused.append((topic.rsplit("/", 1)[-1], attrs))
+            future.set_exception(gexc.InvalidArgument(refused))
+        elif topic.rsplit("/", 1)[-1] in self.fail_topics or data in self.fail_data:
             future.set_exception(RuntimeError("UNAVAILABLE"))
         else:
             self.published.append((topic.rsplit("/", 1)[-1], data, attrs))
@@ -202,6 +214,91 @@ def test_an_unknown_provider_is_dead_lettered_naming_no_topic():
     assert attrs[dl.SOURCE_TOPIC] == "" and dl.PROVIDER not in attrs  # nothing to replay it into
 
 
+# ---- Pub/Sub's limits and permanent answers (issue 37 item 2) ----------------------------------------
+LONG_KEY = "ce-" + "k" * limits.PUBSUB_MAX_ATTRIBUTE_KEY_BYTES  # 259 bytes: Pub/Sub refuses it
+
+
+@pytest.mark.parametrize("headers, what", [
+    ({LONG_KEY: "v"}, "key"),
+    ({"ce-id": "x" * (limits.PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES + 1)}, "value"),
+    ({"ce-partitionkey": "é" * 513}, "value"),  # 1,026 bytes in 513 characters
+    ({f"ce-x{i}": "v" for i in range(limits.PUBSUB_MAX_ATTRIBUTES - 2)}, "count"),  # + sequence + traceparent
+])
+def test_a_header_pubsub_cannot_carry_is_refused_where_the_attributes_are_built(headers, what):
+    with pytest.raises(Rejected) as caught:
+        route(inbound(headers=headers), NATS, SETTINGS)
+    assert caught.value.reason is Reason.OVERSIZE, what
+
+
+def test_the_most_headers_pubsub_carries_go_with_the_trace_context():
+    binary = {"ce-specversion": "1.0", "ce-id": "e-2", "ce-source": "dcm/providers/osac-sp-vm",
+              "ce-type": "dcm.status.vm", "content-type": "application/json"}
+    headers = {**binary, **{f"ce-x{i}": "v" for i in range(limits.PUBSUB_MAX_ATTRIBUTES - 3 - len(binary))}}
+    publisher = FakePublisher()  # 97 headers + the stream sequence = 98, + traceparent and tracestate = 100
+    outcome, delivery, _ = forward(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), publisher)
+    assert outcome is Outcome.FORWARDED and delivery.acked and not publisher.refused
+
+
+@pytest.mark.parametrize("headers", [{LONG_KEY: "v"}, {"ce-id": "x" * 2000},
+                                     {f"ce-x{i}": "v" * 1000 for i in range(150)}])
+def test_an_uncarriable_message_is_dead_lettered_without_the_offending_headers_and_acked(headers):
+    """The issue's poison: Pub/Sub refused the forward and the dead letter alike, so it was nak'ed for ever."""
+    publisher = FakePublisher()
+    outcome, delivery, health = forward(inbound(headers=headers), publisher)
+    assert outcome is Outcome.DEAD_LETTERED and delivery.acked and not delivery.naks and not publisher.refused
+    [(topic, data, attrs)] = publisher.published
+    assert topic == "dcm-status-deadletter" and data == osac_event()
+    assert attrs[dl.REASON] == Reason.OVERSIZE.value and attrs[dl.PROVIDER] == "osac"
+    assert not limits.attribute_breaches(attrs) and len(attrs) <= limits.PUBSUB_MAX_ATTRIBUTES
+    assert LONG_KEY not in attrs and int(attrs[dl.ATTRIBUTES_DROPPED]) >= 1
+
+
+def test_a_permanent_pubsub_answer_is_dead_lettered_at_once_never_nakd():
+    publisher = FakePublisher(refuse_topics={"dcm-status-ingress-osac"})
+    outcome, delivery, _ = forward(inbound(delivered=1), publisher)
+    assert outcome is Outcome.DEAD_LETTERED and delivery.acked and not delivery.naks
+    [(topic, _, attrs)] = publisher.published
+    assert topic == "dcm-status-deadletter" and attrs[dl.REASON] == Reason.PUBSUB_REFUSED.value
+    assert "InvalidArgument" in attrs[dl.DETAIL]
+
+
+def test_a_dead_letter_refused_for_good_goes_with_the_platforms_attributes_alone():
+    publisher = FakePublisher(refuse_topics={"dcm-status-ingress-osac"})
+    real = publisher.publish
+
+    def refuse_originals(topic, data, retry=None, timeout=None, **attrs):  # an original no check foresaw
+        if "ce-type" in attrs:
+            future: Future = Future()
+            future.set_exception(gexc.InvalidArgument("unforeseen"))
+            return future
+        return real(topic, data, retry, timeout, **attrs)
+
+    publisher.publish = refuse_originals
+    headers = {"ce-specversion": "1.0", "ce-id": "e-2", "ce-source": "dcm/providers/osac-sp-vm",
+               "ce-type": "dcm.status.vm", "content-type": "application/json"}
+    outcome, delivery, _ = forward(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), publisher)
+    assert outcome is Outcome.DEAD_LETTERED and delivery.acked
+    [(topic, _, attrs)] = publisher.published
+    assert topic == "dcm-status-deadletter" and not [k for k in attrs if k.startswith("ce-")]
+    assert attrs[dl.ATTRIBUTES_DROPPED] == "5" and attrs[dl.REASON] == Reason.PUBSUB_REFUSED.value
+
+
+def test_refused_for_good_even_stripped_it_is_acked_and_said_never_nakd_for_ever():
+    publisher = FakePublisher(refuse_topics={"dcm-status-ingress-osac", "dcm-status-deadletter"})
+    outcome, delivery, health = forward(inbound(), publisher)
+    assert outcome is Outcome.ABANDONED and delivery.acked and not delivery.naks
+    assert "refused for good" in health.snapshot()["lastError"]
+
+
+@pytest.mark.parametrize("exc, expected", [(gexc.InvalidArgument("x"), True), (gexc.OutOfRange("x"), True),
+                                           (TypeError("x"), True), (gexc.ServiceUnavailable("x"), False),
+                                           (gexc.DeadlineExceeded("x"), False), (gexc.NotFound("topic"), False),
+                                           (gexc.PermissionDenied("x"), False), (TimeoutError(), False),
+                                           (RuntimeError("UNAVAILABLE"), False)])
+def test_only_what_no_retry_fixes_is_permanent(exc, expected):
+    assert permanent(exc) is expected
+
+
 def test_backoff_grows_then_holds():
     assert [backoff(n) for n in range(1, 8)] == [1, 2, 4, 8, 10, 10, 10]
 
@@ -228,6 +325,33 @@ def test_the_topologys_nats_names_are_the_ingress_settings():
     settings = settings_module.nats_from_env({"NATS_URL": "nats://x:4222", **spec.env()})
     assert (settings.stream, settings.subject, settings.consumer) == (spec.stream, spec.subjects, spec.consumer)
     assert settings.provider_of_subject(spec.subject_prefix("osac") + "dcm.vm") == "osac"
+    assert (settings.max_ack_pending, settings.max_bytes, settings.max_msgs) == (spec.max_ack_pending, spec.max_bytes,
+                                                                                spec.max_msgs)
+    assert settings.control_plane_stream == spec.control_plane_stream
+
+
+def test_a_stream_per_provider_reading_status_one_token_after_dcm():
+    """Dedup (per stream) never crosses providers; a provider's budget and storage are its own; the agent's
+    ``dcm.agents.*`` and ``dcm.agent.*.cancel`` are not status (the control-plane's filter is ``dcm.*``)."""
+    from nats.js.api import DiscardPolicy
+
+    from shared.nats_ingress.worker import consumer_config, control_plane_stream_config, stream_config
+
+    n = settings_module.nats_from_env({"NATS_URL": "nats://x:4222", **load().nats.env()})
+    osac, aws = stream_config(n, "osac"), stream_config(n, "aws")
+    assert (osac.name, osac.subjects, aws.name) == ("dcm-status-osac", ["providers.osac.dcm.*"], "dcm-status-aws")
+    assert osac.discard is DiscardPolicy.NEW and osac.max_bytes == load().nats.max_bytes > 0 and osac.max_msgs > 0
+    consumer = consumer_config(n, "osac")
+    assert consumer.filter_subject == "providers.osac.dcm.*" and consumer.max_ack_pending == 1000
+    assert osac.republish.dest == "dcm-status.>"
+    assert control_plane_stream_config(n).subjects == ["dcm-status.providers.*.dcm.*"]
+
+
+@pytest.mark.parametrize("env", [{"NATS_STREAM_NAME": "dcm-status"}, {"NATS_STATUS_SUBJECT": "providers.*.dcm.>"},
+                                 {"NATS_CONTROL_PLANE_PREFIX": ""}, {"NATS_MAX_ACK_PENDING": "0"}])
+def test_a_single_stream_is_refused(env):
+    with pytest.raises(ConfigError):
+        settings_module.nats_from_env({"NATS_URL": "nats://x:4222", **env})
 
 
 # ---- the server configuration ------------------------------------------------------------------

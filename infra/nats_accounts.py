@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"add a control-plane user to the platform account (e.g. {CONTROL_PLANE_USER}) that may "
                              "only read and ack from its consumers")
     parser.add_argument("--control-plane-consumer", action="append", default=None, metavar="STREAM:CONSUMER",
-                        help="a durable consumer it reads (repeatable; default: the topology's stream and the "
+                        help="a durable consumer it reads (repeatable; default: the topology's control-plane stream and the "
                              "consumer control-plane)")
     args = parser.parse_args(argv)
     try:
@@ -376,7 +376,7 @@ def _generate(args: argparse.Namespace) -> int:
                                args.platform_connections)
     control_plane = None
     if args.control_plane_user:
-        consumers = args.control_plane_consumer or [f"{topology.nats.stream}:control-plane"]
+        consumers = args.control_plane_consumer or [f"{topology.nats.control_plane_stream}:control-plane"]
         control_plane = ControlPlane(args.control_plane_user, tuple(ConsumerRef.parse(c) for c in consumers))
     elif args.control_plane_consumer:
         raise ConfigError("--control-plane-consumer needs --control-plane-user")

@@ -21,6 +21,8 @@ from infra.local.natsserver import server_binary
 from infra.topology import load
 
 SPEC = load().nats
+STREAM = SPEC.stream_of("osac")  # a stream per provider (docs/nats.md): osac's
+SUBJECTS = SPEC.subjects.replace("{provider}", "osac")
 PROVIDERS = ["osac", "kubevirt"]
 CONSUMER = "control-plane"
 
@@ -110,7 +112,7 @@ async def until(condition: Callable[[], bool], nc: Any) -> None:
 # ---- bcrypt: the configuration holds no password, each identity still gets in -------------------------
 def test_each_identity_connects_with_its_clear_password_and_the_configuration_holds_only_hashes(serve, credentials):
     server = serve(credentials, control_plane=nats_accounts.ControlPlane(
-        CONSUMER, (nats_accounts.ConsumerRef(SPEC.stream, CONSUMER),)))
+        CONSUMER, (nats_accounts.ConsumerRef(STREAM, CONSUMER),)))
     text = server.conf.read_text()
     identities = [credentials.platform, *credentials.providers.values(), *credentials.control_plane.values()]
     for identity in identities:
@@ -160,12 +162,12 @@ def test_the_largest_event_ingest_accepts_fits_with_its_headers(serve, credentia
     async def scenario() -> int:
         platform = await connect(server.url, credentials.platform)
         js = platform.jetstream()
-        await js.add_stream(StreamConfig(name=SPEC.stream, subjects=[SPEC.subjects], retention=RetentionPolicy.LIMITS))
+        await js.add_stream(StreamConfig(name=STREAM, subjects=[SUBJECTS], retention=RetentionPolicy.LIMITS))
         osac = await connect(server.url, credentials.providers["osac"])
         headers = {f"ce-x{n:02d}": "v" * 10 for n in range(100)}  # Pub/Sub's most attributes
         counted = sum(len(k) - 3 + len(v) for k, v in headers.items())  # ingest counts ce- names without "ce-"
         await osac.jetstream().publish("dcm.vm", b"x" * (4_096 - counted), headers=headers)
-        stored = (await js.stream_info(SPEC.stream)).state.messages
+        stored = (await js.stream_info(STREAM)).state.messages
         await osac.close()
         await platform.close()
         return stored
@@ -176,17 +178,17 @@ def test_the_largest_event_ingest_accepts_fits_with_its_headers(serve, credentia
 
 # ---- the control-plane user: its own consumer, nothing else ----------------------------------------------
 def test_a_control_plane_user_pulls_and_acks_from_its_consumer_and_can_do_nothing_else(serve, credentials):
-    other_stream = "dcm-status-osac"  # per-provider streams: the permissions take several consumers
-    control_plane = nats_accounts.ControlPlane(CONSUMER, (nats_accounts.ConsumerRef(SPEC.stream, CONSUMER),
+    other_stream = SPEC.stream_of("aws")  # per-provider streams: the permissions take several consumers
+    control_plane = nats_accounts.ControlPlane(CONSUMER, (nats_accounts.ConsumerRef(STREAM, CONSUMER),
                                                           nats_accounts.ConsumerRef(other_stream, CONSUMER)))
     server = serve(credentials, control_plane=control_plane)
 
     async def scenario() -> None:
         platform = await connect(server.url, credentials.platform)
         js = platform.jetstream()
-        await js.add_stream(StreamConfig(name=SPEC.stream, subjects=[SPEC.subjects], retention=RetentionPolicy.LIMITS))
+        await js.add_stream(StreamConfig(name=STREAM, subjects=[SUBJECTS], retention=RetentionPolicy.LIMITS))
         for durable in (CONSUMER, SPEC.consumer):  # made by the platform, never by the control-plane
-            await js.add_consumer(SPEC.stream, ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT))
+            await js.add_consumer(STREAM, ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT))
         osac = await connect(server.url, credentials.providers["osac"])
         await osac.jetstream().publish("dcm.vm", b'{"id": "vm-1"}')
         await osac.close()
@@ -194,11 +196,11 @@ def test_a_control_plane_user_pulls_and_acks_from_its_consumer_and_can_do_nothin
         errors: list[str] = []
         cp = await connect(server.url, credentials.control_plane[CONSUMER], errors)
         cjs = cp.jetstream()
-        sub = await cjs.pull_subscribe_bind(durable=CONSUMER, stream=SPEC.stream)
+        sub = await cjs.pull_subscribe_bind(durable=CONSUMER, stream=STREAM)
         [msg] = await sub.fetch(1, timeout=10)
         assert msg.subject == "providers.osac.dcm.vm" and msg.data == b'{"id": "vm-1"}'
         await msg.ack_sync(timeout=10)
-        info = await cjs.consumer_info(SPEC.stream, CONSUMER)
+        info = await cjs.consumer_info(STREAM, CONSUMER)
         assert (info.num_ack_pending, info.delivered.stream_seq) == (0, 1)
 
         # forging a provider's event: refused by the server, nothing stored
@@ -206,14 +208,14 @@ def test_a_control_plane_user_pulls_and_acks_from_its_consumer_and_can_do_nothin
         await until(lambda: 'permissions violation for publish to "providers.osac.dcm.vm"' in errors, cp)
         # another consumer's messages, a consumer of its own (a push consumer's deliver subject could be
         # providers.aws.dcm.vm), the stream's configuration: refused
-        for subject in (f"$JS.API.CONSUMER.MSG.NEXT.{SPEC.stream}.{SPEC.consumer}",
-                        f"$JS.API.CONSUMER.CREATE.{SPEC.stream}.mine",
-                        f"$JS.API.CONSUMER.DURABLE.CREATE.{SPEC.stream}.mine",
-                        f"$JS.API.STREAM.UPDATE.{SPEC.stream}", f"$JS.API.CONSUMER.DELETE.{SPEC.stream}.{CONSUMER}"):
+        for subject in (f"$JS.API.CONSUMER.MSG.NEXT.{STREAM}.{SPEC.consumer}",
+                        f"$JS.API.CONSUMER.CREATE.{STREAM}.mine",
+                        f"$JS.API.CONSUMER.DURABLE.CREATE.{STREAM}.mine",
+                        f"$JS.API.STREAM.UPDATE.{STREAM}", f"$JS.API.CONSUMER.DELETE.{STREAM}.{CONSUMER}"):
             await cp.publish(subject, b"{}")
             await until(lambda: f'permissions violation for publish to "{subject.lower()}"' in errors, cp)
-        assert (await js.stream_info(SPEC.stream)).state.messages == 1, "the forged publish was not stored"
-        names = {c.name for c in await js.consumers_info(SPEC.stream)}
+        assert (await js.stream_info(STREAM)).state.messages == 1, "the forged publish was not stored"
+        names = {c.name for c in await js.consumers_info(STREAM)}
         assert names == {CONSUMER, SPEC.consumer}
         await cp.close()
         await platform.close()

@@ -158,7 +158,7 @@ def test_the_ingress_serves_its_health_on_the_settings_address(monkeypatch):
 
     monkeypatch.setattr(worker, "serve", serve)
     monkeypatch.setattr(worker, "publisher", lambda ordered=False: object())
-    settings = settings_module.from_env({"DCM_PROJECT": "p"})
+    settings = settings_module.from_env({"DCM_PROJECT": "p", "DCM_PROVIDERS": "osac"})
     for env, host in (({"DCM_LOCAL_MODE": "1"}, "127.0.0.1"), ({}, "0.0.0.0")):
         n = settings_module.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222", "PORT": "8123", **env})
         with pytest.raises(Stop):

@@ -222,7 +222,7 @@ LONG_KEY = "ce-" + "k" * limits.PUBSUB_MAX_ATTRIBUTE_KEY_BYTES  # 259 bytes: Pub
     ({LONG_KEY: "v"}, "key"),
     ({"ce-id": "x" * (limits.PUBSUB_MAX_ATTRIBUTE_VALUE_BYTES + 1)}, "value"),
     ({"ce-partitionkey": "é" * 513}, "value"),  # 1,026 bytes in 513 characters
-    ({f"ce-x{i}": "v" for i in range(limits.PUBSUB_MAX_ATTRIBUTES - 2)}, "count"),  # + sequence + traceparent
+    ({f"ce-x{i}": "v" for i in range(limits.PUBSUB_MAX_ATTRIBUTES - 2)}, "count"),  # + sequence + nats-subject + traceparent
 ])
 def test_a_header_pubsub_cannot_carry_is_refused_where_the_attributes_are_built(headers, what):
     with pytest.raises(Rejected) as caught:
@@ -233,8 +233,8 @@ def test_a_header_pubsub_cannot_carry_is_refused_where_the_attributes_are_built(
 def test_the_most_headers_pubsub_carries_go_with_the_trace_context():
     binary = {"ce-specversion": "1.0", "ce-id": "e-2", "ce-source": "dcm/providers/osac-sp-vm",
               "ce-type": "dcm.status.vm", "content-type": "application/json"}
-    headers = {**binary, **{f"ce-x{i}": "v" for i in range(limits.PUBSUB_MAX_ATTRIBUTES - 3 - len(binary))}}
-    publisher = FakePublisher()  # 97 headers + the stream sequence = 98, + traceparent and tracestate = 100
+    headers = {**binary, **{f"ce-x{i}": "v" for i in range(limits.PUBSUB_MAX_ATTRIBUTES - 4 - len(binary))}}
+    publisher = FakePublisher()  # 96 headers + the stream sequence + nats-subject = 98, + traceparent and tracestate = 100
     outcome, delivery, _ = forward(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), publisher)
     assert outcome is Outcome.FORWARDED and delivery.acked and not publisher.refused
 

@@ -19,7 +19,7 @@ from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.status_changed import ChangeEvent
 from dcm_status_contracts.status_update import StatusUpdate
 
-from shared.runtime.callback_view import CallbackView
+from shared.callbacks.view import CallbackView
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish

@@ -57,7 +57,7 @@ AGGREGATES = "aggregates"
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"
 CHANGE = "change"
-# Ledger fields of a history entry (shared/upsert/store.py history_entry; the output maps when the update
+# Ledger fields of a history entry (shared/upsert/decide.py history_entry; the output maps when the update
 # carried them): what the history API and ?at= answer of a ledger entry.
 HISTORY_FIELDS = ("status", "rawStatus", "message", "reason", "observedAt", "lastTransitionTime", "eventId",
                   "eventSource", "sequence", "publishedAt", "recordedAt", "previousStatus", "outcome",

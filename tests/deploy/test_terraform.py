@@ -582,7 +582,7 @@ def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
                        "database": "local.firestore_database"}, terraform=terraform)
     assert got["ttl"] == {LEDGER: "expireAt", DUPLICATES: "expireAt", DEADLETTERS: "expireAt",
                           DELIVERIES: "expireAt"}
-    for module in ("upsert/store.py", "deadletter/store.py", "callbacks/store.py"):
+    for module in ("upsert/decide.py", "deadletter/store.py", "callbacks/store.py"):
         assert '"expireAt"' in (REPO_ROOT / "shared" / module).read_text(), f"shared/{module} writes expireAt"
     field = config.resource("google_firestore_field", "ttl")
     assert field["for_each"] == "${local.firestore_ttl_fields}"

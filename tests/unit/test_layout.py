@@ -106,6 +106,17 @@ def test_contracts_do_no_io():
             assert not module.startswith(IO_MODULES), f"{path.relative_to(REPO)} imports {module}"
 
 
+def test_upserts_decision_does_no_io():
+    """shared/upsert/decide.py and decision.py: the stored state and the update in, what to write and announce
+    out, as data; shared/upsert/store.py reads and writes Firestore (the clock included)."""
+    for name in ("decide.py", "decision.py"):
+        path = SHARED / "upsert" / name
+        for module in imports(path):
+            assert not module.startswith(IO_MODULES), f"{path.relative_to(REPO)} imports {module}"
+            assert package_of(module) in (None, "contracts", "state", "upsert"), f"{path.relative_to(REPO)} imports {module}"
+        assert "timeutil.now" not in path.read_text(), f"{path.relative_to(REPO)} reads the clock"
+
+
 def declared_dependencies() -> set[str]:
     with (CONTRACTS / "pyproject.toml").open("rb") as f:
         project = tomllib.load(f)["project"]

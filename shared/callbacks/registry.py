@@ -234,13 +234,13 @@ class Registry:
 
     # ---- change ----------------------------------------------------------------------------------
     def remove(self, callback_id: str, caller: Party | None = None) -> None:
-        self._changed(callback_id, caller or self.operator, "removing a callback", "delete", None, lambda cb: None)
+        self._changed(callback_id, caller or self.operator, "removing a callback", None, lambda cb: None)
 
-    def _changed(self, callback_id: str, caller: Party, what: str, how: str, fields: Mapping[str, Any] | None,
+    def _changed(self, callback_id: str, caller: Party, what: str, fields: Mapping[str, Any] | None,
                  after: Callable[[Callback], Callback | None]) -> None:
-        """Read the callback (NotFound, Forbidden unless ``caller`` may change it), then write it and the
-        callbacks' summary in one transaction: the summary counts what the callback was when written
-        (a concurrent change of it makes the transaction run again)."""
+        """Read the callback (NotFound, Forbidden unless ``caller`` may change it), then write it (``fields``; None
+        deletes it) and the callbacks' summary in one transaction: the summary counts what the callback was when
+        written (a concurrent change of it makes the transaction run again)."""
         self._doc(callback_id, caller)  # NotFound when there is none; Forbidden
         ref = self._ref(callback_id)
 
@@ -251,10 +251,10 @@ class Registry:
             if not snap.exists:
                 raise NotFound(f"no callback {callback_id!r}", "id")
             before = Callback.from_doc(callback_id, snap.to_dict())
-            if how == "delete":
+            if fields is None:
                 transaction.delete(ref)
             else:
-                transaction.update(ref, dict(fields or {}))
+                transaction.update(ref, dict(fields))
             callback_summary.write(self.db, transaction, summary, before, after(before))
 
         with fs.guard(what):
@@ -274,7 +274,7 @@ class Registry:
     def enable(self, callback_id: str, caller: Party | None = None) -> dict[str, Any]:
         """Call a disabled callback again (after its receiver's 410), its failure count reset."""
         caller = caller or self.operator
-        self._changed(callback_id, caller, "enabling a callback", "update",
+        self._changed(callback_id, caller, "enabling a callback",
                       {"disabled": None, "stats.consecutiveFailures": 0}, lambda cb: replace(cb, disabled=None))
         return self.show(callback_id, self._viewer(caller))
 

@@ -37,10 +37,9 @@ from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 from infra.local import emulators  # noqa: E402
 from infra.local.receiver import Receiver  # noqa: E402
 from infra.local.stack import LocalStack  # noqa: E402
-from shared.notify.handler import Lane, Notify  # noqa: E402
-from shared.notify.store import CallbackStore  # noqa: E402
+from shared.callbacks.store import CallbackStore  # noqa: E402
+from shared.notify.handler import Notify  # noqa: E402
 from shared.runtime import settings  # noqa: E402
-from tests.fakes import FakePublisher  # noqa: E402
 
 LATENCY_SAMPLES = int(os.environ.get("BENCH_CALLBACK_SAMPLES", "100"))
 BURST = int(os.environ.get("BENCH_CALLBACK_BURST", "200"))
@@ -117,7 +116,7 @@ def direct_ceiling(db: firestore.Client, stack_settings: settings.Settings, crea
                    threads: int) -> float:
     """Notify's work per delivery (read the callback, sign + POST, record) in this process."""
     store = CallbackStore(db)
-    notify = Notify(store, FakePublisher(), stack_settings)
+    notify = Notify(store, None, stack_settings)  # the retry lane publishes nothing: no publisher
     items = list(db.collection("events").where(filter=FieldFilter("provider", "==", "aws")).limit(BURST).stream())
     messages = []
     for n, snap in enumerate(items):
@@ -132,7 +131,7 @@ def direct_ceiling(db: firestore.Client, stack_settings: settings.Settings, crea
             messages.append(PubSubMessage(body, attributes, "m", None, stack_settings.topic_callbacks_retry))
     t = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda m: notify.deliver(m, Lane.RETRY), messages))
+        list(pool.map(notify.retry_lane, messages))
     return len(messages) / (time.perf_counter() - t)
 
 

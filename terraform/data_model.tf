@@ -36,7 +36,7 @@
 #   billing_resources/{key}    never written since billing writes one document per
 #                              change (documents from before are left, read by nobody).
 #     .../transitions          one resource's read whole: automatic. The report's
-#                              collection-group queries (shared/billing/store.py):
+#                              collection-group queries (shared/state/usage/transitions.py):
 #                              provider ==, resourceType ==, labels.tenant ==, merged;
 #                              counted: collection-group single-field indexes below.
 #   audit_stopped/{eventId}    written once, never queried.
@@ -132,7 +132,7 @@ locals {
   # Fields that collection-group queries filter on (equality only, merged). Firestore keeps single-field
   # indexes of collection scope only, by default: each of these gets an ascending one of collection-group
   # scope (firestore.tf: google_firestore_field.collection_group). Mirrors GROUP_FILTER_FIELDS in
-  # shared/billing/store.py (tests/deploy/test_terraform.py). None is sequential.
+  # shared/state/usage/transitions.py (tests/deploy/test_terraform.py). None is sequential.
   firestore_collection_group_fields = {
     transitions = ["provider", "resourceType", "labels.tenant"]
   }

@@ -19,6 +19,7 @@ from dcm_status_contracts.errors import ConfigError
 from dcm_status_contracts.outputs import Redaction
 
 from shared.state.model import STALE_SHARDS, FlapPolicy
+from shared.state.usage.rates import RateCard, RateCardError
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,9 @@ class Settings:
     # sweep's alike; fewer on a local stack, whose emulator scans each value of an "in" on its own
     stale_shards: int = 360  # DCM_STALE_SHARDS, 1..360 (shared/state/model.py STALE_SHARDS)
     stats_every_seconds: int = 900  # DCM_STATS_EVERY_SECONDS
+    # the rate cards /v1/usage prices with, by name (DCM_RATE_CARDS: name=file,...; files of the deployment,
+    # read at start: a request names a card, never a file)
+    rate_cards: Mapping[str, RateCard] = field(default_factory=dict)
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -313,7 +317,31 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         summary_every_seconds=_int(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
         stale_shards=_stale_shards(env),
         stats_every_seconds=_int(env, "DCM_STATS_EVERY_SECONDS", 900),
+        rate_cards=_rate_cards(env.get("DCM_RATE_CARDS", "")),
     )
+
+
+RATE_CARD_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+
+
+def _rate_cards(text: str) -> dict[str, RateCard]:
+    """DCM_RATE_CARDS: ``name=path`` pairs, comma-separated, each a rate card file (examples/rates.yaml) of the
+    deployment; ConfigError for a bad name, a missing file or a card that does not parse (the api does not
+    start with a card it cannot price by)."""
+    cards: dict[str, RateCard] = {}
+    for pair in (p.strip() for p in text.split(",") if p.strip()):
+        name, sep, path = pair.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not RATE_CARD_NAME.fullmatch(name) or not path:
+            raise ConfigError(f"DCM_RATE_CARDS must be name=path pairs, comma-separated (a name: lower-case letters, "
+                              f"digits, - and _, at most 40), got {pair[:80]!r}")
+        if name in cards:
+            raise ConfigError(f"DCM_RATE_CARDS names {name!r} twice")
+        try:
+            cards[name] = RateCard.load(path)
+        except (OSError, RateCardError) as exc:
+            raise ConfigError(f"DCM_RATE_CARDS {name}: {exc}") from exc
+    return cards
 
 
 @dataclass(frozen=True)

@@ -278,3 +278,37 @@ def test_the_current_minute_is_written_again_at_the_summarys_pace():
 def test_bad_trends_requests_are_400_problems(api, query, parameter):
     got = api.get(f"/v1/trends?{query}")
     assert got.status_code == 400 and got.json["parameter"] == parameter, got.json
+
+
+class CountingReads:
+    """The client's Firestore API with the documents its queries return counted (Firestore bills one read per
+    document a query returns, and at least one per query)."""
+
+    def __init__(self, api, tally: dict):
+        self.api, self.tally = api, tally
+
+    def __getattr__(self, name):
+        return getattr(self.api, name)
+
+    def run_query(self, *args, **kwargs):
+        self.tally["queries"] += 1
+        for response in self.api.run_query(*args, **kwargs):
+            if response.document and response.document.name:
+                self.tally["documents"] += 1
+            yield response
+
+
+def test_a_usage_call_reads_every_transition_once_whatever_the_window_and_nothing_while_kept(usage, firestore):
+    """The cost of one call (docs/cost.md "Usage and trends"): every stored transition document once, in pages
+    of 1,000 (here one page), whatever the window's days, the ``by`` or the rows; a call for a window the
+    instance computed less than 5 minutes ago reads nothing."""
+    tally = {"queries": 0, "documents": 0}
+    firestore._firestore_api_internal = CountingReads(firestore._firestore_api, tally)
+    stored = sum(len(steps) for steps in FLEET.values())
+    usage.get(f"/v1/usage?from={D1}&to={D3}&by=resource")
+    assert tally == {"queries": 1, "documents": stored}
+    usage.get(f"/v1/usage?from={D1}&to={D3}&by=tenant&format=csv&rates=example")
+    assert tally == {"queries": 1, "documents": stored}  # kept: another by, a rate card, CSV read nothing
+    usage.get("/v1/usage?from=2026-01-01&to=2026-04-01&by=provider")  # 90 days: the same documents, once
+    assert tally == {"queries": 2, "documents": 2 * stored}
+    print(f"\n/v1/usage: {stored} transitions stored -> {stored} reads a computation, 2 days or 90; 0 while kept")

@@ -171,6 +171,11 @@ locals {
     # The history entries of the stats' window, counted by outcome (an applied or stale entry has no TTL), every
     # shard at once (recordedAt is sharded).
     { collection = "events", equality = ["outcome"], sharded = true, order_by = "recordedAt", orders = ["ASCENDING"] },
+    # The trends (shared/state/trends.py): a minute's applied and stale entries per provider (merged with the one
+    # above), its duplicate records and its new dead letters per provider. The provider in front spreads each.
+    { collection = "events", equality = ["provider"], sharded = true, order_by = "recordedAt", orders = ["ASCENDING"] },
+    { collection = "duplicates", equality = ["provider"], order_by = "at", orders = ["ASCENDING"] },
+    { collection = "deadletters", equality = ["provider"], order_by = "firstSeen", orders = ["ASCENDING"] },
     # Resources past their freshness deadline (the sweep), every stale shard (staleAt has its own shard field).
     { collection = "resources", equality = [local.firestore_stale_shard_field], order_by = "staleAt", orders = ["ASCENDING"] },
     # A provider's resource with the newest freshness deadline (the sweep: is the provider silent?).

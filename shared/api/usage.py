@@ -108,8 +108,8 @@ class UsageRequest:
         fmt = Format(fmt_text)
         size = p.integer("pageSize", DEFAULT_PAGE, 1, MAX_PAGE)
         token = p.text("pageToken", 512)
-        if fmt is Format.CSV and (token is not None or p.args.get("pageSize") is not None):
-            raise InvalidRequest("pageSize, pageToken: CSV answers every row at once; page the JSON", "pageToken")
+        if fmt is Format.CSV and token is not None:  # (a pageSize is ignored: every row)
+            raise InvalidRequest("pageToken: CSV answers every row at once; page the JSON", "pageToken")
         return cls(start, end, By(by_text), rates, fmt, size, token)
 
     @property

@@ -325,20 +325,33 @@ RATE_CARD_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 
 
 def _rate_cards(text: str) -> dict[str, RateCard]:
-    """DCM_RATE_CARDS: ``name=path`` pairs, comma-separated, each a rate card file (examples/rates.yaml) of the
-    deployment; ConfigError for a bad name, a missing file or a card that does not parse (the api does not
-    start with a card it cannot price by)."""
+    """DCM_RATE_CARDS: the rate cards by name, either a JSON object ``{name: card}`` (Terraform's ``rate_cards``,
+    jsonencoded) or ``name=path`` pairs, comma-separated, each a rate card file of the deployment
+    (examples/rates.yaml; the local stack's). ConfigError for a bad name, a missing file or a card that does not
+    parse: the api does not start with a card it cannot price by."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            given = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"DCM_RATE_CARDS is not a JSON object of rate cards: {exc}") from exc
+        pairs = list(given.items())
+    else:
+        pairs = []
+        for pair in (p.strip() for p in text.split(",") if p.strip()):
+            name, sep, path = pair.partition("=")
+            if not sep or not path.strip():
+                raise ConfigError(f"DCM_RATE_CARDS must be a JSON object or name=path pairs, got {pair[:80]!r}")
+            pairs.append((name.strip(), path.strip()))
     cards: dict[str, RateCard] = {}
-    for pair in (p.strip() for p in text.split(",") if p.strip()):
-        name, sep, path = pair.partition("=")
-        name, path = name.strip(), path.strip()
-        if not sep or not RATE_CARD_NAME.fullmatch(name) or not path:
-            raise ConfigError(f"DCM_RATE_CARDS must be name=path pairs, comma-separated (a name: lower-case letters, "
-                              f"digits, - and _, at most 40), got {pair[:80]!r}")
+    for name, card in pairs:
+        if not isinstance(name, str) or not RATE_CARD_NAME.fullmatch(name):
+            raise ConfigError(f"DCM_RATE_CARDS: a card's name is lower-case letters, digits, - and _ (at most 40), "
+                              f"got {str(name)[:80]!r}")
         if name in cards:
             raise ConfigError(f"DCM_RATE_CARDS names {name!r} twice")
         try:
-            cards[name] = RateCard.load(path)
+            cards[name] = RateCard.load(card) if isinstance(card, str) else RateCard.from_dict(card)
         except (OSError, RateCardError) as exc:
             raise ConfigError(f"DCM_RATE_CARDS {name}: {exc}") from exc
     return cards

@@ -80,7 +80,8 @@ def wider_than_the_page(dashboard: Dashboard) -> list[str]:
         if (e.closest('.table-wrap') && e !== e.closest('.table-wrap')) return false;  // scrolls on its own
         const r = e.getBoundingClientRect();
         return r.width > 0 && r.right > window.innerWidth + 1;
-    }).map(e => `${e.tagName.toLowerCase()}#${e.id}.${e.className} right=${Math.round(e.getBoundingClientRect().right)}`)
+    }).map(e => `${e.tagName.toLowerCase()}#${e.id}.${e.className} `
+                + `right=${Math.round(e.getBoundingClientRect().right)}`)
       .slice(0, 10)""")
 
 
@@ -168,7 +169,8 @@ def test_the_pipeline_chart_shows_a_burst_within_one_snapshot_period(e2e, uid, p
     took = time.monotonic() - stored
     print(f"\npipeline chart: the burst of {burst} in the trends {took:.1f} s after it was stored "
           f"(snapshot period {period:.0f} s)")
-    data = dashboard.page.evaluate("window.dcmCharts.pipeline.data.datasets.map(d => d.data.reduce((a, b) => a + b, 0))")
+    data = dashboard.page.evaluate(
+        "window.dcmCharts.pipeline.data.datasets.map(d => d.data.reduce((a, b) => a + b, 0))")
     assert data[0] >= burst  # applied, drawn
     assert dashboard.page.evaluate("window.dcmCharts.pipeline.data.datasets.map(d => d.label)") == [
         "applied", "dead letters"]

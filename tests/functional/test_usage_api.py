@@ -188,7 +188,7 @@ def test_an_empty_window_says_so(usage):
     (f"from={D1}&to={D3}&rates=../../etc/passwd", "rates"),
     (f"from={D1}&to={D3}&rates={RATES}", "rates"),  # a file path is no card's name
     (f"from={D1}&to={D3}&format=xml", "format"),
-    (f"from={D1}&to={D3}&format=csv&pageSize=2", "pageToken"),
+    (f"from={D1}&to={D3}&format=csv&pageToken=abc", "pageToken"),
     (f"from={D1}&to={D3}&pageToken=garbage", "pageToken"),
     (f"from={D1}&to={D3}&pageSize=0", "pageSize"),
     (f"from={D1}&tenant=acme", "tenant"),

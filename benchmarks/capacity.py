@@ -39,8 +39,9 @@ import hcl2  # noqa: E402
 from infra.topology import load as load_topology  # noqa: E402
 from infra.topology import seconds  # noqa: E402
 from shared.api import served  # noqa: E402
+from shared.api import usage as usage_api  # noqa: E402
 from shared.runtime import settings  # noqa: E402
-from shared.state import model  # noqa: E402
+from shared.state import model, trends  # noqa: E402
 from shared.sweep import handler as sweep  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -410,6 +411,23 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
         Row("an open dashboard: $ per month (each snapshot read once per period)", None,
             dashboard * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
             f"{dashboard * 3600:,.0f} reads/h; shared/api/static/app.js snapshotDelay"),
+        Row("sweep: the trends, reads per tick (4 windowed counts per provider, 2 minutes a tick)", None,
+            trend_reads(f), "reads", S["count"], f"shared/state/trends.py: the current minute and the one before, "
+            f"each applied, stale, duplicate, dead-lettered per provider, + {trends.CATCH_UP + 1} stored minutes read"),
+        Row("sweep: the trends, $ per month (their reads and 2 writes a minute; no TTL, kept as history)", None,
+            (trend_reads(f) / 60 * cost_prices()["read"] + 2 / 60 * cost_prices()["write"]) * MONTH_SECONDS, "USD",
+            S["count"], f"{trend_reads(f) / 60:,.1f} reads/s, 2 writes a minute (docs/cost.md \"Usage and trends\")"),
+        Row("an open dashboard with the charts: $ per month (+ the Pipeline chart's minute a snapshot)", None,
+            dashboard_with_charts(every) * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
+            f"{dashboard_with_charts(every) * 3600:,.0f} reads/h "
+            f"(${dashboard_with_charts(every) * MONTH_SECONDS * cost_prices()['read']:.3f}), "
+            f"{dashboard_with_charts(every) / dashboard:.2f} x without ({dashboard * 3600:,.0f} reads/h, "
+            f"${dashboard * MONTH_SECONDS * cost_prices()['read']:.3f}); opening it reads {6 * 60} minutes once; "
+            "shared/api/static/charts.js onSnapshot"),
+        Row("GET /v1/usage: reads per computation (every transition stored, after a month at this change rate)",
+            None, f.changes * MONTH_SECONDS, "reads", S["pricing"],
+            f"independent of the window's days and rows (no pruning: docs/billing.md); kept by the api instance "
+            f"{usage_api.KEEP_SECONDS / 60:.0f} min; the Usage page asks again at most hourly while shown"),
         Row("change-feed followers: $ per month (each reads every change)", None,
             f.readers * (f.changes + 1) * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
             f"{f.readers} followers, {f.readers * (f.changes + 1):,.0f} reads/s; many: subscribe to "
@@ -423,6 +441,19 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
             f"(staleShard in groups of {model.MAX_IN}) reading <= {sweep.FRESHNESS_BATCH} stale, "
             f"+ {summary_queries(f):,} counts, {aggregates_workers()} at once"),
     ]
+
+
+def trend_reads(f: Fleet) -> int:
+    """A tick's trend reads (shared/state/trends.py record): two windows (the minute completed, the current one),
+    4 aggregation queries per provider each (one read each up to 1,000 entries: a minute's), and the stored
+    minutes it looks at."""
+    return 2 * len(trends.Count) * f.providers + trends.CATCH_UP + 1
+
+
+def dashboard_with_charts(every: dict[str, int]) -> float:
+    """Reads/s of an open dashboard with the Pipeline chart: each snapshot once per period, and at each summary
+    snapshot the current minute's trend document (it holds the minute before's final counts)."""
+    return 1 / every["summary"] + 1 / every["stats"] + 1 / every["summary"]
 
 
 def snapshot_periods() -> dict[str, int]:

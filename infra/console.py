@@ -101,7 +101,7 @@ def billing_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = None
     """
     from rich.table import Table
 
-    from shared.billing.report import cell, columns, totals
+    from shared.state.usage.report import cell, columns, totals
 
     rows = [dict(r) for r in rows]
     if expected is not None:

@@ -36,7 +36,7 @@
 #   billing_resources/{key}    never written since billing writes one document per
 #                              change (documents from before are left, read by nobody).
 #     .../transitions          one resource's read whole: automatic. The report's
-#                              collection-group queries (shared/billing/store.py):
+#                              collection-group queries (shared/state/usage/transitions.py):
 #                              provider ==, resourceType ==, labels.tenant ==, merged;
 #                              counted: collection-group single-field indexes below.
 #   audit_stopped/{eventId}    written once, never queried.
@@ -132,7 +132,7 @@ locals {
   # Fields that collection-group queries filter on (equality only, merged). Firestore keeps single-field
   # indexes of collection scope only, by default: each of these gets an ascending one of collection-group
   # scope (firestore.tf: google_firestore_field.collection_group). Mirrors GROUP_FILTER_FIELDS in
-  # shared/billing/store.py (tests/deploy/test_terraform.py). None is sequential.
+  # shared/state/usage/transitions.py (tests/deploy/test_terraform.py). None is sequential.
   firestore_collection_group_fields = {
     transitions = ["provider", "resourceType", "labels.tenant"]
   }
@@ -171,6 +171,11 @@ locals {
     # The history entries of the stats' window, counted by outcome (an applied or stale entry has no TTL), every
     # shard at once (recordedAt is sharded).
     { collection = "events", equality = ["outcome"], sharded = true, order_by = "recordedAt", orders = ["ASCENDING"] },
+    # The trends (shared/state/trends.py): a minute's applied and stale entries per provider (merged with the one
+    # above), its duplicate records and its new dead letters per provider. The provider in front spreads each.
+    { collection = "events", equality = ["provider"], sharded = true, order_by = "recordedAt", orders = ["ASCENDING"] },
+    { collection = "duplicates", equality = ["provider"], order_by = "at", orders = ["ASCENDING"] },
+    { collection = "deadletters", equality = ["provider"], order_by = "firstSeen", orders = ["ASCENDING"] },
     # Resources past their freshness deadline (the sweep), every stale shard (staleAt has its own shard field).
     { collection = "resources", equality = [local.firestore_stale_shard_field], order_by = "staleAt", orders = ["ASCENDING"] },
     # A provider's resource with the newest freshness deadline (the sweep: is the provider silent?).

@@ -139,6 +139,8 @@ resource "google_cloudfunctions2_function" "function" {
       DCM_HOOK_PORTS             = join(",", var.hook_ports)
       # output values readers see as "[redacted]" (docs/security.md, item 13); "" = the default names
       DCM_OUTPUT_REDACT = join(",", var.output_redact)
+      # the rate cards /v1/usage prices with, by name (docs/billing.md "Usage over the API")
+      DCM_RATE_CARDS = jsonencode(var.rate_cards)
       # the api's guards (shared/api/identity.py, shared/api/app.py)
       DCM_API_ADMINS                 = join(",", var.api_admins)
       DCM_API_IAP                    = tostring(var.api_iap)

@@ -414,6 +414,17 @@ variable "max_streams_per_caller" {
   }
 }
 
+variable "rate_cards" {
+  description = "Rate cards GET /v1/usage may price with, by name (?rates=NAME; DCM_RATE_CARDS, docs/billing.md \"Usage over the API\"): each {currency, resourceTypes = {TYPE = price per hour}, providers = {PROVIDER = {TYPE = price}}, default}, as examples/rates.yaml. A request names a card, never a file. Default {}: usage without cost."
+  type        = any
+  default     = {}
+
+  validation {
+    condition     = alltrue([for name in keys(var.rate_cards) : can(regex("^[a-z0-9][a-z0-9_-]{0,39}$", name))])
+    error_message = "rate_cards: a card's name is lower-case letters, digits, - and _ (at most 40)."
+  }
+}
+
 variable "output_redact" {
   description = "Values of the output_spec and outputs maps of status events that the api, change events and webhook receivers see as \"[redacted]\": credential names, each matched as words of a key at any depth (\"password\" hides db_password and adminPassword), and JSON pointers such as /output_spec/db (DCM_OUTPUT_REDACT, docs/security.md items 13 and 17). Default []: the platform's list of credential names (password, secret, token, private_key, kubeconfig, ...); [\"none\"]: nothing hidden."
   type        = list(string)

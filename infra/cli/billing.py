@@ -7,10 +7,12 @@ from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey
 
 from infra.cli.common import connect, parse_time
+from infra.cli.usage_api import ApiUsage, UsageApiError
 from infra.console import JSON, WIDE, billing_table, console, emit_json
-from shared.billing.intervals import usage
-from shared.billing.rates import RateCard, RateCardError
-from shared.billing.report import dimension, report, to_csv, totals
+from shared.state.usage.intervals import usage
+from shared.state.usage.rates import RateCard, RateCardError
+from shared.runtime import firestore as fs
+from shared.state.usage.report import dimension, report, to_csv, totals
 from shared.billing.store import BillingStore, to_transition
 
 
@@ -40,6 +42,11 @@ def billing() -> None:
                    "(repeat or comma-separate; default resourceType).")
 @click.option("--rates", "rates_path", type=click.Path(exists=True, dir_okay=False),
               help="Rate card (YAML, see examples/rates.yaml): adds cost.")
+@click.option("--api", "api_url", default=None, metavar="URL",
+              help="Read the status API's /v1/usage at URL instead of Firestore (an identity, no Firestore "
+                   "credentials: DCM_API_TOKEN, else Google credentials' ID token); --from/--to are UTC days.")
+@click.option("--rate-card", "rate_card", default=None, metavar="NAME",
+              help="With --api: the deployment's rate card NAME (DCM_RATE_CARDS), not a file.")
 @click.option("--total", "whole", is_flag=True, help="One row per group for the whole window, not per UTC day.")
 @click.option("--provider", default=None, help="Only this provider.")
 @click.option("--type", "resource_type", default=None, help="Only this resource type.")
@@ -47,7 +54,8 @@ def billing() -> None:
 @JSON
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV, for spreadsheets.")
 @WIDE
-def report_cmd(start, end, by, rates_path, whole, provider, resource_type, tenant, as_json, as_csv, wide):
+def report_cmd(start, end, by, rates_path, api_url, rate_card, whole, provider, resource_type, tenant, as_json,
+               as_csv, wide):
     """Resource-hours (and cost, with --rates) per UTC day and group, for [--from, --to).
 
     Example: dcm-status billing report --from 7d --by provider,resourceType --rates examples/rates.yaml
@@ -62,14 +70,29 @@ def report_cmd(start, end, by, rates_path, whole, provider, resource_type, tenan
         raise click.BadParameter(f"the window starts in the future ({timeutil.format(start_dt)[:19]}Z, now is "
                                  f"{timeutil.format(now)[:19]}Z): there is no usage yet", param_hint="--from")
     dims = split_by(by)
-    try:
-        rates = RateCard.load(rates_path) if rates_path else None
-    except RateCardError as exc:
-        raise click.BadParameter(str(exc), param_hint="--rates") from exc
-    conn = connect()
-    rows = report(conn.firestore(), start_dt, end_dt, dims, daily=not whole, rates=rates,
-                 now=now, provider=provider, resource_type=resource_type, tenant=tenant)
-    horizon = min(end_dt, now)
+    if api_url:
+        for given, name in ((rates_path, "--rates (give --rate-card NAME)"), (whole, "--total"),
+                            (provider, "--provider"), (resource_type, "--type"), (tenant, "--tenant")):
+            if given:
+                raise click.UsageError(f"{name}: not with --api (/v1/usage groups by one of tenant, provider, "
+                                       "type, resource, per UTC day)")
+        try:
+            got = ApiUsage.from_env(api_url).report(start_dt, end_dt if end != "now" else None, dims, rate_card)
+        except UsageApiError as exc:
+            raise click.ClickException(str(exc)) from exc
+        rows, horizon = got.rows, got.counted_until
+    else:
+        if rate_card:
+            raise click.UsageError("--rate-card: with --api only (locally, give the card's file: --rates)")
+        try:
+            rates = RateCard.load(rates_path) if rates_path else None
+        except RateCardError as exc:
+            raise click.BadParameter(str(exc), param_hint="--rates") from exc
+        conn = connect()
+        rows = report(conn.firestore(), start_dt, end_dt, dims, daily=not whole, rates=rates,
+                      now=now, provider=provider, resource_type=resource_type, tenant=tenant,
+                      options=fs.read_options())
+        horizon = min(end_dt, now)
     if as_json:
         emit_json({"from": timeutil.format(start_dt), "to": timeutil.format(end_dt),
                    "countedUntil": timeutil.format(horizon), "by": dims, "daily": not whole,

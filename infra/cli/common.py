@@ -13,7 +13,7 @@ from dcm_status_contracts import timeutil
 from infra.local import emulators
 from infra.local.stack import LocalStack
 from infra.topology import Topology, load
-from shared.billing.intervals import day_start
+from shared.state.usage.intervals import day_start
 
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}

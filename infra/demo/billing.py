@@ -12,9 +12,9 @@ from dcm_status_contracts.model import ResourceKey
 
 from infra.console import billing_table
 from shared.api import queries
-from shared.billing.intervals import Transition, as_datetime, day_start, usage
-from shared.billing.rates import RateCard
-from shared.billing.report import ResourceUsage, cell, dimension, report, totals, window
+from shared.state.usage.intervals import Transition, as_datetime, day_start, usage
+from shared.state.usage.rates import RateCard
+from shared.state.usage.report import ResourceUsage, cell, dimension, report, totals, window
 from shared.billing.store import BillingStore
 
 

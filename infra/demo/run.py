@@ -30,8 +30,8 @@ from infra.local.stack import REPO_ROOT, LocalStack
 from shared.api import queries
 from shared.api.callbacks import Callbacks
 from shared.api.queries import groups
-from shared.billing.rates import RateCard
-from shared.billing.report import aggregate
+from shared.state.usage.rates import RateCard
+from shared.state.usage.report import aggregate
 from shared.deadletter.store import DeadLetterStore
 from shared.state.model import CHANGE, LEDGER
 

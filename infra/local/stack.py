@@ -53,6 +53,8 @@ LOCAL_SETTINGS = {
     # upsert reads the callbacks' summary on every change (production caches it 10 s): a callback is sent
     # the very next change after its registration, as the e2e tests expect (docs/callbacks.md)
     "DCM_CALLBACK_VIEW_TTL": "0",
+    # the rate card /v1/usage may price with (?rates=example): the repository's example card
+    "DCM_RATE_CARDS": f"example={REPO_ROOT / 'examples' / 'rates.yaml'}",
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 import flask
@@ -38,6 +38,8 @@ from shared.api.identity import Caller, TokenRule, caller_of, check_mutation, ru
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.api.served import Periods, Served, cache_control
+from shared.api.trends import TrendsRequest
+from shared.api.usage import CSV_TYPE, Format, Kept, UsageRequest, page
 from shared.callbacks import hooks, registration
 from shared.callbacks.registration import Scope
 from shared.runtime import auth, secretbox
@@ -45,7 +47,10 @@ from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.entrypoint import problem
 from shared.runtime.logs import get_logger
+from shared.state import trends as trend_store
 from shared.state.snapshots import Kind, NotYet, Snapshot
+from shared.state.usage import report as usage_report
+from shared.state.usage.rates import RateCard
 
 log = get_logger("api")
 
@@ -70,6 +75,8 @@ ROUTES = Map([Rule(path, endpoint=endpoint, methods=methods) for path, endpoint,
     ("/v1/providers", "providers", ["GET"]),
     ("/v1/deadletters", "deadletters", ["GET"]),
     ("/v1/stats", "stats", ["GET"]),
+    ("/v1/usage", "usage", ["GET"]),
+    ("/v1/trends", "trends", ["GET"]),
     ("/v1/callbacks", "callbacks", ["GET", "POST"]),
     ("/v1/callbacks/<cid>", "callback", ["GET", "DELETE"]),
     ("/v1/callbacks/<cid>/<any(rotate, enable, test):action>", "callback_action", ["POST"]),
@@ -126,8 +133,11 @@ class Api:
     def __init__(self, db: Any, providers: tuple[str, ...], retention_days: int, settle: float,
                  stream_seconds: float, callbacks: Callbacks | None = None,
                  deadline: Callable[[str], int | None] = lambda provider: None, guards: Guards = Guards(),
-                 redaction: Redaction = Redaction.default(), periods: Periods = Periods()):
+                 redaction: Redaction = Redaction.default(), periods: Periods = Periods(),
+                 rate_cards: Mapping[str, RateCard] | None = None):
         self.db = db
+        self.rate_cards = dict(rate_cards or {})  # /v1/usage's ?rates=NAME: the deployment's cards (DCM_RATE_CARDS)
+        self.usage = Kept(self._compute_usage)  # a window's usage, computed once per instance per few minutes
         # the sweep's snapshots of the aggregates
         self.served = Served(db, providers, periods, READ_OPTIONS, retention_days)
         self.redaction = redaction  # output values every reader sees as "[redacted]" (docs/security.md)
@@ -153,7 +163,7 @@ class Api:
                    lambda provider: s.stale_after(provider, ""),
                    Guards(s.local_mode, token_rule(s), s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
                           s.max_streams_per_caller), s.output_redaction,
-                   Periods(s.summary_every_seconds, s.stats_every_seconds))
+                   Periods(s.summary_every_seconds, s.stats_every_seconds), s.rate_cards)
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
@@ -294,6 +304,42 @@ class Api:
     def _stats(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
         return snapshot_response(self.served.get(Kind.STATS), windowDays=self.feed.retention_days)
+
+    # ---- usage and trends (issue 40) ------------------------------------------------------------
+    def _compute_usage(self, start: Any, end: Any) -> tuple[list[usage_report.ResourceUsage], Any]:
+        now = timeutil.now()
+        return usage_report.resource_usage(self.db, start, end, now=now, options=READ_OPTIONS), min(end, now)
+
+    def _usage(self, request: flask.Request) -> flask.Response:
+        """Billing's usage rows (docs/billing.md "Usage over the API"): the same rows as ``dcm-status billing
+        report --by ... --json`` for the window, paged as JSON or all as CSV."""
+        p = Params(request.args, ("from", "to", "by", "rates", "format", "pageSize", "pageToken"))
+        ask = UsageRequest.parse(p, request.headers.get("Accept", ""), timeutil.now().date(), self.rate_cards)
+        card = self.rate_cards.get(ask.rates) if ask.rates else None
+        computed = self.usage.get(*ask.window)
+        rows = usage_report.aggregate(computed.usages, [ask.by.column], daily=True, rates=card)
+        if ask.format is Format.CSV:
+            header = usage_report.columns_for([ask.by.column], daily=True, rated=card is not None)
+            response = flask.Response(usage_report.to_csv(rows, header, line_end="\r\n"), 200,
+                                      content_type=f"{CSV_TYPE}; charset=utf-8; header=present")
+            response.headers["Content-Disposition"] = (f'attachment; filename="usage-{ask.start}-{ask.end}-'
+                                                       f'{ask.by.value}.csv"')
+            response.headers["Cache-Control"] = "no-store"
+            return response
+        chunk, token = page(rows, ask.by, ask.page_size, ask.page_token)
+        return json_response({"from": ask.start.isoformat(), "to": ask.end.isoformat(), "by": ask.by.value,
+                              "column": ask.by.column, "countedUntil": timeutil.format(computed.counted_until),
+                              "rates": ask.rates, "currency": card.currency if card else None,
+                              "rows": chunk, "nextPageToken": token, "total": usage_report.totals(rows)})
+
+    def _trends(self, request: flask.Request) -> flask.Response:
+        """The sweep's per-minute counts (shared/state/trends.py), oldest first."""
+        p = Params(request.args, ("since", "step", "provider"))
+        ask = TrendsRequest.parse(p, timeutil.now())
+        minutes = trend_store.read(self.db, ask.since, ask.until, READ_OPTIONS)
+        return json_response({"since": timeutil.format(ask.since), "until": timeutil.format(ask.until),
+                              "step": ask.step, **trend_store.bucket(minutes, ask.since, ask.until, ask.step,
+                                                                   ask.provider)})
 
     # ---- the DCM control-plane's read API --------------------------------------------------------
     def _dcm(self, request: flask.Request, rest: str) -> flask.Response:

@@ -3,7 +3,7 @@
 Billing listens to the status-changed topic (the proposal's "Instance Stopped"
 story: no new API from the core team). It stores transitions, not running
 totals: the usage intervals are a pure function of the stored transition set
-(``shared.billing.intervals``), computed when a report asks. That is what
+(``shared.state.usage.intervals``), computed when a report asks. That is what
 makes billing correct under at-least-once delivery and out-of-order arrival:
 
 - a redelivered change rewrites the same ``transitions/{changeEventId}``

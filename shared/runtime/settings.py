@@ -19,6 +19,7 @@ from dcm_status_contracts.errors import ConfigError
 from dcm_status_contracts.outputs import Redaction
 
 from shared.state.model import STALE_SHARDS, FlapPolicy
+from shared.state.usage.rates import RateCard, RateCardError
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,9 @@ class Settings:
     # sweep's alike; fewer on a local stack, whose emulator scans each value of an "in" on its own
     stale_shards: int = 360  # DCM_STALE_SHARDS, 1..360 (shared/state/model.py STALE_SHARDS)
     stats_every_seconds: int = 900  # DCM_STATS_EVERY_SECONDS
+    # the rate cards /v1/usage prices with, by name (DCM_RATE_CARDS: name=file,...; files of the deployment,
+    # read at start: a request names a card, never a file)
+    rate_cards: Mapping[str, RateCard] = field(default_factory=dict)
 
     def profile(self, provider: str) -> ProviderProfile:
         return self.provider_profiles.get(provider) or ProviderProfile()
@@ -313,7 +317,44 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         summary_every_seconds=_int(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
         stale_shards=_stale_shards(env),
         stats_every_seconds=_int(env, "DCM_STATS_EVERY_SECONDS", 900),
+        rate_cards=_rate_cards(env.get("DCM_RATE_CARDS", "")),
     )
+
+
+RATE_CARD_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+
+
+def _rate_cards(text: str) -> dict[str, RateCard]:
+    """DCM_RATE_CARDS: the rate cards by name, either a JSON object ``{name: card}`` (Terraform's ``rate_cards``,
+    jsonencoded) or ``name=path`` pairs, comma-separated, each a rate card file of the deployment
+    (examples/rates.yaml; the local stack's). ConfigError for a bad name, a missing file or a card that does not
+    parse: the api does not start with a card it cannot price by."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            given = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"DCM_RATE_CARDS is not a JSON object of rate cards: {exc}") from exc
+        pairs = list(given.items())
+    else:
+        pairs = []
+        for pair in (p.strip() for p in text.split(",") if p.strip()):
+            name, sep, path = pair.partition("=")
+            if not sep or not path.strip():
+                raise ConfigError(f"DCM_RATE_CARDS must be a JSON object or name=path pairs, got {pair[:80]!r}")
+            pairs.append((name.strip(), path.strip()))
+    cards: dict[str, RateCard] = {}
+    for name, card in pairs:
+        if not isinstance(name, str) or not RATE_CARD_NAME.fullmatch(name):
+            raise ConfigError(f"DCM_RATE_CARDS: a card's name is lower-case letters, digits, - and _ (at most 40), "
+                              f"got {str(name)[:80]!r}")
+        if name in cards:
+            raise ConfigError(f"DCM_RATE_CARDS names {name!r} twice")
+        try:
+            cards[name] = RateCard.load(card) if isinstance(card, str) else RateCard.from_dict(card)
+        except (OSError, RateCardError) as exc:
+            raise ConfigError(f"DCM_RATE_CARDS {name}: {exc}") from exc
+    return cards
 
 
 @dataclass(frozen=True)

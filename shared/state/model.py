@@ -30,6 +30,8 @@ change feed is read by. No I/O.
 - ``aggregates/{summary|stats}``: the fleet summary and the pipeline's accounting as of a time, one
   document each (shared/state/snapshots.py), written by the sweep on its schedule and served by the api:
   a reader costs one read, not the counts.
+- ``trends/{YYYYMMDDTHHMM}``: the pipeline's counts of one minute per provider (shared/state/trends.py),
+  written by the sweep, served by ``/v1/trends``; kept as long as history.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ PROVIDERS = "providers"
 SUMMARIES = "summaries"
 CALLBACK_SUMMARY = "callbacks"  # the document of SUMMARIES that sums up the callbacks
 AGGREGATES = "aggregates"
+TRENDS = "trends"  # the pipeline's counts per minute and provider (shared/state/trends.py)
 
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"

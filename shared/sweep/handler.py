@@ -50,6 +50,9 @@ one read per 1,000 index entries, 3 x the fleet / 1,000 in all, + one count per 
 provider), and, every ``stats_every_seconds``, the pipeline's accounting (counts over the whole ledger).
 The api serves them: a reader costs one read. A tick whose snapshot write loses to another writer's
 (a tick redelivered, or two at once) leaves that one in place.
+
+Trends (shared/state/trends.py): the current minute's counts per provider at the summary's pace, one document
+a minute (4 aggregation queries per provider and window: one read each up to 1,000 entries counted).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
 from shared.runtime.settings import Settings
-from shared.state import aggregates, resources, snapshots
+from shared.state import aggregates, resources, snapshots, trends
 from shared.state.model import (
     DOCUMENT_WRITES,
     HOT_QUIET,
@@ -204,6 +207,20 @@ class Sweep:
         except Transient as exc:
             log.warning("sweep tick failed to write the aggregates' snapshot; the next tick writes it",
                         extra={"error": str(exc)})  # "sweep tick failed": the sweep_failures metric counts it
+        try:
+            self.trends(now)
+        except Transient as exc:
+            log.warning("sweep tick failed to write the trends; the next tick completes them",
+                        extra={"error": str(exc)})
+
+    def trends(self, now_dt: Any) -> list[str]:
+        """The pipeline's counts per minute and provider (shared/state/trends.py): the current minute at the
+        summary's pace, and the minutes the last writes left open; returns the minutes written."""
+        with fs.guard("Firestore query"):
+            done = trends.record(self.db, self.providers, now_dt, self.summary_every, COUNTING)
+        if done:
+            log.info("trends written", extra={"minutes": done})
+        return done
 
     def snapshot(self, now_dt: Any) -> list[str]:
         """Write the snapshots that are due (the summary each tick, the accounting every ``stats_every``);

@@ -22,7 +22,7 @@ from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.status_update import StatusUpdate
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.billing import report as billing_report
+from shared.state.usage import report as billing_report
 from shared.billing.store import BillingStore
 from shared.upsert.decide import resource_document
 from tests.e2e.conftest import wait_until
@@ -191,7 +191,7 @@ def test_shuffled_duplicated_fleet_gives_exact_resource_hours(e2e, uid):
         assert computed == expected, label
 
     # the rate card prices every row; cost = hours x rate, exactly
-    from shared.billing.rates import RateCard
+    from shared.state.usage.rates import RateCard
     prices = {"vm": 0.5, "container": 0.25, "cluster": 1, "volume": 0.01, "network": 3600}
     rates = RateCard.from_dict({"currency": "EUR", "resourceTypes": prices})
     rows = billing_report.report(e2e.db, START, END, ["resourceType"], daily=False, rates=rates, tenant=tenant)

@@ -113,7 +113,9 @@ SHAPES = {"push": post_push, "binary": post_eventarc_binary, "structured": post_
 
 # ---- the api, every answer checked against its OpenAPI document ------------------------------------
 OPENAPI = OpenAPI.from_file_path(str(SCHEMAS / "openapi" / "status-api-v1.json"),
-                                 config=Config(extra_media_type_deserializers={"application/problem+json": orjson.loads}))
+                                 config=Config(extra_media_type_deserializers={
+                                     "application/problem+json": orjson.loads,
+                                     "text/csv": lambda body: body.decode()}))  # /v1/usage?format=csv
 
 
 class Checked:

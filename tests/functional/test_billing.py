@@ -18,7 +18,7 @@ from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.status_update import StatusUpdate
 
-from shared.billing import report as billing_report
+from shared.state.usage import report as billing_report
 from shared.billing.store import BILLING_RESOURCES, TRANSITIONS, BillingStore
 from shared.upsert.decide import resource_document
 from tests.functional.conftest import post_push
@@ -164,7 +164,7 @@ def test_a_resource_that_moved_tenants_is_split_between_them(billing, firestore,
 def test_the_report_reads_page_by_page(billing, firestore, rpcs, monkeypatch):
     """Each page of a query is one RPC with its own deadline: a whole collection group in one stream would
     have to finish within one. Pages of 2 give the same report as one page."""
-    from shared.billing import store
+    from shared.state.usage import transitions as store
 
     t = {"tenant": "paged"}
     for i in range(3):

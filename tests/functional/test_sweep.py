@@ -183,6 +183,7 @@ def test_a_tick_that_fails_is_acked_the_next_one_does_the_work(sweep, monkeypatc
         raise Transient("Firestore query failed: unavailable")
     monkeypatch.setattr(Sweep, "_open_batches", down)
     monkeypatch.setattr(Sweep, "snapshot", lambda self, now: down(self))  # the aggregates' snapshots: the same
+    monkeypatch.setattr(Sweep, "trends", lambda self, now: down(self))  # the trends: the same
     assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "t"}), {}, "t-down").status_code == 200
 
 
@@ -336,10 +337,12 @@ class CountingReads:
         return attr
 
 
-def test_an_idle_tick_reads_no_more_at_six_hundred_resources_than_at_one_hundred(firestore, publisher):
+def test_an_idle_tick_reads_no_more_at_six_hundred_resources_than_at_one_hundred(firestore, publisher, monkeypatch):
     """Every query of the sweep is an indexed one: with nothing stale, silent, hot or open, what it reads
     does not grow with the resources held. (The aggregates' snapshots, not due here, do: they are counts,
-    one read per 1,000 index entries, tests/functional/test_aggregates.py.)"""
+    one read per 1,000 index entries, tests/functional/test_aggregates.py. The trends, left out here, read the
+    minutes they wrote and count a minute's entries: tests/functional/test_usage_api.py.)"""
+    monkeypatch.setattr(Sweep, "trends", lambda self, now: [])
     hourly = replace(settings.from_env(), summary_every_seconds=3600, stats_every_seconds=3600)
     for kind in snapshots.Kind:
         _, missing = snapshots.read(firestore, kind)

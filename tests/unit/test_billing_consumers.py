@@ -296,7 +296,7 @@ def _stored(changes: list[Change]) -> list[dict]:
 
 
 def test_old_side_recovers_a_same_status_report_that_upsert_did_not_announce():
-    from shared.billing.intervals import per_day, usage
+    from shared.state.usage.intervals import per_day, usage
     from shared.billing.store import to_transition
 
     run10 = _update("RUNNING", "2026-03-01T10:00:00Z", "r10")

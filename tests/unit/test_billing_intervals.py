@@ -1,4 +1,4 @@
-"""Interval arithmetic: a pure function of the transition set (shared.billing.intervals)."""
+"""Interval arithmetic: a pure function of the transition set (shared.state.usage.intervals)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from shared.billing.intervals import (
+from shared.state.usage.intervals import (
     BILLABLE,
     Interval,
     Transition,
@@ -48,7 +48,7 @@ def test_billable_states_per_type():
 def test_every_billable_state_exists_in_its_status_schema():
     from dcm_status_contracts.schemas import registry
 
-    from shared.billing.intervals import BILLABLE_ONCE_SERVED
+    from shared.state.usage.intervals import BILLABLE_ONCE_SERVED
 
     reg = registry()
     for resource_type, states in list(BILLABLE.items()) + list(BILLABLE_ONCE_SERVED.items()):

@@ -13,9 +13,9 @@ import pytest
 from infra.cli.billing import split_by
 from infra.cli.common import parse_time
 from infra.console import billing_table
-from shared.billing.intervals import Transition, usage
-from shared.billing.rates import RateCard, RateCardError
-from shared.billing.report import ResourceUsage, aggregate, dimension, to_csv, totals
+from shared.state.usage.intervals import Transition, usage
+from shared.state.usage.rates import RateCard, RateCardError
+from shared.state.usage.report import ResourceUsage, aggregate, dimension, to_csv, totals
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -86,7 +86,7 @@ def test_unpriced_resource_type_has_no_cost_rather_than_zero():
 
 
 def test_example_rate_card_loads_and_prices_every_resource_type():
-    from shared.billing.intervals import BILLABLE
+    from shared.state.usage.intervals import BILLABLE
 
     rates = RateCard.load(REPO / "examples" / "rates.yaml")
     assert rates.currency == "EUR"

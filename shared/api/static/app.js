@@ -409,8 +409,10 @@
   }
   // A snapshot replaces the counts; the changes committed after its asOf are not in it: applied again.
   function takeSummary(body) {
+    const newer = !S.summary || S.summary.asOf !== body.asOf;
     S.pending = S.pending.filter((c) => c.committedAt > body.asOf);
     S.summary = body;
+    if (newer) window.dcmCharts.onSnapshot(body.asOf);  // the sweep wrote the trends with it: the charts read them
     for (const c of S.pending) moveSummary(body, c);
   }
   function renderAsOf() {
@@ -517,6 +519,7 @@
     if (!c || !c.id || S.seen.has(c.id)) return;  // delivered twice: live, then settled after a reconnect
     remember(c.id);
     S.changesSeen += 1;
+    window.dcmCharts.onChange(c);
     addToFeed(c, true);
     if (R.key === c.key) reloadResourceSoon();
     if (c.late) return;  // history, not the current state: no count or row moves
@@ -1048,8 +1051,8 @@
     $('back').href = tableHash();
     document.querySelector('[data-nav="resources"]').href = tableHash();
     for (const a of document.querySelectorAll('[data-nav]')) {
-      const active = (a.dataset.nav === 'resources') === (location.hash.startsWith('#/resources'))
-        && S.view === 'dashboard';
+      const active = a.dataset.nav === 'usage' ? S.view === 'usage'
+        : (a.dataset.nav === 'resources') === (location.hash.startsWith('#/resources')) && S.view === 'dashboard';
       if (active) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     }
   }
@@ -1057,6 +1060,8 @@
     S.view = view;
     $('view-dashboard').hidden = view !== 'dashboard';
     $('view-resource').hidden = view !== 'resource';
+    $('view-usage').hidden = view !== 'usage';
+    if (view !== 'usage') window.dcmCharts.hideUsage();
   }
   function route() {
     const hash = location.hash.replace(/^#/, '') || '/';
@@ -1077,6 +1082,13 @@
         } catch (_) { /* a malformed escape: said below */ }
       }
       showError(new ApiError(0, 'No such page', `${location.hash} is not #/resource/PROVIDER/TYPE/ID`, ''));
+    }
+    if (path === '/usage') {  // charts.js draws it
+      show('usage');
+      updateNav();
+      document.title = 'dcm-status: usage';
+      window.dcmCharts.showUsage(query);
+      return;
     }
     const wasDashboard = S.view === 'dashboard';
     show('dashboard');
@@ -1140,6 +1152,7 @@
     showError(e.reason instanceof ApiError ? e.reason : new ApiError(0, 'The dashboard hit an error', String(e.reason), '')));
 
   function start() {
+    window.dcmCharts.start();
     wire();
     route();
     S.lastRefresh = Date.now();

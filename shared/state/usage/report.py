@@ -20,9 +20,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from dcm_status_contracts import timeutil
 
-from shared.billing.intervals import Interval, as_datetime, usage
-from shared.billing.rates import RateCard
-from shared.billing.store import BillingStore
+from shared.state.usage.intervals import Interval, as_datetime, usage
+from shared.state.usage.rates import RateCard
+from shared.state.usage.transitions import TransitionReader
 
 DIMENSIONS = ("provider", "resourceType", "tenant", "region", "environment", "resource", "status")
 ALIASES = {"type": "resourceType", "resource_type": "resourceType", "key": "resource", "resources": "resource"}
@@ -60,18 +60,19 @@ def window(start: datetime | str, end: datetime | str, now: datetime | None = No
 
 def resource_usage(db, start: datetime | str, end: datetime | str, *, now: datetime | None = None,
                    provider: str | None = None, resource_type: str | None = None, tenant: str | None = None,
-                   workers: int = 8) -> list[ResourceUsage]:
+                   workers: int = 8, options: Mapping[str, Any] | None = None) -> list[ResourceUsage]:
     """Every resource's billable intervals in the window, split per UTC day.
 
     Reads every transition of the resources the filters select (``BillingStore.transition_sets``), not
     only those before the window's end: that pruning would need a range index on a transition time over
     the whole collection group, a sequentially increasing value written at the change rate (docs/billing.md).
+    ``options``: each query page's retry and timeout (the caller's).
     """
     start_dt, horizon = window(start, end, now)
     if horizon <= start_dt:
         return []
     out = []
-    for r in BillingStore(db).transition_sets(provider, resource_type, tenant, workers=workers):
+    for r in TransitionReader(db, options).transition_sets(provider, resource_type, tenant, workers=workers):
         intervals = usage(r.transitions, r.resource_type, start_dt, horizon, now=horizon)
         if tenant:
             intervals = [iv for iv in intervals if iv.labels.get("tenant") == tenant]
@@ -121,9 +122,10 @@ def aggregate(usages: Iterable[ResourceUsage], by: Sequence[str] = ("resourceTyp
 def report(db, start: datetime | str, end: datetime | str, by: Sequence[str] = ("resourceType",), *,
            daily: bool = True, rates: RateCard | None = None, now: datetime | None = None,
            provider: str | None = None, resource_type: str | None = None,
-           tenant: str | None = None) -> list[dict[str, Any]]:
+           tenant: str | None = None, options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Usage rows for ``[start, min(end, now))``; see ``aggregate`` for the row shape."""
-    usages = resource_usage(db, start, end, now=now, provider=provider, resource_type=resource_type, tenant=tenant)
+    usages = resource_usage(db, start, end, now=now, provider=provider, resource_type=resource_type, tenant=tenant,
+                            options=options)
     return aggregate(usages, by, daily=daily, rates=rates)
 
 
@@ -155,10 +157,34 @@ def cell(column: str, value: Any) -> str:
     return str(value)
 
 
-def to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection, OWASP): a text cell that
+# does is written with a leading apostrophe, which spreadsheets show as text. Numbers are ours, never negative.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def columns_for(by: Sequence[str], *, daily: bool = True, rated: bool = False) -> list[str]:
+    """The columns of the rows ``aggregate`` makes, in their order (a CSV's header, even with no row):
+    ``[day,]`` the dimensions, ``resources, seconds, hours[, cost, currency]``."""
+    return [*(["day"] if daily else []), *(dimension(d) for d in by), "resources", "seconds", "hours",
+            *(["cost", "currency"] if rated else [])]
+
+
+def safe_cell(value: Any) -> Any:
+    """A CSV cell that no spreadsheet runs: text starting like a formula gets a leading apostrophe."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def to_csv(rows: Sequence[Mapping[str, Any]], header: Sequence[str] | None = None, line_end: str = "\n") -> str:
+    """The rows as CSV: a header row (``header``, else the first row's keys; nothing at all for no rows and no
+    header), one line per row, text cells neutralised (``safe_cell``). ``line_end="\r\n"``: RFC 4180's."""
+    fields = list(header) if header is not None else columns(rows)
     buf = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buf, fieldnames=columns(rows), lineterminator="\n")
+    if fields:
+        writer = csv.DictWriter(buf, fieldnames=fields, lineterminator=line_end)
         writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
+        writer.writerows({k: safe_cell(r.get(k)) for k in fields} for r in rows)
     return buf.getvalue()

@@ -40,7 +40,8 @@ os.environ.setdefault("DCM_PROJECT", "bench")
 import orjson  # noqa: E402
 from dcm_status_contracts import status_changed  # noqa: E402
 from dcm_status_contracts.model import PubSubMessage  # noqa: E402
-from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event  # noqa: E402
 
 from infra.local import emulators  # noqa: E402
 from infra.topology import load  # noqa: E402
@@ -247,7 +248,7 @@ def main() -> None:
         topic = s.ingress_topic("aws")
 
         def event(rid: str, status: str, at: str, eid: str, message: str = "up") -> tuple[bytes, dict]:
-            return to_pubsub_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
+            return to_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
 
         def measure(name: str, n: int, send) -> dict:
             tally.clear()

@@ -33,7 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event  # noqa: E402
 
 from infra import nats_accounts  # noqa: E402
 from infra.local import emulators, natsserver  # noqa: E402
@@ -93,7 +94,7 @@ def messages(n: int) -> list[tuple[str, str, bytes]]:
         provider, rid = PROVIDERS[i % len(PROVIDERS)], f"vm-{i % 500}"
         event = build_event(provider, "vm", rid, ["RUNNING", "STOPPED"][i % 2], "bench", event_id=f"bench-{i}",
                             source=f"{provider}-bench")
-        out.append((provider, f"{provider}/vm/{rid}", to_pubsub_message(event)[0]))
+        out.append((provider, f"{provider}/vm/{rid}", to_message(event)[0]))
     return out
 
 

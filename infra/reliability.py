@@ -46,7 +46,8 @@ from typing import Any, Callable
 
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey, event_identity
-from dcm_status_contracts.status_report import build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import build_event
 from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
 from google.api_core.exceptions import DeadlineExceeded, ServiceUnavailable
 from google.cloud.firestore_v1.base_query import FieldFilter
@@ -214,7 +215,7 @@ class Harness:
         source = source or f"{provider}-reliability"
         event = build_event(provider, rtype, rid, status, status.lower(), event_id=event_id,
                             time=timeutil.format(at), source=source)
-        futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_pubsub_message(event)[0],
+        futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_message(event)[0],
                                          uuid.uuid4().hex))  # one id per publication, its retries share it
         self.record(ledger, provider, rid, status, at, event_id, rtype, source)
 
@@ -640,7 +641,7 @@ def poisoned_nats(h: Harness, n: int = POISON) -> Row:
     tag = f"p{uuid.uuid4().hex[:6]}"
     long_key = "ce-" + "x" * 300
     base = datetime.now(timezone.utc) - timedelta(hours=1)
-    poison = [nats.publish(poisoned, "dcm.vm", to_pubsub_message(build_event(
+    poison = [nats.publish(poisoned, "dcm.vm", to_message(build_event(
         poisoned, "vm", f"{tag}-poison-{i}", "RUNNING", "poison", event_id=f"{tag}-poison-{i}"))[0],
         uuid.uuid4().hex, {long_key: "x"}) for i in range(n)]
     futures: list[Future] = []
@@ -753,7 +754,7 @@ def spoofing(h: Harness, n: int) -> Row:
     pending = []
     for i in range(n):  # azure's events, published on aws's topic
         event = build_event("azure", "vm", f"spoof-{i}", "RUNNING", "not mine", event_id=f"spoof-{uuid.uuid4().hex}")
-        data, attrs = to_pubsub_message(event)
+        data, attrs = to_message(event)
         pending.append((h.topo.topic("ingress", "aws"), h.publisher.publish(h.topic("aws"), data, **attrs)))
         ledger.published += 1
     ledger.invalid += [(t, f.result(timeout=60)) for t, f in pending]

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import click
 from dcm_status_contracts.identity import provider_name_problem
 from dcm_status_contracts.model import ResourceKey
-from dcm_status_contracts.status_report import BindingMode
+from dcm_status_contracts.pubsub_binding import BindingMode
 from google.api_core import exceptions as gexc
 
 from infra.cli.common import connect
@@ -358,7 +358,8 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     from dcm_status_contracts.errors import Rejected
     from dcm_status_contracts.model import CommonStatus, PubSubMessage
     from dcm_status_contracts.schemas import status_token
-    from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
+    from dcm_status_contracts.pubsub_binding import to_message
+    from dcm_status_contracts.status_report import ReportForm, build_event
 
     from shared.ingest.normalize import normalize_message
     from shared.runtime import settings as settings_module
@@ -375,7 +376,7 @@ def publish(provider_name: str, resource_type: str, resource_id: str, status: st
     event = build_event(provider_name, resource_type, resource_id, status, message, event_id=event_id,
                         time=event_time, last_transition_time=event_time, form=form, output_spec=output_spec,
                         outputs=outputs)
-    data, attrs = to_pubsub_message(event, BindingMode(mode))  # published as is: checked first unless --no-validate
+    data, attrs = to_message(event, BindingMode(mode))  # published as is: checked first unless --no-validate
     if not no_validate:
         logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
         try:

@@ -41,19 +41,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cloudevents.http import CloudEvent
 from dcm_status_contracts import cloud_native_event as cne
-from dcm_status_contracts import resync, status_report, timeutil, trace_context
+from dcm_status_contracts import limits, resync, timeutil, trace_context
 from dcm_status_contracts.errors import DcmError
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.outputs import carried
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.schemas import status_token
-from dcm_status_contracts.status_report import (
-    BindingMode,
-    ReportForm,
-    build_event,
-    check,
-    to_pubsub_message,
-)
+from dcm_status_contracts.ingress import INGRESS_TOPIC_TEMPLATE
+from dcm_status_contracts.pubsub_binding import BindingMode, from_message, to_message
+from dcm_status_contracts.status_report import ReportForm, build_event, check
 
 from .coalesce import Coalescer, Offer, TokenBucket
 from .mapping import MappedStatus
@@ -61,7 +57,6 @@ from .refusal import PublishRefused, Refusal, refusal_of
 from .sequence import SequenceCounter
 
 log = logging.getLogger("dcm_status_sdk")
-INGRESS_TOPIC = "dcm-status-ingress-{provider}"
 
 
 class Backlogged(DcmError):
@@ -78,7 +73,7 @@ class FlushTimeout(DcmError):
 class ReporterConfig:
     project: str
     provider: str
-    topic: str = INGRESS_TOPIC  # {provider} is replaced
+    topic: str = INGRESS_TOPIC_TEMPLATE  # {provider} is replaced
     source: str | None = None  # default dcm/providers/{provider}
     form: ReportForm = ReportForm.CURRENT
     binding: BindingMode = BindingMode.STRUCTURED
@@ -90,7 +85,7 @@ class ReporterConfig:
     max_pending: int = 100_000  # resources waiting to be published
     max_block_seconds: float = 0.5  # the longest report() waits for room
     sequence_file: str | Path | None = None  # keeps the sequence above its last value across restarts
-    max_event_bytes: int = 64 * 1024  # ingest's default limit
+    max_event_bytes: int = limits.MAX_EVENT_BYTES  # ingest's default limit
     batch_max_messages: int = 100  # per Publish RPC (several resources in one)
     max_concurrent_batches: int = 4  # Publish RPCs in flight; beyond, reports wait (and coalesce)
     publish_timeout_seconds: float = 30.0  # one Publish RPC, its own retries included
@@ -130,7 +125,7 @@ class _Outgoing:
 
     def message(self, binding: BindingMode) -> tuple[bytes, dict[str, str]]:
         """The Pub/Sub message: the event in its binding, with its trace context as attributes."""
-        data, attrs = to_pubsub_message(self.event, binding)
+        data, attrs = to_message(self.event, binding)
         return data, {**attrs, **self.trace}
 
 
@@ -254,9 +249,9 @@ class Reporter:
         retried like any report."""
         event = cne.build_event(values, source=source, event_type=event_type, time=time, event_id=event_id,
                                 extensions={"sequence": self._sequence.next()})
-        data, attrs = to_pubsub_message(event, self.config.binding)
-        decoded = status_report.decode(PubSubMessage(data, attrs, "local", topic=self.config.topic_name),
-                                       self.config.max_event_bytes)
+        data, attrs = to_message(event, self.config.binding)
+        decoded = from_message(PubSubMessage(data, attrs, "local", topic=self.config.topic_name),
+                               self.config.max_event_bytes)
         if not cne.is_cloud_native(decoded):
             raise ValueError(f"event type {event_type!r} is DCM's own: report() sends DCM status events")
         cne.check(decoded, self.config.topic_name, self.config.provider)
@@ -291,7 +286,7 @@ class Reporter:
             metadata=state.metadata, resource_specific=state.resource_specific, source=self.config.source,
             form=self.config.form, output_spec=state.output_spec, outputs=state.outputs,
             extensions={**({"sequence": self._sequence.next()} if sequenced else {}), **(extensions or {})})
-        data, attrs = to_pubsub_message(event, self.config.binding)
+        data, attrs = to_message(event, self.config.binding)
         checked = check(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.provider,
                         self.config.max_event_bytes)  # ingest's checks: Rejected with its reason
         token = status_token(status)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 from dcm_status_contracts import deadletter as dl
-from dcm_status_contracts import timeutil, trace_context
+from dcm_status_contracts import ingress, timeutil, trace_context
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import clip
 from google.api_core import exceptions as gexc
@@ -198,7 +198,7 @@ class Forwarder:
         except Exception as exc:
             if not permanent(exc):
                 raise
-            ours = {k: v for k, v in attributes.items() if dl.is_platform_attribute(k)}
+            ours = {k: v for k, v in attributes.items() if ingress.is_platform_attribute(k)}
             dropped = len(attributes) - len(ours) + int(attributes.get(dl.ATTRIBUTES_DROPPED, "0") or 0)
             await self._publish(path, plan.inbound.data, {**ours, dl.ATTRIBUTES_DROPPED: str(dropped)})
 

@@ -16,6 +16,12 @@ from typing import Any, Mapping
 
 from dcm_status_contracts import limits, timeutil
 from dcm_status_contracts.errors import ConfigError
+from dcm_status_contracts.ingress import (
+    INGRESS_SUBSCRIPTION_TEMPLATE,
+    INGRESS_TOPIC_TEMPLATE,
+    REPLAY_TOPIC_NAME,
+    Origins,
+)
 from dcm_status_contracts.outputs import Redaction
 
 from shared.state.model import STALE_SHARDS, FlapPolicy
@@ -126,8 +132,8 @@ class Settings:
     stream_seconds: float = 300.0  # a live stream ends after this long; EventSource reconnects at once
     topic_callbacks: str = "dcm-status-callbacks"
     topic_callbacks_retry: str = "dcm-status-callbacks-retry"
-    topic_replay: str = "dcm-status-replay"  # only the replay path publishes here; ingest trusts its replay markers
-    ingress_subscriptions: tuple[str, ...] = ("dcm-ingest-{provider}",)  # subscriptions on each ingress topic
+    topic_replay: str = REPLAY_TOPIC_NAME  # only the replay path publishes here; ingest trusts its replay markers
+    ingress_subscriptions: tuple[str, ...] = (INGRESS_SUBSCRIPTION_TEMPLATE,)  # subscriptions on each ingress topic
     hook_timeout_seconds: float = 10.0  # a receiver that has not answered by then has failed this attempt
     callback_concurrency: int = 8  # calls at once to one fast receiver from one instance (first lane)
     freshness_default: Mapping[str, Any] = field(default_factory=dict)  # topology.yaml's freshness
@@ -185,12 +191,11 @@ class Settings:
     def topic_path(self, topic: str) -> str:
         return f"projects/{self.project}/topics/{topic}"
 
-    def provider_of_topic(self, topic: str) -> str | None:
-        """The provider whose ingress topic this is, or None."""
-        prefix, _, suffix = self.ingress_topic_template.partition("{provider}")
-        if topic.startswith(prefix) and topic.endswith(suffix) and len(topic) > len(prefix) + len(suffix):
-            return topic[len(prefix): len(topic) - len(suffix)]
-        return None
+    @property
+    def origins(self) -> Origins:
+        """What a message's origin proves, with these settings' names (which provider a topic is for:
+        ``topic_provider``)."""
+        return Origins(self.ingress_topic_template, self.ingress_subscriptions, self.topic_replay)
 
     def ingress_topic(self, provider: str) -> str:
         return self.ingress_topic_template.replace("{provider}", provider)
@@ -254,23 +259,41 @@ def _local_mode(env: Mapping[str, str]) -> bool:
     return True
 
 
+def _template(env: Mapping[str, str], name: str, default: str) -> str:
+    """A topic template of the environment: it must name ``{provider}``."""
+    value = env.get(name, default)
+    if "{provider}" not in value:
+        raise ConfigError(f"{name} must contain '{{provider}}', got {value!r}")
+    return value
+
+
+def _api_callers(env: Mapping[str, str]) -> dict[str, Any]:
+    """Who the api lets in (its admins, the audiences of the tokens it verifies) and how much each may hold."""
+    return dict(
+        api_admins=tuple(a.strip() for a in env.get("DCM_API_ADMINS", "").split(",") if a.strip()),
+        api_iap=_flag(env, "DCM_API_IAP"),
+        api_audiences=tuple(a.strip() for a in env.get("DCM_API_AUDIENCE", "").split(",") if a.strip()),
+        api_iap_audience=env.get("DCM_API_IAP_AUDIENCE", "").strip() or None,
+        max_callbacks_per_caller=int(env.get("DCM_MAX_CALLBACKS_PER_CALLER", "100")),
+        max_callbacks=int(env.get("DCM_MAX_CALLBACKS", "10000")),
+        max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
+        max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
+    )
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """The settings the deployer put in the environment (``os.environ`` unless given)."""
     env = os.environ if env is None else env
     project = env.get("DCM_PROJECT") or env.get("GOOGLE_CLOUD_PROJECT")
     if not project:
         raise ConfigError("set DCM_PROJECT (or GOOGLE_CLOUD_PROJECT) to the Google Cloud project id")
-    template = env.get("DCM_INGRESS_TOPIC_TEMPLATE", "dcm-status-ingress-{provider}")
-    normalized = env.get("DCM_NORMALIZED_TOPIC_TEMPLATE", "dcm-status-normalized-{provider}")
-    for name, value in (("DCM_INGRESS_TOPIC_TEMPLATE", template), ("DCM_NORMALIZED_TOPIC_TEMPLATE", normalized)):
-        if "{provider}" not in value:
-            raise ConfigError(f"{name} must contain '{{provider}}', got {value!r}")
+    ingress_topic_template = _template(env, "DCM_INGRESS_TOPIC_TEMPLATE", INGRESS_TOPIC_TEMPLATE)
     return Settings(
         project=project,
-        normalized_topic_template=normalized,
+        normalized_topic_template=_template(env, "DCM_NORMALIZED_TOPIC_TEMPLATE", "dcm-status-normalized-{provider}"),
         topic_changed=env.get("DCM_TOPIC_CHANGED", "dcm-status-changed"),
         topic_deadletter=env.get("DCM_TOPIC_DEADLETTER", "dcm-status-deadletter"),
-        ingress_topic_template=template,
+        ingress_topic_template=ingress_topic_template,
         ledger_ttl_days=int(env.get("DCM_LEDGER_TTL_DAYS", "7")),
         deadletter_ttl_days=int(env.get("DCM_DEADLETTER_TTL_DAYS", "30")),
         max_event_bytes=int(env.get("DCM_MAX_EVENT_BYTES", str(limits.MAX_EVENT_BYTES))),
@@ -284,9 +307,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         stream_seconds=float(env.get("DCM_STREAM_SECONDS", "300")),
         topic_callbacks=env.get("DCM_TOPIC_CALLBACKS", "dcm-status-callbacks"),
         topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
-        topic_replay=env.get("DCM_TOPIC_REPLAY", "dcm-status-replay"),
-        ingress_subscriptions=tuple(s for s in env.get("DCM_INGRESS_SUBSCRIPTION", "dcm-ingest-{provider}").split(",")
-                                    if s),
+        topic_replay=env.get("DCM_TOPIC_REPLAY", REPLAY_TOPIC_NAME),
+        ingress_subscriptions=tuple(
+            s for s in env.get("DCM_INGRESS_SUBSCRIPTION", INGRESS_SUBSCRIPTION_TEMPLATE).split(",") if s),
         hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
         callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "8")),
         freshness_default=_freshness(env.get("DCM_FRESHNESS", "")),
@@ -295,16 +318,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         hook_ports=_ports(env.get("DCM_HOOK_PORTS", "")),
         callback_keys_secret=env.get("DCM_CALLBACK_KEYS_SECRET") or None,
         callback_keys_file=env.get("DCM_CALLBACK_KEYS_FILE") or None,
-        api_admins=tuple(a.strip() for a in env.get("DCM_API_ADMINS", "").split(",") if a.strip()),
-        api_iap=_flag(env, "DCM_API_IAP"),
-        api_audiences=tuple(a.strip() for a in env.get("DCM_API_AUDIENCE", "").split(",") if a.strip()),
-        api_iap_audience=env.get("DCM_API_IAP_AUDIENCE", "").strip() or None,
-        max_callbacks_per_caller=int(env.get("DCM_MAX_CALLBACKS_PER_CALLER", "100")),
-        max_callbacks=int(env.get("DCM_MAX_CALLBACKS", "10000")),
+        **_api_callers(env),
         min_rotation_grace_seconds=int(env.get("DCM_MIN_ROTATION_GRACE_SECONDS", "60")),
         callback_view_ttl_seconds=_seconds(env, "DCM_CALLBACK_VIEW_TTL", 10.0),
-        max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
-        max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
         trace_exporter=_trace_exporter(env),
         trace_dir=env.get("DCM_TRACE_DIR") or None,
         trace_sample_ratio=_ratio(env, "DCM_TRACE_SAMPLE_RATIO"),

@@ -16,7 +16,7 @@ import nats
 import orjson
 import pytest
 from dcm_status_contracts.model import ResourceKey
-from dcm_status_contracts.status_report import BindingMode, binding_mode
+from dcm_status_contracts.pubsub_binding import BindingMode, mode_of
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
 from infra.local.natsserver import NATS_INGRESS, ingress_report
@@ -77,7 +77,7 @@ def vm_event(provider_source: str, vm: str, status: str = "RUNNING", **extra: An
 def unique(sample: samples.Sample, suffix: str) -> tuple[bytes, dict[str, str]]:
     """The sample's bytes with its resource and event ids made unique to this run (as test_upstream.py does)."""
     body = orjson.loads(sample.data)
-    binary = binding_mode(sample.attributes) is BindingMode.BINARY
+    binary = mode_of(sample.attributes) is BindingMode.BINARY
     (body if binary else body["data"])["id"] += suffix
     attributes = dict(sample.attributes)
     if binary:

@@ -14,7 +14,7 @@ from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import limits
 from google.api_core import exceptions as gexc
 from dcm_status_contracts.errors import ConfigError, Reason, Rejected
-from dcm_status_contracts.status_report import BindingMode, binding_mode
+from dcm_status_contracts.pubsub_binding import BindingMode, mode_of
 
 from infra import nats_accounts
 from infra.topology import load
@@ -68,7 +68,7 @@ def test_binary_headers_become_the_pubsub_binding_attributes():
     headers = {"ce-specversion": "1.0", "ce-id": "e-2", "ce-source": "dcm/providers/osac-sp-vm",
                "ce-type": "dcm.status.vm", "Content-Type": "application/json", "Other": "x"}
     out = route(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), NATS, SETTINGS)
-    assert binding_mode(out.attributes) is BindingMode.BINARY
+    assert mode_of(out.attributes) is BindingMode.BINARY
     assert out.attributes == {**{k: v for k, v in headers.items() if k.startswith("ce-")},
                               "content-type": "application/json", STREAM_SEQUENCE: "7", SUBJECT: "dcm.vm"}
     assert out.resource_key == "osac/vm/vm-2"

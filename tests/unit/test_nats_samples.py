@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from dcm_status_contracts import ingress
 from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Rejected
 from dcm_status_contracts.model import PubSubMessage
@@ -38,7 +39,7 @@ def through_the_ingress(sample: samples.Sample) -> PubSubMessage:
                       "2026-11-28T13:05:10Z")
     out = route(inbound, NATS, SETTINGS)
     message = PubSubMessage(out.data, dict(out.attributes), inbound.message_id, inbound.published_at, out.topic)
-    return admit(message, dl.Origins.of(SETTINGS))
+    return admit(message, SETTINGS.origins)
 
 
 def test_every_producer_has_samples_naming_its_upstream_file_and_commit():

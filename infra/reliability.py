@@ -54,7 +54,9 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import nats_accounts
 from infra.local import emulators, natsserver
-from infra.local.stack import REPO_ROOT, LocalStack, StackState, answers_http
+from infra.local.health import answers_http
+from infra.local.stack import LocalStack
+from infra.local.state import REPO_ROOT, StackState
 from infra.local.supervise import children, listening
 from shared.api import queries
 from shared.state import resources
@@ -492,7 +494,7 @@ class IngressWatch:
         from nats.errors import Error as NatsError
 
         state, spec = self.h.state, self.h.topo.nats
-        platform = natsserver.credentials(self.h.stack, state).platform
+        platform = natsserver.credentials(self.h.stack.paths, state.providers).platform
         nc = await nats.connect(state.nats_url, user=platform.user, password=platform.password, connect_timeout=5,
                                 max_reconnect_attempts=-1, error_cb=_quiet)
         js, deadline = nc.jetstream(), time.monotonic() + 300 + self.n / 5

@@ -24,7 +24,8 @@ from infra.cli.errors import Group
 from infra.cli.natspublish import Via, subject_of
 from infra.cli.natspublish import publish as nats_publish
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
-from infra.local.stack import Condition, LocalStack, production_only
+from infra.local.health import Condition
+from infra.local.stack import LocalStack, production_only
 
 
 def _types_and_statuses() -> str:

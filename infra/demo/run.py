@@ -26,7 +26,8 @@ from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
 from infra.local import emulators
 from infra.local.receiver import Receiver
-from infra.local.stack import REPO_ROOT, LocalStack
+from infra.local.stack import LocalStack
+from infra.local.state import REPO_ROOT
 from shared.api import queries
 from shared.api.callbacks import Callbacks
 from shared.api.queries import groups

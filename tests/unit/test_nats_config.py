@@ -135,12 +135,14 @@ def test_the_health_endpoint_binds_loopback_in_local_mode_and_every_interface_on
 
 def test_the_local_stack_runs_its_ingress_in_local_mode(tmp_path):
     from infra.local import natsserver
-    from infra.local.stack import LocalStack, StackState
+    from infra.local.stack import LocalStack
+    from infra.local.state import StackState
 
     stack = LocalStack(state_dir=tmp_path)
     state = StackState(project="p", pubsub={"pid": 0, "port": 1}, firestore={"pid": 0, "port": 2}, providers=["osac"],
                        nats={"pid": 0, "port": 3}, nats_ingress={"pid": 0, "port": 4})
-    settings = settings_module.nats_from_env(natsserver.ingress_env(stack, state))
+    env = natsserver.ingress_env(stack.paths, stack.topology(state).nats, state, stack.function_env(state))
+    settings = settings_module.nats_from_env(env)
     assert settings.health_host == "127.0.0.1" and settings.servers == (state.nats_url,)
 
 

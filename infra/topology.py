@@ -88,7 +88,7 @@ class NatsSpec:
         return self.provider_prefix.replace("{provider}", provider)
 
     def env(self) -> dict[str, str]:
-        """The ingress's settings (shared/runtime/settings.py ``nats_from_env``), beside ``Topology.env()``."""
+        """The ingress's settings (shared/runtime/nats_settings.py ``nats_from_env``), beside ``Topology.env()``."""
         return {
             "NATS_STREAM_NAME": self.stream,
             "NATS_STATUS_SUBJECT": self.subjects,

@@ -108,7 +108,7 @@ async def _declare(url: str, platform: nats_accounts.Identity, env: dict[str, st
     import nats
 
     from shared.nats_ingress.worker import ensure_stream_and_consumer
-    from shared.runtime.settings import nats_from_env
+    from shared.runtime.nats_settings import nats_from_env
 
     nc = await nats.connect(url, user=platform.user, password=platform.password, connect_timeout=5,
                             max_reconnect_attempts=5)

@@ -65,7 +65,7 @@ def production_only(topology: Topology) -> list[str]:
 
 class LocalStack:
     def __init__(self, state_dir: Path | None = None, project: str = DEFAULT_PROJECT):
-        self.paths = StackPaths(state_dir or default_state_dir())
+        self.paths = StackPaths.under(state_dir or default_state_dir())
         self.project = project
         self._providers_changed = False  # by this `up`: the NATS ingress is started again to know them
         self._ingress_stale = False  # its environment changed (a Pub/Sub fault proxy): started again

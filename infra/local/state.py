@@ -23,47 +23,23 @@ def default_state_dir() -> Path:
 
 @dataclass(frozen=True)
 class StackPaths:
-    """Where a stack keeps its files, all under ``state_dir``."""
+    """Where a stack keeps its files, all under ``state_dir`` (``under``)."""
 
     state_dir: Path
+    state_file: Path  # what the stack started: state.json
+    log_dir: Path  # one log per process (or keeper)
+    run_dir: Path  # the keepers' pid files (infra/local/supervise.py)
+    outage_flag: Path  # chaos: while it exists, the Firestore fault proxy cuts the functions off Firestore
+    pubsub_outage_flag: Path  # chaos: while it exists, the NATS ingress's Pub/Sub is cut off
+    callback_keys: Path  # the webhook signing secrets' keyring (DCM_CALLBACK_KEYS_FILE; Secret Manager in production)
+    nats_dir: Path  # the NATS server's configuration, passwords (0600) and JetStream data
+    trace_dir: Path  # the functions' spans, JSON lines (dcm-status trace EVENT_ID)
 
-    @property
-    def state_file(self) -> Path:
-        return self.state_dir / "state.json"
-
-    @property
-    def log_dir(self) -> Path:
-        return self.state_dir / "logs"
-
-    @property
-    def run_dir(self) -> Path:
-        """The keepers' pid files (infra/local/supervise.py)."""
-        return self.state_dir / "run"
-
-    @property
-    def outage_flag(self) -> Path:
-        """Chaos: while it exists, the Firestore fault proxy cuts the functions off Firestore."""
-        return self.state_dir / "firestore-outage"
-
-    @property
-    def pubsub_outage_flag(self) -> Path:
-        """Chaos: while it exists, the NATS ingress's Pub/Sub is cut off."""
-        return self.state_dir / "pubsub-outage"
-
-    @property
-    def callback_keys(self) -> Path:
-        """The webhook signing secrets' keyring (DCM_CALLBACK_KEYS_FILE; Secret Manager in production)."""
-        return self.state_dir / "callback-keys.json"
-
-    @property
-    def nats_dir(self) -> Path:
-        """The NATS server's configuration, passwords (0600) and JetStream data."""
-        return self.state_dir / "nats"
-
-    @property
-    def trace_dir(self) -> Path:
-        """The functions' spans, JSON lines (dcm-status trace EVENT_ID)."""
-        return self.state_dir / "traces"
+    @classmethod
+    def under(cls, state_dir: Path) -> "StackPaths":
+        return cls(state_dir, state_dir / "state.json", state_dir / "logs", state_dir / "run",
+                   state_dir / "firestore-outage", state_dir / "pubsub-outage", state_dir / "callback-keys.json",
+                   state_dir / "nats", state_dir / "traces")
 
     def log(self, name: str) -> Path:
         """The log of the process (or keeper) ``name``."""

@@ -39,7 +39,8 @@ from shared.nats_ingress.health import Health
 from shared.nats_ingress.route import REJECTED_BY, Inbound, Outbound, as_pubsub, known_provider, route
 from shared.runtime import tracing
 from shared.runtime.logs import get_logger
-from shared.runtime.settings import NatsSettings, Settings
+from shared.runtime.nats_settings import NatsSettings
+from shared.runtime.settings import Settings
 
 log = get_logger("nats_ingress")
 FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 1.0, 10.0

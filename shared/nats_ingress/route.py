@@ -37,7 +37,8 @@ from dcm_status_contracts.identity import TRANSPORT_SUBJECT, resolve
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.pubsub_binding import binding_attributes, from_message
 
-from shared.runtime.settings import NatsSettings, Settings
+from shared.runtime.nats_settings import NatsSettings
+from shared.runtime.settings import Settings
 
 STREAM_SEQUENCE = "nats-stream-sequence"  # the message's sequence in the stream
 SUBJECT = TRANSPORT_SUBJECT  # "nats-subject": the subject as the provider published it

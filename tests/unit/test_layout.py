@@ -184,19 +184,25 @@ def infra_arrows() -> dict[str, set[str]]:
     return arrows
 
 
-def test_infra_rooms_import_each_other_in_no_loop():
-    arrows = infra_arrows()
+def first_loop(arrows: dict[str, set[str]]) -> tuple[str, ...]:
+    """The first import loop of ``arrows`` (A -> ... -> A), depth first in name order; () when there is none."""
     done: set[str] = set()
 
-    def visit(room: str, path: tuple[str, ...]) -> None:
-        assert room not in path, "import loop in infra/: " + " -> ".join((*path, room))
-        if room not in done:
-            for target in sorted(arrows.get(room, ())):
-                visit(target, (*path, room))
-            done.add(room)
+    def visit(node: str, path: tuple[str, ...]) -> tuple[str, ...]:
+        if node in path:
+            return (*path[path.index(node):], node)
+        if node in done:
+            return ()
+        loop = next((found for t in sorted(arrows.get(node, ())) if (found := visit(t, (*path, node)))), ())
+        done.add(node)
+        return loop
 
-    for room in sorted(arrows):
-        visit(room, ())
+    return next((found for node in sorted(arrows) if (found := visit(node, ()))), ())
+
+
+def test_infra_rooms_import_each_other_in_no_loop():
+    loop = first_loop(infra_arrows())
+    assert not loop, "import loop in infra/: " + " -> ".join(loop)
 
 
 def module_of(path: Path) -> str:
@@ -235,17 +241,13 @@ def test_no_two_modules_of_infra_or_shared_import_each_other_in_a_loop():
     infra/local/natsserver.py <-> infra/local/stack.py)."""
     arrows = module_arrows()
     assert {"infra.local.stack", "infra.local.natsserver", "dcm_status_contracts.pubsub_binding"} <= set(arrows)
-    done: set[str] = set()
+    loop = first_loop(arrows)
+    assert not loop, "import loop: " + " -> ".join(loop)
 
-    def visit(module: str, path: tuple[str, ...]) -> None:
-        assert module not in path, "import loop: " + " -> ".join((*path[path.index(module):], module))
-        if module not in done:
-            for target in sorted(arrows.get(module, ())):
-                visit(target, (*path, module))
-            done.add(module)
 
-    for module in sorted(arrows):
-        visit(module, ())
+def test_a_loop_between_two_modules_is_found():
+    assert first_loop({"a": {"b"}, "b": {"c"}, "c": {"b"}}) == ("b", "c", "b")
+    assert first_loop({"a": {"b"}, "b": set()}) == ()
 
 
 def test_the_cli_may_run_the_demo_never_the_reverse():

@@ -9,6 +9,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import infra.reliability
 from infra.local.stack import LocalStack
 from infra.reliability.harness import PROVIDERS, Harness
 from infra.reliability.ledger import HEADER, Row
@@ -75,7 +76,7 @@ def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.reliability", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m infra.reliability", description=infra.reliability.__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000, help="messages in the burst and fuzz inputs")
     parser.add_argument("--quick", action="store_true", help="a short run (CI): 300 events")
     parser.add_argument("--write", type=Path, default=None, help="write the table as Markdown here")

@@ -15,7 +15,7 @@ a rejection never carries them (``deadletter.original_attributes``), whereas a
 message Pub/Sub gave up on carries whatever ``dcm-*`` attributes its publisher
 set. A replay marker (``dcm-replay-of``, which names the entry a failure comes
 back to) counts only when the message came through a topic no provider can
-publish to (``deadletter.Origins``): the replay topic or an internal one.
+publish to (``ingress.Origins``): the replay topic or an internal one.
 """
 
 from __future__ import annotations

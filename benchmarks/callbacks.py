@@ -21,7 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -37,30 +37,13 @@ from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 from infra.local import emulators  # noqa: E402
 from infra.local.receiver import Receiver  # noqa: E402
 from infra.local.stack import LocalStack  # noqa: E402
-from shared.notify.handler import Lane, Notify  # noqa: E402
-from shared.notify.store import CallbackStore  # noqa: E402
+from shared.callbacks.store import CallbackStore  # noqa: E402
+from shared.notify.handler import Notify  # noqa: E402
 from shared.runtime import settings  # noqa: E402
 
 LATENCY_SAMPLES = int(os.environ.get("BENCH_CALLBACK_SAMPLES", "100"))
 BURST = int(os.environ.get("BENCH_CALLBACK_BURST", "200"))
 RECEIVERS = 10
-
-
-class CountingPublisher:
-    """What notify would publish in-process (a failed delivery's retry), counted and answered, never sent:
-    the ceiling measures notify's own work, not Pub/Sub's."""
-
-    def __init__(self) -> None:
-        self.published = 0
-
-    def publish(self, topic: str, data: bytes, ordering_key: str = "", **attributes: str) -> Future:
-        self.published += 1
-        future: Future = Future()
-        future.set_result(str(self.published))
-        return future
-
-    def resume_publish(self, topic: str, ordering_key: str) -> None:
-        """Nothing was held back: every publish succeeds."""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -133,7 +116,7 @@ def direct_ceiling(db: firestore.Client, stack_settings: settings.Settings, crea
                    threads: int) -> float:
     """Notify's work per delivery (read the callback, sign + POST, record) in this process."""
     store = CallbackStore(db)
-    notify = Notify(store, CountingPublisher(), stack_settings)
+    notify = Notify(store, None, stack_settings)  # the retry lane publishes nothing: no publisher
     items = list(db.collection("events").where(filter=FieldFilter("provider", "==", "aws")).limit(BURST).stream())
     messages = []
     for n, snap in enumerate(items):
@@ -148,7 +131,7 @@ def direct_ceiling(db: firestore.Client, stack_settings: settings.Settings, crea
             messages.append(PubSubMessage(body, attributes, "m", None, stack_settings.topic_callbacks_retry))
     t = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda m: notify.deliver(m, Lane.RETRY), messages))
+        list(pool.map(notify.retry_lane, messages))
     return len(messages) / (time.perf_counter() - t)
 
 

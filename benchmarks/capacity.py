@@ -63,7 +63,7 @@ MONTH_SECONDS = 30 * 24 * 3600
 COUNTED_CHANGE = {"reads": 1.0, "writes": 3.5, "publishes": 3.0, "invocations": 3.5}
 COUNTED_REREPORT = {"reads": 1.0, "writes": 1.0, "publishes": 2.0, "invocations": 2.0}
 MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
-RESOURCE_FIELDS = 33  # top-level fields of a resource document (shared/upsert/store.py resource_document and the rest)
+RESOURCE_FIELDS = 33  # top-level fields of a resource document (shared/upsert/decide.py resource_document and the rest)
 # benchmarks/pipeline.py's CPU ms per event from /proc (2026-11-25, 600 events on the emulators): ingest 3.4,
 # upsert 5.8 (the emulators' own CPU not counted). Inputs: --ingest-cpu-ms, --upsert-cpu-ms.
 INGEST_CPU_MS, UPSERT_CPU_MS = 3.4, 5.8
@@ -242,7 +242,7 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
             "heartbeat": heartbeat, "hot": min(f.changes + rereports, f.resources * 0.0001 * model.HOT_RATE)}
 
 
-# field => which events write it (shared/upsert/store.py: a change writes the feed entry and the
+# field => which events write it (shared/upsert/decide.py: a change writes the feed entry and the
 # document; a re-report writes the document's last-seen, order fields and deadline; an applied or stale
 # update's ledger entry is its history entry, recordedAt: taken at the change rate)
 # writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep

@@ -18,6 +18,8 @@ Cloud Functions (gen2) Python buildpack expects it::
     shared/<name>/     <- the function's own use-case package, and no other:
                           every file in it, not only *.py (the api's dashboard,
                           shared/api/static/index.html, app.js, app.css)
+    shared/<feature>/  <- each feature package (FEATURES) the use-case package
+                          imports (shared/callbacks/: the api, notify, upsert)
 
 Left out everywhere: __pycache__ and tool caches, dotfiles, *.pyc / *.pyo.
 
@@ -52,6 +54,7 @@ SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
 MANIFEST = "manifest.json"
 SHARED_FOR_ALL = ("runtime", "state")  # every function's zip also holds shared/<its name>/
+FEATURES = ("callbacks",)  # packages of one feature several functions serve: in the zip of each that imports one
 CONTRACTS = "dcm_status_contracts"  # shared/contracts/ as its distribution installs it, carried as source
 CONTRACTS_DIST = "dcm-status-contracts"
 
@@ -128,6 +131,12 @@ def _tree(base: Path, prefix: str, exclude: Iterable[str] = ()) -> dict[str, Pat
     return files
 
 
+def features_of(name: str, root: Path = REPO_ROOT) -> tuple[str, ...]:
+    """The feature packages (FEATURES) that the function's use-case package imports."""
+    source = "\n".join(p.read_text() for p in sorted((root / "shared" / name).rglob("*.py")))
+    return tuple(f for f in FEATURES if re.search(rf"^\s*(from|import) shared\.{f}\b", source, re.M))
+
+
 def entries(name: str, root: Path = REPO_ROOT) -> dict[str, bytes]:
     """arcname -> bytes of one function's zip."""
     fn_dir = root / "functions" / name
@@ -135,7 +144,7 @@ def entries(name: str, root: Path = REPO_ROOT) -> dict[str, bytes]:
         raise SystemExit(f"function {name!r} is declared in infra/topology.yaml but {fn_dir}/main.py is missing")
     files: dict[str, Path] = {p.name: p for p in sorted(fn_dir.glob("*.py")) if _included(p, fn_dir)}
     files["shared/__init__.py"] = root / "shared" / "__init__.py"
-    for package in SHARED_FOR_ALL + (name,):
+    for package in SHARED_FOR_ALL + (name,) + features_of(name, root):
         files.update(_tree(root / "shared" / package, f"shared/{package}"))
     files.update(_contracts(root))
     content = {arc: path.read_bytes() for arc, path in files.items()}

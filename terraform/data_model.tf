@@ -40,8 +40,8 @@
 #                              provider ==, resourceType ==, labels.tenant ==, merged;
 #                              counted: collection-group single-field indexes below.
 #   audit_stopped/{eventId}    written once, never queried.
-#   callbacks/{callbackId}     webhook callbacks (shared/api/callbacks.py,
-#                              shared/notify/store.py): key ==, scope ==:
+#   callbacks/{callbackId}     webhook callbacks (shared/callbacks/registry.py,
+#                              shared/callbacks/store.py): key ==, scope ==:
 #                              automatic single-field indexes.
 #   deliveries/{deliveryId}    read by id only. TTL on expireAt.
 #   resyncs/{provider~batch}   snapshot batches (shared/sweep/handler.py): state ==

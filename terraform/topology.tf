@@ -138,7 +138,7 @@ locals {
   # identity, from the CLI). notify publishes the webhook deliveries of both
   # lanes (callbacks, callbacks_retry). The api (HTTP) never publishes: it
   # answers a bad request itself; it reads what it serves and writes Firestore
-  # only to register webhook callbacks (shared/api/callbacks.py). audit only
+  # only to register webhook callbacks (shared/callbacks/registry.py). audit only
   # creates its records (shared/audit/handler.py). The sweep publishes the
   # updates it synthesises (reconciliation) to upsert's topic. A function
   # missing here, or an unknown firestore value, fails the plan

@@ -1,6 +1,6 @@
 """``dcm-status callbacks``: register, inspect, test and remove webhook callbacks.
 
-The same registration the api serves (shared/api/callbacks.py), run with the operator's own
+The same registration the api serves (shared/callbacks/registry.py), run with the operator's own
 credentials; the hook rules are the production ones unless the local stack is running (there,
 loopback hooks are allowed, and the command says so).
 """
@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from dcm_status_contracts import callback, timeutil
-from dcm_status_contracts.callback import Scope
+from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import ConfigError
 from dcm_status_contracts.model import ResourceKey
 
@@ -19,9 +18,11 @@ from infra.cli.common import connect
 from infra.console import JSON, WIDE, emit_json, fields, table, to_text
 from infra.local.stack import LocalStack
 from shared.api.callbacks import Callbacks
-from shared.notify.store import CallbackStore
+from shared.callbacks import registration
+from shared.callbacks import summary as callback_summary
+from shared.callbacks.registration import Scope
+from shared.callbacks.store import CallbackStore
 from shared.runtime import secretbox
-from shared.state import callback_summary
 
 COLUMNS = ("id", "hook", "for", "delivered", "failing", "last success", "state")  # last failure: show
 
@@ -81,7 +82,7 @@ def callbacks():
 @click.option("--status", default=None, help="Only changes to this status.")
 @click.option("--label", default=None, help="Only resources with this label (tenant:acme).")
 @click.option("--token", default=None, help="Sent back in every delivery's body.")
-@click.option("--retry-seconds", type=click.IntRange(1, callback.MAX_RETRY_SECONDS), default=None,
+@click.option("--retry-seconds", type=click.IntRange(1, registration.MAX_RETRY_SECONDS), default=None,
               help="Give a failing delivery up after this long (default 3 days).")
 @JSON
 def add(hook, key, provider, resource_type, status, label, token, retry_seconds, as_json):
@@ -97,7 +98,7 @@ def add(hook, key, provider, resource_type, status, label, token, retry_seconds,
             key = str(ResourceKey.parse(key))
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--resource") from exc
-        if hook == callback.NONE:
+        if hook == registration.NONE:
             raise click.BadParameter("to remove a callback: dcm-status callbacks rm ID", param_hint="--hook")
     registry = _registry()
     if key:
@@ -263,8 +264,8 @@ def keyring(add_primary, drop):
 
 @callbacks.command("rotate")
 @click.argument("callback_id")
-@click.option("--grace-seconds", type=click.IntRange(0, callback.MAX_RETRY_SECONDS),
-              default=callback.DEFAULT_ROTATION_GRACE_SECONDS, show_default=True,
+@click.option("--grace-seconds", type=click.IntRange(0, registration.MAX_RETRY_SECONDS),
+              default=registration.DEFAULT_ROTATION_GRACE_SECONDS, show_default=True,
               help="How long the previous secret still signs (0: at once, for a leaked secret; the api "
                    "keeps at least DCM_MIN_ROTATION_GRACE_SECONDS).")
 @JSON

@@ -16,8 +16,7 @@ from urllib.parse import quote
 
 import flask
 import orjson
-from dcm_status_contracts import callback, change_feed, limits, timeutil
-from dcm_status_contracts.callback import Scope
+from dcm_status_contracts import change_feed, limits, timeutil
 from dcm_status_contracts.change_feed import Cursor
 from dcm_status_contracts.errors import InvalidRequest, KeysUnavailable, NotFound, TooManyRequests, Transient
 from dcm_status_contracts.model import ResourceKey
@@ -39,6 +38,8 @@ from shared.api.identity import Caller, TokenRule, caller_of, check_mutation, ru
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.api.served import Periods, Served, cache_control
+from shared.callbacks import hooks, registration
+from shared.callbacks.registration import Scope
 from shared.runtime import auth, secretbox
 from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
@@ -287,7 +288,7 @@ class Api:
         p = Params(request.args, ("provider", "reason"))
         found = queries.deadletter_summary(self.db, p.text("provider", 64), p.text("reason", 64), READ_OPTIONS)
         for group in found["groups"]:  # a hook's path and query often carry a credential: not for every reader
-            group["message"] = callback.redact_urls(group["message"])
+            group["message"] = hooks.redact_urls(group["message"])
         return json_response(found)
 
     def _stats(self, request: flask.Request) -> flask.Response:
@@ -311,7 +312,7 @@ class Api:
         ``?track_hook=URL&track_token=``, as ``allowed``."""
         p = Params(request.args, allowed)
         hook, token = _hook_and_token(p, "hook" in allowed)
-        retry = p.integer("retrySeconds", None, 1, callback.MAX_RETRY_SECONDS)
+        retry = p.integer("retrySeconds", None, 1, registration.MAX_RETRY_SECONDS)
         done = self.callbacks.register_resource(key, hook, token, retry, self.guards.caller(request))
         if done is None:
             return flask.Response(status=204)
@@ -346,8 +347,8 @@ class Api:
         if action == "rotate":
             p = Params(request.args, ("graceSeconds",))
             least = self.guards.min_rotation_grace_seconds
-            grace = p.integer("graceSeconds", max(callback.DEFAULT_ROTATION_GRACE_SECONDS, least), least,
-                              callback.MAX_RETRY_SECONDS)
+            grace = p.integer("graceSeconds", max(registration.DEFAULT_ROTATION_GRACE_SECONDS, least), least,
+                              registration.MAX_RETRY_SECONDS)
             shown, secret = self.callbacks.rotate(cid, grace, caller)
             return json_response({"callback": shown, "secret": secret})
         Params(request.args, ())
@@ -376,7 +377,7 @@ def _hook_and_token(p: Params, ours_too: bool) -> tuple[str, str | None]:
     return found[0], found[1]
 
 
-LIMITS = {"hook": callback.MAX_HOOK_CHARS, "token": callback.MAX_TOKEN_CHARS}
+LIMITS = {"hook": hooks.MAX_HOOK_CHARS, "token": registration.MAX_TOKEN_CHARS}
 
 
 def _registered(shown: dict[str, Any], secret: str | None, created: bool) -> flask.Response:
@@ -392,7 +393,7 @@ def _registered(shown: dict[str, Any], secret: str | None, created: bool) -> fla
 def _cursor(text: str, parameter: str) -> Cursor:
     """A change-feed cursor the API handed out (its entry id names a document), or InvalidRequest."""
     cursor = Cursor.decode(text, parameter)
-    if cursor.entry_id != change_feed.END and not queries.is_document_id(cursor.entry_id):
+    if cursor.entry_id != change_feed.END and not fs.is_document_id(cursor.entry_id):
         raise InvalidRequest(f"{parameter}: not a cursor of this feed", parameter)
     return cursor
 

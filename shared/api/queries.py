@@ -15,7 +15,6 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from dcm_status_contracts import timeutil, tokens
 from dcm_status_contracts.errors import InvalidRequest, Reason
-from dcm_status_contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
 from dcm_status_contracts.model import ResourceKey
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
@@ -179,20 +178,9 @@ def _token_values(token: str, kind: str, n: int) -> list[str]:
     except ValueError as exc:
         raise InvalidRequest("pageToken: not a page token of this list", "pageToken") from exc
     if (not isinstance(got, list) or len(got) != n + 1 or got[0] != kind
-            or not all(isinstance(v, str) for v in got) or not is_document_id(got[-1])):
+            or not all(isinstance(v, str) for v in got) or not fs.is_document_id(got[-1])):
         raise InvalidRequest("pageToken: not a page token of this list (filters or sort changed?)", "pageToken")
     return got[1:]
-
-
-def is_document_id(value: str) -> bool:
-    """Whether ``value`` can name a document of a collection (Firestore: 1 to 1,500 bytes, no ``/``,
-    not ``.`` or ``..``, not ``__.*__``): user input goes into a document path only when it is."""
-    try:
-        size = len(value.encode())  # a lone surrogate (JSON allows one) is no UTF-8: no document id either
-    except (AttributeError, UnicodeEncodeError):
-        return False
-    return (0 < size <= FIRESTORE_MAX_DOCUMENT_ID_BYTES and "/" not in value and value not in (".", "..")
-            and not RESERVED_NAME.match(value))
 
 
 # ---- counts (shared/state/aggregates.py: the one place they are computed) ------------------------

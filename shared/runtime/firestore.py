@@ -22,6 +22,7 @@ import time
 from typing import Callable, Iterator
 
 from dcm_status_contracts.errors import Reason, Rejected, Transient
+from dcm_status_contracts.limits import FIRESTORE_MAX_DOCUMENT_ID_BYTES, RESERVED_NAME
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
 
@@ -29,6 +30,17 @@ RETRY_DEADLINE = 2.0  # seconds a function retries Firestore within one delivery
 RETRY = gretry.Retry(initial=0.1, maximum=0.5, multiplier=2.0, timeout=RETRY_DEADLINE)
 TIMEOUT = 5.0
 READ_TIMEOUT = 30.0  # a read or query of the operator tools: a hung Firestore is an error, not a hang
+
+
+def is_document_id(value: str) -> bool:
+    """Whether ``value`` can name a document of a collection (Firestore: 1 to 1,500 bytes, no ``/``,
+    not ``.`` or ``..``, not ``__.*__``): user input goes into a document path only when it is."""
+    try:
+        size = len(value.encode())  # a lone surrogate (JSON allows one) is no UTF-8: no document id either
+    except (AttributeError, UnicodeEncodeError):
+        return False
+    return (0 < size <= FIRESTORE_MAX_DOCUMENT_ID_BYTES and "/" not in value and value not in (".", "..")
+            and not RESERVED_NAME.match(value))
 
 
 def read_options() -> dict:

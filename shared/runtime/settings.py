@@ -152,7 +152,7 @@ class Settings:
     max_callbacks_per_caller: int = 100
     max_callbacks: int = 10_000
     min_rotation_grace_seconds: int = 60  # a rotation's previous secret signs at least this long
-    # upsert reads the callbacks' summary (shared/state/callback_summary.py) at most once per this many seconds;
+    # upsert reads the callbacks' summary (shared/callbacks/summary.py) at most once per this many seconds;
     # a callback registered less than this ago can miss a change (docs/callbacks.md). The local stack: 0.
     callback_view_ttl_seconds: float = 10.0
     max_streams: int = 100  # open /v1/changes/stream per api instance

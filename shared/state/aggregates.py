@@ -161,7 +161,7 @@ def stats(db: Any, options: Mapping[str, Any] | None = None, window_days: int = 
     applied + unchanged (re-reports) + duplicate + stale + deadlettered. ``unchanged``: the re-reports the
     ledger holds (a hot resource's, and those recorded before a re-report stopped writing a ledger entry) and
     those only their resource's document counts (``documentReReports``, since the resource was first stored:
-    a re-report of unchanged state leaves no ledger entry to count in the window, shared/upsert/store.py).
+    a re-report of unchanged state leaves no ledger entry to count in the window, shared/upsert/decide.py).
     """
     outcomes, at = counts_at_one_time(outcome_queries(db, window_days), options)
     outcomes[Outcome.UNCHANGED.value] += total(db.collection(RESOURCES), DOCUMENT_RE_REPORTS,

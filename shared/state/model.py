@@ -17,12 +17,12 @@ change feed is read by. No I/O.
 - ``duplicates/{ingressTopic~messageId}``: distinct duplicate publications.
 - ``deadletters/{entryId}``: what could not be processed (shared/deadletter/store.py).
 - ``callbacks/{callbackId}``: a registered webhook callback and its delivery stats
-  (shared/contracts/callback.py); ``deliveries/{deliveryId}``: a delivery that
+  (shared/callbacks/registration.py); ``deliveries/{deliveryId}``: a delivery that
   succeeded, so that a redelivered one is not sent twice (``expireAt``: its TTL).
 - ``summaries/callbacks``: what the enabled callbacks can match, bounded (their distinct filters,
   the provider/type pairs that have resource callbacks), written in the same transaction as every
   change to a callback; upsert reads it to say on each change event whether notify need look
-  (shared/state/callback_summary.py).
+  (shared/callbacks/summary.py).
 - ``resyncs/{provider~batchId}``: a provider's snapshot batch (shared/contracts/resync.py), written
   by upsert from the batch's first event; each resource it listed carries ``resync.id``.
 - ``providers/{provider}``: whether a provider reports or has gone silent as a whole
@@ -57,7 +57,7 @@ AGGREGATES = "aggregates"
 # Ledger fields of a change-feed entry.
 COMMITTED_AT = "committedAt"
 CHANGE = "change"
-# Ledger fields of a history entry (shared/upsert/store.py history_entry; the output maps when the update
+# Ledger fields of a history entry (shared/upsert/decide.py history_entry; the output maps when the update
 # carried them): what the history API and ?at= answer of a ledger entry.
 HISTORY_FIELDS = ("status", "rawStatus", "message", "reason", "observedAt", "lastTransitionTime", "eventId",
                   "eventSource", "sequence", "publishedAt", "recordedAt", "previousStatus", "outcome",

@@ -1,6 +1,6 @@
 """A resource's newest state as the functions read it from Firestore.
 
-Its document, unless it is hot (``hot``: its updates coalesce, shared/upsert/store.py): then its
+Its document, unless it is hot (``hot``: its updates coalesce, shared/upsert/decide.py): then its
 latest ledger entries may carry a newer state (``state``) the document has not been written with yet.
 One indexed read (ledger: key ==, processedAt desc), only for a hot resource.
 """

@@ -19,11 +19,13 @@ from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.status_changed import ChangeEvent
 from dcm_status_contracts.status_update import StatusUpdate
 
-from shared.runtime.callback_view import CallbackView
+from shared.callbacks.view import CallbackView
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
-from shared.upsert.store import Outcome, Result, StateStore
+from shared.state.model import Outcome
+from shared.upsert.decision import Result
+from shared.upsert.store import StateStore
 
 log = get_logger("upsert")
 Wanted = Callable[[Mapping[str, str], bytes], bool]  # (change event attributes, body) -> may a callback want it

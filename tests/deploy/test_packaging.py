@@ -73,7 +73,7 @@ def test_zip_layout(built, name):
     entries = names(zip_path)
     assert entries == sorted(entries), "entries are sorted"
     assert read(zip_path, "main.py") == (REPO_ROOT / "functions" / name / "main.py").read_bytes()
-    own = {"runtime", "state", name}  # a function's zip holds only what it runs
+    own = {"runtime", "state", name, *package.features_of(name)}  # a function's zip holds only what it runs
     for path in (REPO_ROOT / "shared").rglob("*.py"):
         rel = path.relative_to(REPO_ROOT)
         package_name = rel.parts[1] if len(rel.parts) > 2 else None

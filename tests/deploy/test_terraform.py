@@ -431,7 +431,7 @@ def test_function_grants_follow_what_each_use_case_does(terraform):
     assert {firestore[n] for n in ("upsert", "deadletter", "billing", "notify", "sweep")} == {"write"}
     assert firestore["audit"] == "append", "audit only creates its records (shared/audit/handler.py)"
     assert publishes["notify"] == {"callbacks", "callbacks_retry", "deadletter"}, "both delivery lanes"
-    # the api never publishes; it writes Firestore to register webhook callbacks (shared/api/callbacks.py)
+    # the api never publishes; it writes Firestore to register webhook callbacks (shared/callbacks/registry.py)
     assert http == {"api"} and firestore["api"] == "write" and not publishes["api"]
 
 
@@ -582,7 +582,7 @@ def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
                        "database": "local.firestore_database"}, terraform=terraform)
     assert got["ttl"] == {LEDGER: "expireAt", DUPLICATES: "expireAt", DEADLETTERS: "expireAt",
                           DELIVERIES: "expireAt"}
-    for module in ("upsert/store.py", "deadletter/store.py", "notify/store.py"):
+    for module in ("upsert/decide.py", "deadletter/store.py", "callbacks/store.py"):
         assert '"expireAt"' in (REPO_ROOT / "shared" / module).read_text(), f"shared/{module} writes expireAt"
     field = config.resource("google_firestore_field", "ttl")
     assert field["for_each"] == "${local.firestore_ttl_fields}"

@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import pytest
 import requests
-from dcm_status_contracts import callback
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from shared.callbacks import registration
 from infra.local.receiver import Receiver
 from tests.e2e.conftest import E2EStack, wait_until
 
@@ -86,7 +86,7 @@ def test_a_changed_hook_gets_a_new_secret_the_old_one_does_not_verify(e2e, uid, 
 def test_a_callback_registered_by_another_is_neither_changed_nor_shown_in_full(e2e, uid):
     key = f"aws/vm/alice-{uid}"
     hook = f"https://hooks.example.com/p/PATH-{uid}?key=QUERY-{uid}"
-    ids = {"resource": callback.resource_callback_id(key), "filter": f"falice{uid}"}
+    ids = {"resource": registration.resource_callback_id(key), "filter": f"falice{uid}"}
     for scope, cid in ids.items():
         e2e.db.collection("callbacks").document(cid).set({
             "hook": hook, "scope": scope, "createdAt": "2026-11-25T10:00:00.000000Z", "token": f"TOKEN-{uid}",

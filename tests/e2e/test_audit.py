@@ -12,7 +12,7 @@ from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.upsert.store import resource_document
+from shared.upsert.decide import resource_document
 from tests.e2e.conftest import wait_until
 from tests.e2e.test_billing import CHANGED, status_update
 

@@ -24,7 +24,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.billing import report as billing_report
 from shared.billing.store import BillingStore
-from shared.upsert.store import resource_document
+from shared.upsert.decide import resource_document
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

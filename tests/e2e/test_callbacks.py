@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 import pytest
 import requests
-from dcm_status_contracts.callback import redact_hook
 from requests.adapters import HTTPAdapter
 from urllib3.util import Retry
 
 from infra.local.receiver import Hook, Receiver
+from shared.callbacks.hooks import redact_hook
 from tests.e2e.conftest import E2EStack, wait_until
 
 HOOK_TIMEOUT = 5.0  # the e2e stack's DCM_HOOK_TIMEOUT_SECONDS (conftest)

@@ -78,7 +78,7 @@ PUBLISH_MISTAKES = [
     # (what, publish arguments, what stderr says)
     ("provider not added", ["--provider", "nosuch", "--type", "vm", "--status", "RUNNING"],
      "provider nosuch not added; run 'dcm-status provider add nosuch'"),
-    ("unknown type", ["--provider", "aws", "--type", "teapot", "--status", "RUNNING"],
+    ("unknown type", ["--provider", "aws", "--type", "queue", "--status", "RUNNING"],
      "ingest would reject this event (unknown_resource_type)"),
     ("not a time", ["--provider", "aws", "--type", "vm", "--status", "RUNNING", "--time", "yesterday"],
      "ingest would reject this event"),
@@ -103,11 +103,11 @@ def test_an_unknown_status_is_published_with_a_warning(e2e, uid):
 
 
 def test_no_validate_sends_a_rejected_event_to_the_dead_letters_and_dlq_takes_short_ids(e2e, uid):
-    sent = e2e.cli("publish", "--provider", "aws", "--type", "teapot", "--id", f"db-{uid}", "--status",
+    sent = e2e.cli("publish", "--provider", "aws", "--type", "queue", "--id", f"q-{uid}", "--status",
                    "RUNNING", "--no-validate")
     assert sent.stdout.strip()  # the message id
     entry = wait_until(lambda: [e for e in e2e.deadletters(reason="unknown_resource_type")
-                                if e.get("key") == f"aws/teapot/db-{uid}"], 30, what="the dead letter")[0]
+                                if e.get("key") == f"aws/queue/q-{uid}"], 30, what="the dead letter")[0]
     # the short id `dlq list --flat` prints is enough to show it
     shown = e2e.cli("dlq", "show", entry["id"][:12])
     assert entry["id"] in shown.stdout and "unknown_resource_type" in shown.stdout

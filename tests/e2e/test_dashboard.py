@@ -317,7 +317,7 @@ def test_changes_made_while_the_live_connection_is_down_arrive_once_after_it_rec
 
 def test_the_callbacks_panel_shows_each_receivers_delivery_stats(e2e, uid, dashboard):
     """Two callbacks: one failing (its failures in a row, highlighted, and its last error), one disabled
-    by a 410. Their stats are set in Firestore, as notify writes them (shared/notify/store.py)."""
+    by a 410. Their stats are set in Firestore, as notify writes them (shared/callbacks/store.py)."""
     base = e2e.api_url
     failing = requests.post(base + "v1/callbacks", json={"hook": f"http://127.0.0.1:9/failing-{uid}",
                                                          "filter": {"label": f"tenant:{uid}"}}, headers=WRITE, timeout=30).json()

@@ -20,7 +20,7 @@ from dcm_status_contracts.status_update import StatusUpdate
 
 from shared.billing import report as billing_report
 from shared.billing.store import BILLING_RESOURCES, TRANSITIONS, BillingStore
-from shared.upsert.store import resource_document
+from shared.upsert.decide import resource_document
 from tests.functional.conftest import post_push
 
 CHANGED = "dcm-status-changed"

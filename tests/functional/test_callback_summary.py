@@ -9,12 +9,12 @@ from dcm_status_contracts import status_changed, status_update
 from dcm_status_contracts.model import PubSubMessage
 
 from shared.api.callbacks import Callbacks
+from shared.callbacks import summary as callback_summary
+from shared.callbacks.store import CallbackStore
+from shared.callbacks.summary import CallbackSummary
+from shared.callbacks.view import CallbackView
 from shared.notify.handler import Notify
-from shared.notify.store import CallbackStore
 from shared.runtime import secretbox
-from shared.runtime.callback_view import CallbackView
-from shared.state import callback_summary
-from shared.state.callback_summary import CallbackSummary
 from shared.state.model import CALLBACK_SUMMARY, CALLBACKS, SUMMARIES
 from shared.upsert.handler import Upsert
 from shared.upsert.store import StateStore

@@ -14,12 +14,12 @@ import pytest
 from dcm_status_contracts import status_update, timeutil
 
 from shared.runtime import settings
-from shared.state.model import HOT_BURST, HOT_QUIET, HOT_RATE
+from shared.state.model import HOT_BURST, HOT_QUIET, HOT_RATE, Outcome
 from shared.state.resources import newest
 from shared.sweep import handler as sweep_handler
 from shared.sweep.handler import Sweep
 from shared.upsert.handler import Upsert
-from shared.upsert.store import Outcome, StateStore
+from shared.upsert.store import StateStore
 from tests.fakes import FakePublisher
 from tests.functional.test_upsert import CountingBatches, normalized
 

@@ -15,17 +15,19 @@ from typing import Any
 
 import orjson
 import pytest
-from dcm_status_contracts import callback, delivery, timeutil
+from dcm_status_contracts import delivery, timeutil
 from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Reason, Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
-from shared.notify.handler import DeliveryOutcome, Lane, Notify
-from shared.notify.store import CallbackStore
-from shared.runtime import egress, secretbox
-from shared.runtime.egress import HookResponse
+from shared.callbacks import egress, registration
+from shared.callbacks.egress import HookResponse
+from shared.callbacks.store import CallbackStore
+from shared.notify.deliver import DeliveryOutcome
+from shared.notify.handler import Notify
+from shared.runtime import secretbox
 from shared.runtime.secretbox import Keyring, KeySource
 from shared.state.model import CALLBACKS, DELIVERIES
 from tests.fakes import runtime_of
@@ -128,7 +130,7 @@ def test_a_late_change_is_not_sent(firestore, publisher, settings, registry):
 def test_a_delivery_is_signed_sent_once_and_counted(firestore, publisher, settings, registry, changed):
     shown, secret, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204,
                                                             token="T42")
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED
+    assert notify.first_lane(message) is DeliveryOutcome.DELIVERED
     [call] = receiver.calls
     assert Webhook(secret).verify(call["raw"], call["headers"])["token"] == "T42"
     assert call["headers"]["webhook-id"] == message.attributes["deliveryId"]
@@ -136,22 +138,22 @@ def test_a_delivery_is_signed_sent_once_and_counted(firestore, publisher, settin
     stats = registry.show(shown["id"])["stats"]
     assert stats["delivered"] == 1 and stats["consecutiveFailures"] == 0 and stats["lastStatus"] == 204
     assert firestore.collection(DELIVERIES).document(message.attributes["deliveryId"]).get().exists
-    assert notify.deliver(message, Lane.RETRY) is DeliveryOutcome.ALREADY_DELIVERED and len(receiver.calls) == 1
+    assert notify.retry_lane(message) is DeliveryOutcome.ALREADY_DELIVERED and len(receiver.calls) == 1
 
 
 def test_a_failing_receiver_is_handed_to_the_retry_lane_and_skipped_while_it_fails(
         firestore, publisher, settings, registry, changed):
     shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
                                                        500)
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF
+    assert notify.first_lane(message) is DeliveryOutcome.HANDED_OFF
     [handed] = publisher.messages
     assert handed.topic.endswith(settings.topic_callbacks_retry) and handed.data == message.data
     assert registry.show(shown["id"])["stats"]["consecutiveFailures"] == 1
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF and len(receiver.calls) == 1  # no call
+    assert notify.first_lane(message) is DeliveryOutcome.HANDED_OFF and len(receiver.calls) == 1  # no call
     with pytest.raises(Transient, match="HTTP 500"):
-        notify.deliver(message, Lane.RETRY)  # Pub/Sub's back-off brings it again
+        notify.retry_lane(message)  # Pub/Sub's back-off brings it again
     receiver.statuses = [204]
-    assert notify.deliver(message, Lane.RETRY) is DeliveryOutcome.DELIVERED
+    assert notify.retry_lane(message) is DeliveryOutcome.DELIVERED
     stats = registry.show(shown["id"])["stats"]
     assert stats["consecutiveFailures"] == 0 and stats["failedAttempts"] == 2 and stats["delivered"] == 1
 
@@ -161,12 +163,12 @@ def test_a_receiver_not_known_to_be_fast_is_called_once_at_a_time_in_either_lane
     shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
                                                        204)
     assert notify.calls.admit(shown["id"])  # a call under way (a receiver that hangs)
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF and receiver.calls == []
+    assert notify.first_lane(message) is DeliveryOutcome.HANDED_OFF and receiver.calls == []
     with pytest.raises(Transient, match="under way"):  # nor in the retry lane: raised back, no call
-        notify.deliver(message, Lane.RETRY)
+        notify.retry_lane(message)
     assert receiver.calls == []
     notify.calls.done(shown["id"], None)
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED  # fast: now it may be called 8 at once
+    assert notify.first_lane(message) is DeliveryOutcome.DELIVERED  # fast: now it may be called 8 at once
     assert all(notify.calls.admit(shown["id"]) for _ in range(8)) and not notify.calls.admit(shown["id"])
 
 
@@ -174,12 +176,12 @@ def test_410_disables_the_callback_and_its_later_deliveries_are_dropped(firestor
                                                                       changed):
     shown, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed,
                                                        410)
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DISABLED
+    assert notify.first_lane(message) is DeliveryOutcome.DISABLED
     assert "410" in registry.show(shown["id"])["disabled"]
-    assert notify.deliver(message, Lane.RETRY) is DeliveryOutcome.DROPPED and len(receiver.calls) == 1
+    assert notify.retry_lane(message) is DeliveryOutcome.DROPPED and len(receiver.calls) == 1
     registry.enable(shown["id"])
     receiver.statuses = [204]
-    assert notify.deliver(message, Lane.RETRY) is DeliveryOutcome.DELIVERED
+    assert notify.retry_lane(message) is DeliveryOutcome.DELIVERED
 
 
 def test_a_removed_callbacks_deliveries_are_dropped(firestore, publisher, settings, registry, changed):
@@ -187,7 +189,7 @@ def test_a_removed_callbacks_deliveries_are_dropped(firestore, publisher, settin
     [message] = fan_out(firestore, publisher, settings, changed)
     registry.remove(shown["id"])
     receiver = Receiver(204)
-    assert notify_with(firestore, publisher, settings, receiver).deliver(message, Lane.FIRST) is DeliveryOutcome.DROPPED
+    assert notify_with(firestore, publisher, settings, receiver).first_lane(message) is DeliveryOutcome.DROPPED
     assert receiver.calls == []
 
 
@@ -198,14 +200,14 @@ def test_a_failure_after_the_retry_period_is_callback_exhausted_and_a_replay_sta
     later = lambda: timeutil.now() + timedelta(seconds=61)  # noqa: E731
     notify = notify_with(firestore, publisher, settings, Receiver(503), clock=later)
     with pytest.raises(Rejected) as err:
-        notify.deliver(message, Lane.RETRY)
+        notify.retry_lane(message)
     assert err.value.reason is Reason.CALLBACK_EXHAUSTED and err.value.key == "aws/vm/i-1"
     assert err.value.detail["lastStatus"] == 503 and err.value.detail["callback"] == shown["id"]
     assert registry.show(shown["id"])["stats"]["exhausted"] == 1
     replayed = PubSubMessage(message.data, {**message.attributes, dl.REPLAYED_AT: timeutil.format(later())},
                              "d-2", None, settings.topic_callbacks_retry)
     with pytest.raises(Transient):  # a new period from the replay: retried, not given up
-        notify.deliver(replayed, Lane.RETRY)
+        notify.retry_lane(replayed)
 
 
 def test_through_the_entry_point_a_retry_is_a_500_and_exhausted_is_dead_lettered_with_why(
@@ -261,7 +263,7 @@ def test_in_production_a_hook_that_now_resolves_to_loopback_is_never_called(fire
         rebound = functools.partial(egress.post, resolver=lambda host, p: ["127.0.0.1"])
         production = runtime_of(DCM_PROJECT=PROJECT, DCM_LOCAL_MODE="0").settings
         notify = Notify(CallbackStore(firestore), publisher, production, post=rebound, keys=KEYS)
-        assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF
+        assert notify.first_lane(message) is DeliveryOutcome.HANDED_OFF
         assert _Recorder.hits == []
         assert "loopback" in public.show(shown["id"])["stats"]["lastError"]
     finally:
@@ -277,12 +279,12 @@ def test_the_stored_callback_holds_no_clear_secret_and_deliveries_still_verify(
         firestore, publisher, settings, registry, changed):
     shown, secret, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204)
     doc = stored(firestore, shown["id"])
-    assert callback.SECRET_PREFIX not in orjson.dumps(doc).decode() and secret[6:] not in orjson.dumps(doc).decode()
+    assert registration.SECRET_PREFIX not in orjson.dumps(doc).decode() and secret[6:] not in orjson.dumps(doc).decode()
     assert [sorted(s) for s in doc["secrets"]] == [["box", "expiresAt", "keyId"]]
     _, rotated = registry.rotate(shown["id"], 3600)  # the new and the previous secret: both sealed
     doc = stored(firestore, shown["id"])
-    assert len(doc["secrets"]) == 2 and callback.SECRET_PREFIX not in orjson.dumps(doc).decode()
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED
+    assert len(doc["secrets"]) == 2 and registration.SECRET_PREFIX not in orjson.dumps(doc).decode()
+    assert notify.first_lane(message) is DeliveryOutcome.DELIVERED
     [call] = receiver.calls
     for either in (secret, rotated):  # a Standard Webhooks receiver holding either verifies
         Webhook(either).verify(call["raw"], call["headers"])
@@ -302,7 +304,7 @@ def test_a_key_rotation_reseals_every_secret_then_the_old_key_is_dropped(firesto
     old = Keyring.generate("k1")
     registry = Callbacks(firestore, local_mode=True, keys=KeySource(old.to_json, "k1 only"))
     shown, secret = registry.put_resource("aws/vm/i-1", HOOK)
-    legacy_secret = callback.new_secret()
+    legacy_secret = registration.new_secret()
     legacy = legacy_callback(firestore, legacy_secret)
     messages = fan_out(firestore, publisher, settings, changed)
     assert len(messages) == 2
@@ -311,11 +313,11 @@ def test_a_key_rotation_reseals_every_secret_then_the_old_key_is_dropped(firesto
     assert (done.primary, done.callbacks, done.resealed, done.unavailable) == ("k2", 2, 2, ())
     for cid in (shown["id"], legacy):
         doc = stored(firestore, cid)
-        assert [s["keyId"] for s in doc["secrets"]] == ["k2"] and callback.SECRET_PREFIX not in orjson.dumps(doc).decode()
+        assert [s["keyId"] for s in doc["secrets"]] == ["k2"] and registration.SECRET_PREFIX not in orjson.dumps(doc).decode()
     new_only = both.without("k1")
     receiver = Receiver(204)
     notify = notify_with(firestore, publisher, settings, receiver, keys=KeySource(new_only.to_json, "k2 only"))
-    assert [notify.deliver(m, Lane.FIRST) for m in messages] == [DeliveryOutcome.DELIVERED] * 2
+    assert [notify.first_lane(m) for m in messages] == [DeliveryOutcome.DELIVERED] * 2
     secrets_of = {shown["id"]: secret, legacy: legacy_secret}
     for m, call in zip(messages, receiver.calls):
         Webhook(secrets_of[m.attributes["callbackId"]]).verify(call["raw"], call["headers"])
@@ -323,11 +325,11 @@ def test_a_key_rotation_reseals_every_secret_then_the_old_key_is_dropped(firesto
 
 
 def test_a_clear_secret_from_before_encryption_still_signs(firestore, publisher, settings, changed):
-    legacy_secret = callback.new_secret()
+    legacy_secret = registration.new_secret()
     legacy_callback(firestore, legacy_secret)
     [message] = fan_out(firestore, publisher, settings, changed)
     receiver = Receiver(204)
-    delivered = notify_with(firestore, publisher, settings, receiver).deliver(message, Lane.FIRST)
+    delivered = notify_with(firestore, publisher, settings, receiver).first_lane(message)
     assert delivered is DeliveryOutcome.DELIVERED
     Webhook(legacy_secret).verify(receiver.calls[0]["raw"], receiver.calls[0]["headers"])
 
@@ -342,7 +344,7 @@ def test_a_secret_sealed_with_a_dropped_key_is_dead_lettered_never_sent_nor_retr
     receiver = Receiver(204)
     notify = notify_with(firestore, publisher, settings, receiver, keys=KeySource(dropped.to_json, "k2 only"))
     with pytest.raises(Rejected) as err:
-        notify.deliver(message, Lane.RETRY)
+        notify.retry_lane(message)
     assert err.value.reason is Reason.CALLBACK_SECRET_UNAVAILABLE and "no longer holds" in err.value.message
     assert receiver.calls == [] and "no longer holds" in registry.show(shown["id"])["stats"]["lastError"]
     # through the entry point: acked and dead-lettered (replayable), not a 500 that Pub/Sub retries for days
@@ -378,7 +380,7 @@ def test_a_dead_letter_of_exhausted_deliveries_never_holds_the_hooks_path_query_
 def test_notify_calls_a_hook_on_the_ports_its_settings_allow(firestore, publisher, registry, changed):
     settings = runtime_of(DCM_PROJECT=PROJECT, DCM_HOOK_PORTS="8443").settings
     _, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204)
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED and receiver.calls[0]["ports"] == (8443,)
+    assert notify.first_lane(message) is DeliveryOutcome.DELIVERED and receiver.calls[0]["ports"] == (8443,)
 
 
 @pytest.mark.parametrize("address", ["::a9fe:a9fe", "::127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::",
@@ -392,7 +394,7 @@ def test_in_production_a_hook_now_resolving_to_an_ipv6_form_of_a_blocked_address
     rebound = functools.partial(egress.post, resolver=lambda host, p: [address])
     production = runtime_of(DCM_PROJECT=PROJECT, DCM_LOCAL_MODE="0").settings
     notify = Notify(CallbackStore(firestore), publisher, production, post=rebound, keys=KEYS)
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.HANDED_OFF
+    assert notify.first_lane(message) is DeliveryOutcome.HANDED_OFF
     assert f"resolves to {address}" in public.show(shown["id"])["stats"]["lastError"]
 
 
@@ -415,7 +417,7 @@ def test_the_webhook_call_is_a_child_span_of_the_delivery_and_the_receiver_gets_
 
     _, _, message, receiver, notify = one_delivery(firestore, publisher, settings, registry, changed, 204)
     with tracing.continuing("notify", message.attributes, edge=False) as delivery:
-        notify.deliver(message, Lane.FIRST)
+        notify.first_lane(message)
     [webhook] = spans("webhook")
     assert webhook.parent.span_id == delivery.get_span_context().span_id
     assert webhook.attributes["http.response.status_code"] == 204 and webhook.attributes["dcm.outcome"] == "delivered"

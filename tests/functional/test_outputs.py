@@ -17,9 +17,10 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
+from shared.state.model import Outcome
 from shared.state.resources import newest
 from shared.upsert.handler import Upsert
-from shared.upsert.store import Outcome, StateStore
+from shared.upsert.store import StateStore
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, Checked, bind_all
 from tests.functional.test_hot_resource import make_hot

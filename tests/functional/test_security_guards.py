@@ -13,9 +13,10 @@ from dcm_status_contracts.model import PubSubMessage
 from standardwebhooks.webhooks import Webhook
 
 from shared.api.callbacks import Callbacks
-from shared.notify.handler import DeliveryOutcome, Lane, Notify
-from shared.notify.store import CallbackStore
-from shared.runtime.egress import HookResponse
+from shared.callbacks.egress import HookResponse
+from shared.callbacks.store import CallbackStore
+from shared.notify.deliver import DeliveryOutcome
+from shared.notify.handler import Notify
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, SHAPES, bind_all, client_for
 from tests.functional.test_api import seed
@@ -165,9 +166,9 @@ def test_no_signing_secret_in_any_answer_message_or_log(api, notify_client, fire
     deliveries = [PubSubMessage(m.data, m.attributes, f"d-{n}", None, notify_settings.topic_callbacks)
                   for n, m in enumerate(publisher.messages) if m.topic.endswith(notify_settings.topic_callbacks)]
     assert len(deliveries) == 2
-    assert notify.deliver(deliveries[0], Lane.FIRST) is DeliveryOutcome.DELIVERED
+    assert notify.first_lane(deliveries[0]) is DeliveryOutcome.DELIVERED
     failing = Notify(CallbackStore(firestore), publisher, notify_settings, post=Receiver(500))
-    assert failing.deliver(deliveries[1], Lane.FIRST) is DeliveryOutcome.HANDED_OFF
+    assert failing.first_lane(deliveries[1]) is DeliveryOutcome.HANDED_OFF
     old = orjson.loads(deliveries[1].data)
     old["firstAttemptAt"] = "2026-01-01T00:00:00.000000Z"  # its retry period is over: dead-lettered
     assert SHAPES["push"](notify_client, notify_settings.topic_callbacks_retry, orjson.dumps(old),
@@ -199,7 +200,7 @@ def test_a_rotated_callbacks_deliveries_verify_with_the_old_and_the_new_secret(f
     notify.fan_out(_changed(firestore, notify_settings))
     [published] = publisher.messages
     message = PubSubMessage(published.data, published.attributes, "d-1", None, notify_settings.topic_callbacks)
-    assert notify.deliver(message, Lane.FIRST) is DeliveryOutcome.DELIVERED
+    assert notify.first_lane(message) is DeliveryOutcome.DELIVERED
     [(body, headers)] = receiver.calls
     assert Webhook(old).verify(body, headers)["key"] == "aws/vm/i-1"
     assert Webhook(new).verify(body, headers)["key"] == "aws/vm/i-1"

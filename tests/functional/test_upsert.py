@@ -197,7 +197,8 @@ def test_a_re_report_costs_one_write_no_history_and_no_change_event(firestore, p
     (ledger, resource, history), then 2 (ledger, resource last-seen); now 1: the resource's order and last-seen
     fields, and the re-report's dedup id in its ring (no ledger entry), and no change event."""
     from shared.upsert.handler import Upsert
-    from shared.upsert.store import Outcome, StateStore
+    from shared.state.model import Outcome
+    from shared.upsert.store import StateStore
 
     counting = CountingBatches(firestore)
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
@@ -225,7 +226,8 @@ def test_an_applied_and_a_stale_update_write_one_ledger_entry_that_is_their_hist
     TTL (kept as long as history); a re-report's entry carries no history and still expires."""
     from shared.state.model import HISTORY_FIELDS
     from shared.upsert.handler import Upsert
-    from shared.upsert.store import Outcome, StateStore
+    from shared.state.model import Outcome
+    from shared.upsert.store import StateStore
 
     counting = CountingBatches(firestore)
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
@@ -256,7 +258,8 @@ def test_an_applied_and_a_stale_update_write_one_ledger_entry_that_is_their_hist
 def test_a_duplicate_finds_the_ledger_entry_that_carries_history(firestore, publisher):
     """The entry of an applied (or stale) update is never expired: a redelivery or re-publication of that
     event is a duplicate however late it comes, and it adds nothing to the history."""
-    from shared.upsert.store import Outcome, StateStore
+    from shared.state.model import Outcome
+    from shared.upsert.store import StateStore
 
     store = StateStore(firestore)
     update = status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "d1"))

@@ -12,9 +12,9 @@ from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.query import Query
 
 from shared.api import queries
-from shared.state.model import DOCUMENT_RE_REPORTS, RE_REPORT_RING, RE_REPORTED
+from shared.state.model import DOCUMENT_RE_REPORTS, RE_REPORT_RING, RE_REPORTED, Outcome
 from shared.upsert.handler import Upsert
-from shared.upsert.store import Outcome, StateStore
+from shared.upsert.store import StateStore
 from tests.functional.test_hot_resource import make_hot
 from tests.functional.test_upsert import CountingBatches, normalized, resource
 
@@ -219,11 +219,11 @@ def test_a_conflict_on_the_ledger_entry_reads_both_and_decides_again(firestore, 
     class Racing(StateStore):
         raced = False
 
-        def _commit(self, writes):
+        def _commit(self, writes, resource_written_at):
             if not self.raced:
                 Racing.raced = True
                 assert other.apply(the_update).outcome is Outcome.APPLIED  # the other delivery wins
-            return super()._commit(writes)
+            return super()._commit(writes, resource_written_at)
 
     the_update = update("RUNNING", at(0), "e1")
     result = Racing(firestore).apply(the_update)

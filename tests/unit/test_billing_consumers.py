@@ -278,7 +278,7 @@ def _update(status: str, at: str, event_id: str, tenant: str = "acme"):
 def _emitted(upd, old_upd, late=False) -> Change:
     from dcm_status_contracts import status_changed as change_events
 
-    from shared.upsert.store import resource_document
+    from shared.upsert.decide import resource_document
     old = resource_document(old_upd, "now") if old_upd else None
     ev = change_events.build(upd, old, resource_document(upd, "now"), late=late)
     return decode(PubSubMessage(ev.body, dict(ev.attributes), "m"))

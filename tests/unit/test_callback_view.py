@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 from dcm_status_contracts import status_changed
-from dcm_status_contracts.callback import Callback, Filter, Scope
 
-from shared.runtime.callback_view import CallbackView
-from shared.state import callback_summary
-from shared.state.callback_summary import MAX_FILTERS, CallbackSummary
+from shared.callbacks import summary as callback_summary
+from shared.callbacks.registration import Callback, Filter, Scope
+from shared.callbacks.summary import MAX_FILTERS, CallbackSummary
+from shared.callbacks.view import CallbackView
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -25,7 +25,7 @@ from dcm_status_contracts.outputs import Redaction
 from dcm_status_contracts.schemas import registry, schemas_dir
 from dcm_status_contracts.status_update import StatusUpdate
 
-from shared.upsert.store import resource_document
+from shared.upsert.decide import resource_document
 from tests.samples import SCHEMAS
 
 SAMPLES = SCHEMAS / "events" / "samples" / "status-changed-v1"

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from shared.runtime import egress
+from shared.callbacks import egress
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -122,7 +122,7 @@ def test_embedded_ipv4_reserved_and_site_local_addresses_are_refused_at_delivery
     out = egress.post("https://hooks.example.com/cb", b"{}", {}, 5, local_mode=False,
                       resolver=lambda host, port: [address])
     assert out.status is None and out.address is None and why.split(",")[0] in out.error
-    assert out.category is egress.Outcome.BLOCKED_ADDRESS  # no connection was made (address None)
+    assert out.category is egress.CallOutcome.BLOCKED_ADDRESS  # no connection was made (address None)
 
 
 @pytest.mark.parametrize("address", ["::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "2001:4860:4860::8888"])
@@ -140,7 +140,7 @@ def test_only_port_443_unless_configured():
     assert egress.vetted_address("https://hooks.example.com/cb", False, public)[1] == 443
     assert egress.vetted_address("https://hooks.example.com:8443/cb", False, public, ports=(8443,))[1] == 8443
     out = egress.post("https://hooks.example.com:6379/", b"{}", {}, 5, local_mode=False, resolver=public)
-    assert out.category is egress.Outcome.BLOCKED_ADDRESS and "port 6379" in out.error
+    assert out.category is egress.CallOutcome.BLOCKED_ADDRESS and "port 6379" in out.error
 
 
 def test_local_mode_allows_any_port_on_loopback_only():
@@ -154,21 +154,21 @@ def test_each_failure_is_a_category(receiver, tmp_path):
     local = dict(local_mode=True)
     Receiver.answers = [500, 302]
     assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is \
-        egress.Outcome.REFUSED_BY_RECEIVER
+        egress.CallOutcome.REFUSED_BY_RECEIVER
     assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is \
-        egress.Outcome.REFUSED_BY_RECEIVER
-    assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is egress.Outcome.DELIVERED
+        egress.CallOutcome.REFUSED_BY_RECEIVER
+    assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is egress.CallOutcome.DELIVERED
     assert egress.post(f"https://127.0.0.1:{receiver}/", b"{}", {}, 5, **local).category is \
-        egress.Outcome.TLS_ERROR  # a TLS handshake with a plain HTTP server
+        egress.CallOutcome.TLS_ERROR  # a TLS handshake with a plain HTTP server
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     port = closed.getsockname()[1]
     closed.close()
-    assert egress.post(f"http://127.0.0.1:{port}/", b"{}", {}, 5, **local).category is egress.Outcome.UNREACHABLE
+    assert egress.post(f"http://127.0.0.1:{port}/", b"{}", {}, 5, **local).category is egress.CallOutcome.UNREACHABLE
     assert egress.post("https://nowhere.invalid/", b"{}", {}, 5, False, lambda h, p: []).category is \
-        egress.Outcome.UNREACHABLE
+        egress.CallOutcome.UNREACHABLE
     Receiver.delay = 1.0
-    assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 0.2, **local).category is egress.Outcome.TIMEOUT
+    assert egress.post(f"http://127.0.0.1:{receiver}/", b"{}", {}, 0.2, **local).category is egress.CallOutcome.TIMEOUT
 
 
 def test_an_error_text_never_holds_the_hooks_path_or_query():

@@ -1,8 +1,9 @@
 """The layout rule, checked on the code: the wire contracts (shared/contracts/, their own distribution,
 imported as dcm_status_contracts) at the bottom, importing nothing but themselves; runtime/ and state/
-beneath the use cases; one package per function, and use-case packages that never import each other; in
-infra/, arrows that go one way (the CLI may run the demo, both use the local stack, which uses neither);
-no import loop between any two modules of infra/ or shared/; no symbolic link anywhere."""
+beneath the use cases; one package per function, and use-case packages that never import each other; a
+feature's package (shared/callbacks/: one feature, whichever functions serve it) between the two, importing
+only what is beneath; in infra/, arrows that go one way (the CLI may run the demo, both use the local stack,
+which uses neither); no import loop between any two modules of infra/ or shared/; no symbolic link anywhere."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ SHARED = REPO / "shared"
 CONTRACTS = SHARED / "contracts"  # the source of dcm_status_contracts (package-dir: shared/contracts -> it)
 FUNCTIONS = sorted(p.name for p in (REPO / "functions").iterdir() if (p / "main.py").is_file())
 BENEATH = ("runtime", "contracts", "state")
+# A feature several use cases share, in one package of its own: it imports only what is BENEATH (and itself),
+# and which use case may import it is said here.
+FEATURES = {"callbacks": ("api", "notify", "upsert")}
 OURS = ("shared", "infra", "functions", "tests", "benchmarks", "examples", "dcm_status_sdk", "dcm_status_contracts")
 IO_MODULES = ("google.cloud", "google.api_core", "requests", "flask", "functions_framework", "socket", "urllib.request")
 
@@ -51,7 +55,7 @@ def python_files(*roots: Path) -> list[Path]:
 
 def test_one_package_per_function_and_nothing_loose():
     packages = sorted(p.name for p in SHARED.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
-    assert packages == sorted(FUNCTIONS + list(BENEATH))
+    assert packages == sorted(FUNCTIONS + list(BENEATH) + list(FEATURES))
     assert [p.name for p in SHARED.glob("*.py")] == ["__init__.py"]
     doc = yaml.safe_load((REPO / "infra" / "topology.yaml").read_text())
     workers = [doc["nats"]["worker"]] if doc.get("nats") else []  # long-running, not pushed: not in functions:
@@ -65,11 +69,19 @@ def test_the_nats_ingress_is_a_worker_run_as_a_module():
 
 
 @pytest.mark.parametrize("package", FUNCTIONS)
-def test_use_case_packages_import_only_runtime_contracts_and_themselves(package):
+def test_use_case_packages_import_only_runtime_contracts_their_features_and_themselves(package):
+    features = [f for f, users in FEATURES.items() if package in users]
     for path in (SHARED / package).rglob("*.py"):
         for module in imports(path):
             target = package_of(module)
-            assert target in (None, package, *BENEATH), f"{path.relative_to(REPO)} imports {module}"
+            assert target in (None, package, *BENEATH, *features), f"{path.relative_to(REPO)} imports {module}"
+
+
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_feature_packages_import_only_what_is_beneath_them(feature):
+    for path in (SHARED / feature).rglob("*.py"):
+        for module in imports(path):
+            assert package_of(module) in (None, feature, *BENEATH), f"{path.relative_to(REPO)} imports {module}"
 
 
 def test_runtime_and_contracts_import_no_use_case():
@@ -91,6 +103,17 @@ def test_contracts_do_no_io():
     for path in CONTRACTS.glob("*.py"):
         for module in imports(path):
             assert not module.startswith(IO_MODULES), f"{path.relative_to(REPO)} imports {module}"
+
+
+def test_upserts_decision_does_no_io():
+    """shared/upsert/decide.py and decision.py: the stored state and the update in, what to write and announce
+    out, as data; shared/upsert/store.py reads and writes Firestore (the clock included)."""
+    for name in ("decide.py", "decision.py"):
+        path = SHARED / "upsert" / name
+        for module in imports(path):
+            assert not module.startswith(IO_MODULES), f"{path.relative_to(REPO)} imports {module}"
+            assert package_of(module) in (None, "contracts", "state", "upsert"), f"{path.relative_to(REPO)} imports {module}"
+        assert "timeutil.now" not in path.read_text(), f"{path.relative_to(REPO)} reads the clock"
 
 
 def declared_dependencies() -> set[str]:

@@ -1,9 +1,8 @@
 """The first lane's busy check: a receiver is called once at a time until it has shown it answers
 fast; a hanging, slow or failing one never gets a second push slot."""
 
-from shared.notify.handler import Calls
-from shared.runtime.egress import HookResponse
-
+from shared.callbacks.egress import HookResponse
+from shared.notify.deliver import Calls
 
 def test_a_new_receiver_is_called_once_at_a_time():
     calls = Calls(limit=4)

@@ -9,14 +9,14 @@ import os
 import stat
 
 import pytest
-from dcm_status_contracts import callback
 from dcm_status_contracts.errors import ConfigError, SecretUnavailable
 
+from shared.callbacks import registration
 from shared.runtime import secretbox
 from shared.runtime.entrypoint import http_function, pubsub_function
 from shared.runtime.secretbox import Keyring, KeySource
 
-SECRET = callback.new_secret()
+SECRET = registration.new_secret()
 
 
 def test_a_sealed_secret_holds_no_clear_text_names_its_key_and_opens():

@@ -29,7 +29,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
-from dcm_status_contracts import callback, timeutil
+from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import InvalidRequest, Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.pubsub_binding import BindingMode, to_message
@@ -39,8 +39,9 @@ from google.auth import jwt as google_jwt
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from werkzeug.exceptions import Forbidden
 
+from shared.callbacks import egress, hooks, registration, webhook
 from shared.ingest.normalize import normalize_message
-from shared.runtime import auth, egress, settings
+from shared.runtime import auth, settings
 from shared.runtime.logs import CloudLoggingFormatter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ STATIC = REPO / "shared" / "api" / "static"
                                   "metadata", "Metadata.", "metadata.google.internal:8080"])
 def test_metadata_host_names_are_refused_in_any_spelling(host):
     with pytest.raises(InvalidRequest, match="is a metadata server") as refused:
-        callback.parse_hook(f"https://{host}/computeMetadata/v1/instance/service-accounts/default/token",
+        hooks.parse_hook(f"https://{host}/computeMetadata/v1/instance/service-accounts/default/token",
                             local_mode=False)
     assert refused.value.parameter == "hook"
 
@@ -198,12 +199,12 @@ def test_a_hook_url_cannot_add_a_header_or_a_request_line(tail):
 
 # ---- signing secrets and signatures ------------------------------------------------------------
 def test_a_signing_secret_is_32_bytes_from_the_secrets_module(monkeypatch):
-    secret = callback.new_secret()
+    secret = registration.new_secret()
     assert secret.startswith("whsec_") and len(base64.b64decode(secret[len("whsec_"):])) == 32
-    assert len({callback.new_secret() for _ in range(200)}) == 200
+    assert len({registration.new_secret() for _ in range(200)}) == 200
     asked = []
-    monkeypatch.setattr(callback.secrets, "token_bytes", lambda n: asked.append(n) or bytes(range(n)))
-    assert callback.new_secret() == "whsec_" + base64.b64encode(bytes(range(32))).decode() and asked == [32]
+    monkeypatch.setattr(registration.secrets, "token_bytes", lambda n: asked.append(n) or bytes(range(n)))
+    assert registration.new_secret() == "whsec_" + base64.b64encode(bytes(range(32))).decode() and asked == [32]
 
 
 def _sign_by_hand(secret: str, msg_id: str, timestamp: str, body: bytes) -> str:
@@ -213,16 +214,16 @@ def _sign_by_hand(secret: str, msg_id: str, timestamp: str, body: bytes) -> str:
 
 
 def test_the_signature_is_hmac_sha256_over_id_dot_timestamp_dot_body():
-    secret, at, body = callback.new_secret(), timeutil.now(), b'{"id":"c1","changes":[]}'
-    headers = callback.signed_headers([secret], "c1.cb1", at, body)
+    secret, at, body = registration.new_secret(), timeutil.now(), b'{"id":"c1","changes":[]}'
+    headers = webhook.signed_headers([secret], "c1.cb1", at, body)
     assert headers["webhook-timestamp"] == str(int(at.timestamp()))
     assert headers["webhook-signature"] == _sign_by_hand(secret, "c1.cb1", headers["webhook-timestamp"], body)
 
 
 @pytest.mark.parametrize("tamper", ["id", "timestamp", "body"])
 def test_changing_the_id_the_timestamp_or_the_body_breaks_the_signature(tamper):
-    secret, at, body = callback.new_secret(), timeutil.now(), b'{"id":"c1","changes":[]}'
-    headers = callback.signed_headers([secret], "c1.cb1", at, body)
+    secret, at, body = registration.new_secret(), timeutil.now(), b'{"id":"c1","changes":[]}'
+    headers = webhook.signed_headers([secret], "c1.cb1", at, body)
     Webhook(secret).verify(body, headers)
     if tamper == "id":
         headers = {**headers, "webhook-id": "c2.cb1"}
@@ -236,16 +237,16 @@ def test_changing_the_id_the_timestamp_or_the_body_breaks_the_signature(tamper):
 
 def test_during_a_rotations_grace_a_delivery_verifies_with_the_old_and_the_new_secret():
     now = timeutil.now()
-    cb = callback.Callback(id="f1", hook="https://hooks.example/cb", scope=callback.Scope.FILTER,
-                           created_at=timeutil.format(now), secrets=(callback.SigningSecret(callback.new_secret()),))
+    cb = registration.Callback(id="f1", hook="https://hooks.example/cb", scope=registration.Scope.FILTER,
+                           created_at=timeutil.format(now), secrets=(registration.SigningSecret(registration.new_secret()),))
     old = cb.secrets[0].value
     rotated, new = cb.rotated(now, grace_seconds=3600)
     body = b'{"id":"c1"}'
-    headers = callback.signed_headers(rotated.signing_secrets(now), "c1.f1", now, body)
+    headers = webhook.signed_headers(rotated.signing_secrets(now), "c1.f1", now, body)
     for secret in (old, new):
         Webhook(secret).verify(body, headers)
     after = now + datetime.timedelta(seconds=3601)
-    headers = callback.signed_headers(rotated.signing_secrets(after), "c1.f1", now, body)
+    headers = webhook.signed_headers(rotated.signing_secrets(after), "c1.f1", now, body)
     Webhook(new).verify(body, headers)
     with pytest.raises(WebhookVerificationError):
         Webhook(old).verify(body, headers)

@@ -6,7 +6,7 @@ from dcm_status_contracts.errors import ConfigError
 from shared.runtime import settings
 from shared.state.model import STALE_SHARDS, stale_shard_of
 from shared.sweep.handler import Sweep
-from shared.upsert.store import StateStore
+from shared.upsert.decision import Policy
 
 
 def test_the_default_is_what_the_index_declares_and_a_local_stack_may_use_fewer():
@@ -24,6 +24,6 @@ def test_upsert_writes_only_shards_the_sweep_reads():
     s = settings.from_env({"DCM_PROJECT": "p", "DCM_STALE_SHARDS": "30"})
     assert Sweep(s, None, None).stale_space == tuple(range(30))
     assert {stale_shard_of(f"aws/vm/i-{i}", s.stale_shards) for i in range(2000)} == set(range(30))
-    assert StateStore(None, stale_shards=30).stale_shards == 30
+    assert Policy(stale_shards=30).stale_shards == 30
     with pytest.raises(ValueError):
-        StateStore(None, stale_shards=STALE_SHARDS + 1)
+        Policy(stale_shards=STALE_SHARDS + 1)

@@ -13,7 +13,7 @@ from dcm_status_contracts.pubsub_binding import BindingMode, from_message, mode_
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
-from shared.upsert.store import compare, resource_document
+from shared.upsert.decide import compare, resource_document
 
 EVENT = {"specversion": "1.0", "id": "e-1", "source": "dcm/providers/osac-sp-vm", "type": "dcm.status.vm",
          "subject": "dcm.vm", "time": "2026-04-01T10:00:00Z", "datacontenttype": "application/json",

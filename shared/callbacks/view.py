@@ -1,4 +1,4 @@
-"""Upsert's cached view of the callbacks' summary (shared/state/callback_summary.py): may any enabled
+"""Upsert's cached view of the callbacks' summary (summary.py): may any enabled
 webhook callback want this change? Its answer is the change event's ``notify`` attribute, which the
 dcm-notify subscription filters on (infra/topology.yaml), so notify is not invoked for a change no
 callback can match.
@@ -18,9 +18,9 @@ from typing import Any, Callable, Mapping
 import orjson
 from google.cloud import firestore
 
+from shared.callbacks import summary as callback_summary
+from shared.callbacks.summary import CallbackSummary
 from shared.runtime.logs import get_logger
-from shared.state import callback_summary
-from shared.state.callback_summary import CallbackSummary
 
 log = get_logger("callback_view")
 

@@ -15,7 +15,7 @@ The summary holds, for the *enabled* callbacks only:
 
 It is bounded: ``MAX_FILTERS`` filters of at most 4 x 256 characters, and one count per provider and
 resource type. It is written in the same Firestore transaction as the callback it accounts for
-(``for_update`` then ``write``: shared/api/callbacks.py, shared/notify/store.py), so it never says
+(``for_update`` then ``write``: registry.py, store.py), so it never says
 "no callback" while one that matches is enabled; it can say "may match" when none does (a callback
 disabled outside these paths, a filter whose labels do not match), which only costs notify a look.
 
@@ -24,7 +24,7 @@ registration creates it when no other callback exists; while callbacks registere
 it stays absent and every change "may match" (fail-open), until ``rebuild`` (``dcm-status callbacks
 summarize``) counts them.
 
-Upsert reads it through shared/runtime/callback_view.py (``read``), cached for ``DCM_CALLBACK_VIEW_TTL``
+Upsert reads it through view.py (``read``), cached for ``DCM_CALLBACK_VIEW_TTL``
 seconds: a callback registered less than that ago can miss a change (docs/callbacks.md "Registration
 lag"). Any failure to read it answers "may match".
 """
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import orjson
-from dcm_status_contracts.callback import Callback, Filter, Scope
 from dcm_status_contracts.errors import InvalidRequest
 from google.cloud import firestore
 
+from shared.callbacks.registration import Callback, Filter, Scope
 from shared.state.model import CALLBACK_SUMMARY, CALLBACKS, SUMMARIES
 
 MAX_FILTERS = 200  # distinct filters listed; more: every change "may match" (the document stays < 250 KB)

@@ -5,7 +5,7 @@
 - reads ``callbacks``: a resource's callback by its key, the filter callbacks all (few: each is
   matched in memory);
 - disables a callback whose receiver answered 410, with the callbacks' summary in the same
-  transaction (shared/state/callback_summary.py);
+  transaction (summary.py);
 - writes each attempt's outcome into the callback's ``stats`` (field updates, no transaction:
   many deliveries of one callback update it at once), and ``deliveries/{deliveryId}`` once a
   delivery succeeded, so that a redelivered one is not sent again (TTL: ``expireAt``);
@@ -20,16 +20,16 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from dcm_status_contracts import change_feed, timeutil
-from dcm_status_contracts.callback import Callback, Scope, SigningSecret
 from dcm_status_contracts.errors import SecretUnavailable
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from shared.callbacks import summary as callback_summary
+from shared.callbacks.egress import HookResponse
+from shared.callbacks.registration import Callback, Scope, SigningSecret
 from shared.runtime import firestore as fs
-from shared.runtime.egress import HookResponse
 from shared.runtime.secretbox import Keyring
-from shared.state import callback_summary
 from shared.state.model import CALLBACKS, CHANGE, COMMITTED_AT, DELIVERIES, LEDGER
 
 
@@ -153,7 +153,7 @@ class CallbackStore:
 
     def disable(self, callback_id: str, why: str) -> None:
         """The callback disabled (its receiver answered 410) and, in the same transaction, the callbacks'
-        summary (shared/state/callback_summary.py), so upsert stops announcing changes for it."""
+        summary (summary.py), so upsert stops announcing changes for it."""
         ref = self.db.collection(CALLBACKS).document(callback_id)
 
         @firestore.transactional

@@ -1,15 +1,16 @@
 """Calling a receiver's hook, safely: resolve its host, refuse it unless every address is one we
-may call and its port is allowed (shared/contracts/callback.py), then connect to that vetted
+may call and its port is allowed (hooks.py), then connect to that vetted
 address itself, never to whatever the name resolves to a moment later (DNS rebinding), with the
 hook's host name for TLS (SNI and certificate check) and the Host header. Redirects are not
 followed: a 3xx is a failure.
 
-What a call came to is an ``Outcome`` category; the error text kept beside it (for the callback's
+What a call came to is a ``CallOutcome`` category; the error text kept beside it (for the callback's
 stats and logs) never holds the hook's path or query, which often carry a credential.
 """
 
 from __future__ import annotations
 
+import enum
 import socket
 import ssl
 import time
@@ -18,13 +19,26 @@ from typing import Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
 import urllib3
-from dcm_status_contracts import callback
-from dcm_status_contracts.callback import Outcome
 from dcm_status_contracts.errors import InvalidRequest
 
-__all__ = ["HookResponse", "InvalidRequest", "Outcome", "Refused", "post", "resolve", "scrub", "vetted_address"]
+from shared.callbacks import hooks
+
+__all__ = ["CallOutcome", "HookResponse", "InvalidRequest", "Refused", "post", "resolve", "scrub", "vetted_address"]
 
 Resolver = Callable[[str, int], list[str]]
+
+
+class CallOutcome(enum.StrEnum):
+    """What one call of a hook came to, as a category (never the receiver's error text or timing:
+    ``POST /v1/callbacks/{id}/test`` answers this, so it is no port scanner)."""
+
+    DELIVERED = "delivered"  # a 2xx
+    REFUSED_BY_RECEIVER = "refused_by_receiver"  # an answer, not a 2xx (a redirect included: not followed)
+    UNREACHABLE = "unreachable"  # no connection: the name does not resolve, refused, reset, no route
+    TIMEOUT = "timeout"  # no answer within the hook timeout
+    TLS_ERROR = "tls_error"  # the TLS handshake or the certificate check failed
+    BLOCKED_ADDRESS = "blocked_address"  # the hook's address, port or scheme may not be called
+    SECRET_UNAVAILABLE = "secret_unavailable"  # no signing secret of the callback opens (a dropped key): not sent
 
 
 def resolve(host: str, port: int) -> list[str]:
@@ -44,7 +58,7 @@ class HookResponse:
     error: str | None  # why it failed (None on a 2xx); never the hook's path or query
     address: str | None  # the address connected to
     seconds: float
-    outcome: Outcome | None = None  # None: derived from status and error (a test's fake)
+    outcome: CallOutcome | None = None  # None: derived from status and error (a test's fake)
 
     @property
     def ok(self) -> bool:
@@ -56,18 +70,18 @@ class HookResponse:
         return self.status == 410
 
     @property
-    def category(self) -> Outcome:
+    def category(self) -> CallOutcome:
         if self.outcome is not None:
             return self.outcome
         if self.ok:
-            return Outcome.DELIVERED
-        return Outcome.REFUSED_BY_RECEIVER if self.status is not None else Outcome.UNREACHABLE
+            return CallOutcome.DELIVERED
+        return CallOutcome.REFUSED_BY_RECEIVER if self.status is not None else CallOutcome.UNREACHABLE
 
 
 class Refused(InvalidRequest):
     """A hook that may not be called, and the category: blocked, or a name that does not resolve."""
 
-    def __init__(self, detail: str, outcome: Outcome):
+    def __init__(self, detail: str, outcome: CallOutcome):
         super().__init__(detail, "hook")
         self.outcome = outcome
 
@@ -76,25 +90,25 @@ def vetted_address(url: str, local_mode: bool, resolver: Resolver = resolve,
                    ports: Iterable[int] = ()) -> tuple[str, int, str]:
     """(host, port, address to connect to), or InvalidRequest (``Refused``) saying why the hook may not
     be called. ``ports``: ports allowed beside the scheme's (DCM_HOOK_PORTS)."""
-    host, port = callback.parse_hook(url, local_mode)
+    host, port = hooks.parse_hook(url, local_mode)
     addresses = resolver(host, port)
     try:
-        callback.check_addresses(host, addresses, local_mode)
-        callback.check_port(urlsplit(url).scheme, port, addresses, local_mode, ports)
+        hooks.check_addresses(host, addresses, local_mode)
+        hooks.check_port(urlsplit(url).scheme, port, addresses, local_mode, ports)
     except InvalidRequest as exc:
-        raise Refused(exc.detail, Outcome.BLOCKED_ADDRESS if addresses else Outcome.UNREACHABLE) from None
+        raise Refused(exc.detail, CallOutcome.BLOCKED_ADDRESS if addresses else CallOutcome.UNREACHABLE) from None
     return host, port, addresses[0]
 
 
-def _failure(exc: Exception) -> Outcome:
+def _failure(exc: Exception) -> CallOutcome:
     """The category of a failed call."""
     if isinstance(exc, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass, for history
-        return Outcome.UNREACHABLE
+        return CallOutcome.UNREACHABLE
     if isinstance(exc, urllib3.exceptions.TimeoutError):
-        return Outcome.TIMEOUT
+        return CallOutcome.TIMEOUT
     if isinstance(exc, urllib3.exceptions.SSLError) or isinstance(getattr(exc, "__context__", None), ssl.SSLError):
-        return Outcome.TLS_ERROR
-    return Outcome.UNREACHABLE
+        return CallOutcome.TLS_ERROR
+    return CallOutcome.UNREACHABLE
 
 
 def scrub(text: str, url: str) -> str:
@@ -103,7 +117,7 @@ def scrub(text: str, url: str) -> str:
     for secret in sorted({url, parts.path + (f"?{parts.query}" if parts.query else ""), parts.query,
                           parts.path}, key=len, reverse=True):
         if secret and secret != "/":
-            text = text.replace(secret, callback.redact_hook(url) if secret == url else "/\u2026")
+            text = text.replace(secret, hooks.redact_hook(url) if secret == url else "/" + hooks.ELIDED)
     return text
 
 
@@ -116,7 +130,8 @@ def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float, loca
     except Refused as exc:
         return HookResponse(None, scrub(exc.detail, url), None, time.monotonic() - started, exc.outcome)
     except InvalidRequest as exc:
-        return HookResponse(None, scrub(exc.detail, url), None, time.monotonic() - started, Outcome.BLOCKED_ADDRESS)
+        return HookResponse(None, scrub(exc.detail, url), None, time.monotonic() - started,
+                            CallOutcome.BLOCKED_ADDRESS)
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     t = urllib3.Timeout(connect=timeout, read=timeout)
@@ -137,4 +152,4 @@ def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float, loca
         pool.close()
     ok = 200 <= response.status < 300
     return HookResponse(response.status, None if ok else f"HTTP {response.status}", address,
-                        time.monotonic() - started, Outcome.DELIVERED if ok else Outcome.REFUSED_BY_RECEIVER)
+                        time.monotonic() - started, CallOutcome.DELIVERED if ok else CallOutcome.REFUSED_BY_RECEIVER)

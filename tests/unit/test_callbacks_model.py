@@ -4,10 +4,11 @@ receiver verifies with the library."""
 from __future__ import annotations
 
 import pytest
-from dcm_status_contracts import callback, timeutil
+from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import InvalidRequest
 from standardwebhooks.webhooks import Webhook
 
+from shared.callbacks import hooks, registration, webhook
 from shared.runtime.secretbox import Keyring
 
 CHANGE = {"id": "c1", "cursor": "x", "committedAt": "2026-03-01T10:00:00.000000Z", "key": "aws/vm/i-1",
@@ -25,24 +26,24 @@ AT = timeutil.parse("2026-03-01T10:00:00Z")
     ("fc00::1", "not a public"), ("224.0.0.1", "multicast"), ("240.0.0.1", "not a public"),
 ])
 def test_addresses_that_are_not_public_are_refused(address, why):
-    assert why in (callback.blocked(address, local_mode=False) or "")
+    assert why in (hooks.blocked(address, local_mode=False) or "")
 
 
 @pytest.mark.parametrize("address", ["8.8.8.8", "2001:4860:4860::8888", "::ffff:8.8.8.8"])
 def test_public_addresses_are_allowed(address):
-    assert callback.blocked(address, local_mode=False) is None
+    assert hooks.blocked(address, local_mode=False) is None
 
 
 def test_local_mode_allows_loopback_only():
-    assert callback.blocked("127.0.0.1", local_mode=True) is None
-    assert callback.blocked("10.0.0.1", local_mode=True) and callback.blocked("169.254.169.254", local_mode=True)
+    assert hooks.blocked("127.0.0.1", local_mode=True) is None
+    assert hooks.blocked("10.0.0.1", local_mode=True) and hooks.blocked("169.254.169.254", local_mode=True)
 
 
 def test_one_blocked_address_among_several_refuses_the_hook():
     with pytest.raises(InvalidRequest, match="resolves to 127.0.0.1"):
-        callback.check_addresses("rebind.example", ["93.184.216.34", "127.0.0.1"], local_mode=False)
+        hooks.check_addresses("rebind.example", ["93.184.216.34", "127.0.0.1"], local_mode=False)
     with pytest.raises(InvalidRequest, match="does not resolve"):
-        callback.check_addresses("nowhere.example", [], local_mode=False)
+        hooks.check_addresses("nowhere.example", [], local_mode=False)
 
 
 @pytest.mark.parametrize("url, local, problem", [
@@ -56,43 +57,43 @@ def test_one_blocked_address_among_several_refuses_the_hook():
 ])
 def test_hooks_that_may_not_be_called_are_refused_with_the_reason(url, local, problem):
     with pytest.raises(InvalidRequest, match=problem) as err:
-        callback.parse_hook(url, local_mode=local)
+        hooks.parse_hook(url, local_mode=local)
     assert err.value.parameter == "hook"
 
 
 def test_a_hook_names_its_host_and_port():
-    assert callback.parse_hook("https://hooks.example.com/cb", local_mode=False) == ("hooks.example.com", 443)
-    assert callback.parse_hook("http://127.0.0.1:8099/cb", local_mode=True) == ("127.0.0.1", 8099)
+    assert hooks.parse_hook("https://hooks.example.com/cb", local_mode=False) == ("hooks.example.com", 443)
+    assert hooks.parse_hook("http://127.0.0.1:8099/cb", local_mode=True) == ("127.0.0.1", 8099)
 
 
 def test_the_body_is_the_trackers_shape_with_id_key_and_time():
     import orjson
-    sent = orjson.loads(callback.body(CHANGE, "ABCDEFG42"))
+    sent = orjson.loads(webhook.body(CHANGE, "ABCDEFG42"))
     assert sent == {"id": "c1", "token": "ABCDEFG42", "key": "aws/vm/i-1", "cursor": "x",
                     "committedAt": CHANGE["committedAt"], "changes": CHANGE["changes"],
                     "resource": CHANGE["resource"]}
 
 
 def test_a_standard_webhooks_receiver_verifies_the_signature():
-    secret = callback.new_secret()
-    payload = callback.body(CHANGE, None)
-    headers = callback.signed_headers([secret], "c1~cb1", timeutil.now(), payload)
+    secret = registration.new_secret()
+    payload = webhook.body(CHANGE, None)
+    headers = webhook.signed_headers([secret], "c1~cb1", timeutil.now(), payload)
     assert Webhook(secret).verify(payload, headers)["id"] == "c1"
     with pytest.raises(Exception):
-        Webhook(callback.new_secret()).verify(payload, headers)
+        Webhook(registration.new_secret()).verify(payload, headers)
 
 
 def test_during_a_rotation_a_receiver_with_either_secret_verifies():
-    old, new = callback.new_secret(), callback.new_secret()
-    payload, at = callback.body(CHANGE, None), timeutil.now()
-    headers = callback.signed_headers([new, old], "d1", at, payload)
+    old, new = registration.new_secret(), registration.new_secret()
+    payload, at = webhook.body(CHANGE, None), timeutil.now()
+    headers = webhook.signed_headers([new, old], "d1", at, payload)
     for secret in (old, new):
         Webhook(secret).verify(payload, headers)
 
 
-def registered(scope=callback.Scope.FILTER, **kw) -> callback.Callback:
-    return callback.Callback(id="f1", hook="https://hooks.example.com/cb", scope=scope, created_at="2026-03-01T00:00:00Z",
-                             secrets=(callback.SigningSecret(callback.new_secret()),), **kw)
+def registered(scope=registration.Scope.FILTER, **kw) -> registration.Callback:
+    return registration.Callback(id="f1", hook="https://hooks.example.com/cb", scope=scope, created_at="2026-03-01T00:00:00Z",
+                             secrets=(registration.SigningSecret(registration.new_secret()),), **kw)
 
 
 @pytest.mark.parametrize("where, matched", [
@@ -102,12 +103,12 @@ def registered(scope=callback.Scope.FILTER, **kw) -> callback.Callback:
     ({"provider": "aws", "status": "STOPPED"}, False),
 ])
 def test_a_filter_callback_is_sent_the_changes_its_filter_matches(where, matched):
-    assert registered(filter=callback.Filter.of(where)).matches(CHANGE) is matched
+    assert registered(filter=registration.Filter.of(where)).matches(CHANGE) is matched
 
 
 def test_a_resource_callback_is_sent_its_resources_changes_only():
-    assert registered(callback.Scope.RESOURCE, key="aws/vm/i-1").matches(CHANGE)
-    assert not registered(callback.Scope.RESOURCE, key="aws/vm/i-2").matches(CHANGE)
+    assert registered(registration.Scope.RESOURCE, key="aws/vm/i-1").matches(CHANGE)
+    assert not registered(registration.Scope.RESOURCE, key="aws/vm/i-2").matches(CHANGE)
 
 
 @pytest.mark.parametrize("where, problem", [
@@ -116,17 +117,17 @@ def test_a_resource_callback_is_sent_its_resources_changes_only():
 ])
 def test_a_filter_that_cannot_be_read_is_refused(where, problem):
     with pytest.raises(InvalidRequest, match=problem):
-        callback.Filter.of(where)
+        registration.Filter.of(where)
 
 
 def test_a_callback_survives_its_stored_form_and_never_shows_its_secrets():
-    cb = registered(filter=callback.Filter.of({"provider": "aws", "label": "tenant:acme"}), token="t",
+    cb = registered(filter=registration.Filter.of({"provider": "aws", "label": "tenant:acme"}), token="t",
                     retry_seconds=60)
     ring = Keyring.generate()
     cb = cb.sealed(ring.seal)  # stored sealed only (shared/runtime/secretbox.py)
-    assert callback.SECRET_PREFIX not in str(cb.to_doc())
-    assert callback.Callback.from_doc("f1", cb.to_doc()).opened(ring.open, AT)[0] == cb
-    shown = callback.public("f1", {**cb.to_doc(), "stats": {"delivered": 3}})
+    assert registration.SECRET_PREFIX not in str(cb.to_doc())
+    assert registration.Callback.from_doc("f1", cb.to_doc()).opened(ring.open, AT)[0] == cb
+    shown = registration.public("f1", {**cb.to_doc(), "stats": {"delivered": 3}})
     assert cb.secrets[0].value not in str(shown) and "secrets" not in shown
     assert shown["stats"]["delivered"] == 3 and shown["stats"]["consecutiveFailures"] == 0
     assert shown["filter"] == {"provider": "aws", "label": "tenant:acme"}
@@ -145,15 +146,15 @@ def test_a_rotation_keeps_the_old_secret_signing_for_its_grace_only():
 
 
 def test_a_resource_has_one_callback_id_and_bad_settings_are_refused():
-    assert callback.resource_callback_id("aws/vm/i-1") == callback.resource_callback_id("aws/vm/i-1")
-    assert callback.resource_callback_id("aws/vm/i-1") != callback.resource_callback_id("aws/vm/i-2")
+    assert registration.resource_callback_id("aws/vm/i-1") == registration.resource_callback_id("aws/vm/i-1")
+    assert registration.resource_callback_id("aws/vm/i-1") != registration.resource_callback_id("aws/vm/i-2")
     with pytest.raises(InvalidRequest, match="retrySeconds"):
-        callback.check_retry_seconds(0)
+        registration.check_retry_seconds(0)
     with pytest.raises(InvalidRequest, match="retrySeconds"):
-        callback.check_retry_seconds(True)
-    assert callback.check_retry_seconds(None) == callback.DEFAULT_RETRY_SECONDS
-    assert callback.check_retry_seconds(60.0) == 60
+        registration.check_retry_seconds(True)
+    assert registration.check_retry_seconds(None) == registration.DEFAULT_RETRY_SECONDS
+    assert registration.check_retry_seconds(60.0) == 60
     with pytest.raises(InvalidRequest, match="retrySeconds"):
-        callback.check_retry_seconds(60.5)
+        registration.check_retry_seconds(60.5)
     with pytest.raises(InvalidRequest, match="token"):
-        callback.check_token("x" * 300)
+        registration.check_token("x" * 300)

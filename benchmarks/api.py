@@ -32,7 +32,8 @@ import orjson  # noqa: E402
 import requests  # noqa: E402
 from dcm_status_contracts import status_update  # noqa: E402
 from dcm_status_contracts.model import PubSubMessage  # noqa: E402
-from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event  # noqa: E402
 from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 
@@ -68,7 +69,7 @@ def seed(db: firestore.Client, n: int) -> float:
         provider = PROVIDERS[i % len(PROVIDERS)]
         event = build_event(provider, "vm", f"vm-{i:05d}", STATUSES[i % len(STATUSES)], "seeded",
                             event_id=f"seed-{i}", metadata={"tenant": TENANTS[i % len(TENANTS)]})
-        data, attrs = to_pubsub_message(event)
+        data, attrs = to_message(event)
         message = PubSubMessage(data, attrs, f"m-{i}", None, f"dcm-status-ingress-{provider}")
         store.apply(status_update.decode(status_update.encode(normalize_message(message, env))))
 

@@ -40,10 +40,11 @@ os.environ.setdefault("DCM_PROJECT", "bench")
 import orjson  # noqa: E402
 from dcm_status_contracts import status_changed  # noqa: E402
 from dcm_status_contracts.model import PubSubMessage  # noqa: E402
-from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event  # noqa: E402
 
 from infra.local import emulators  # noqa: E402
-from infra.topology import load  # noqa: E402
+from infra.topology import Topology, load  # noqa: E402
 from shared.audit.handler import Audit  # noqa: E402
 from shared.billing.handler import Billing  # noqa: E402
 from shared.deadletter.handler import DeadLetter  # noqa: E402
@@ -216,6 +217,39 @@ def print_functions(row: dict) -> None:
           "deliveries to its subscriptions (a filtered-out delivery is billed as delivered)")
 
 
+def print_rows(rows: list[dict]) -> None:
+    """The cost per event of each outcome, then per function for an applied change."""
+    cols = ["firestore reads", "firestore writes", "pubsub publishes", "function invocations"]
+    print(f"{'per event':<22}" + "".join(f"{c:>22}" for c in cols) + f"{'$ per million':>16}")
+    for r in rows:
+        print(f"{r['outcome']:<22}" + "".join(f"{r.get(c, 0):>22.2f}" for c in cols) + f"{r['usd'] * 1e6:>16.2f}")
+    print("prices: Firestore regional $0.03/100k reads, $0.09/100k writes; Pub/Sub $40/TiB (1 KB minimum per "
+          "publish and per delivery); Cloud Run functions $0.40/M invocations, $0.000024/vCPU-s and "
+          "$0.0000025/GiB-s (256 MiB) over the CPU time measured per invocation")
+    print(f"cost per million applied events: ${rows[0]['usd'] * 1e6:.2f} (target <= $5)")
+    print_functions(rows[0])
+
+
+def _pipeline(topo: Topology, s: settings.Settings, db: object, tally: Counter) -> Bus:
+    """The functions in this process, each on the topics it is pushed from (with its subscription's filter)."""
+    subscribers: dict[str, list[str]] = {}
+    for spec in topo.subscriptions:  # a pull subscription (the dead-letter archive) is its own consumer
+        subscribers.setdefault(spec.topic, []).append(spec.push or spec.name)
+    bus = Bus(tally, {}, subscribers, [])
+    runtime = bus.runtime = Runtime.of(s, db, bus)
+    ingest, upsert = Ingest.build(runtime), Upsert.build(runtime)
+    billing, audit, deadletter = Billing.build(runtime), Audit.build(runtime), DeadLetter.build(runtime)
+    every = lambda m: True  # noqa: E731
+    stopped = lambda m: orjson.loads(m.data)["data"]["newStatus"] == "STOPPED"  # noqa: E731 - audit's filter
+    maybe_callback = lambda m: status_changed.notify_wanted(m.attributes)  # noqa: E731 - notify's filter
+    bus.handlers = {s.ingress_topic("aws"): [("ingest", ingest, every)],
+                    s.normalized_topic("aws"): [("upsert", upsert, every)],
+                    s.topic_changed: [("billing", billing, every), ("audit", audit, stopped),
+                                      ("notify", Notify.build(runtime), maybe_callback)],
+                    s.topic_deadletter: [("deadletter", deadletter, every)]}
+    return bus
+
+
 def main() -> None:
     logging.getLogger("dcm").setLevel(logging.ERROR)  # the handlers' per-event log lines are not the figures
     tmp = Path(tempfile.mkdtemp())
@@ -229,25 +263,11 @@ def main() -> None:
         s = settings.from_env({**os.environ, **topo.env(), "DCM_PROJECT": "bench", "DCM_LOCAL_MODE": "1"})
         tally: Counter = Counter()
         db = counting(firestore.Client(project="bench"), tally)
-        subscribers: dict[str, list[str]] = {}
-        for spec in topo.subscriptions:  # a pull subscription (the dead-letter archive) is its own consumer
-            subscribers.setdefault(spec.topic, []).append(spec.push or spec.name)
-        bus = Bus(tally, {}, subscribers, [])
-        runtime = bus.runtime = Runtime.of(s, db, bus)
-        ingest, upsert = Ingest.build(runtime), Upsert.build(runtime)
-        billing, audit, deadletter = Billing.build(runtime), Audit.build(runtime), DeadLetter.build(runtime)
-        every = lambda m: True  # noqa: E731
-        stopped = lambda m: orjson.loads(m.data)["data"]["newStatus"] == "STOPPED"  # noqa: E731 - audit's filter
-        maybe_callback = lambda m: status_changed.notify_wanted(m.attributes)  # noqa: E731 - notify's filter
-        bus.handlers = {s.ingress_topic("aws"): [("ingest", ingest, every)],
-                        s.normalized_topic("aws"): [("upsert", upsert, every)],
-                        s.topic_changed: [("billing", billing, every), ("audit", audit, stopped),
-                                          ("notify", Notify.build(runtime), maybe_callback)],
-                        s.topic_deadletter: [("deadletter", deadletter, every)]}
+        bus = _pipeline(topo, s, db, tally)
         topic = s.ingress_topic("aws")
 
         def event(rid: str, status: str, at: str, eid: str, message: str = "up") -> tuple[bytes, dict]:
-            return to_pubsub_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
+            return to_message(build_event("aws", "vm", rid, status, message, event_id=eid, time=at))
 
         def measure(name: str, n: int, send) -> dict:
             tally.clear()
@@ -275,15 +295,7 @@ def main() -> None:
         rows.append(measure("duplicate", 50, lambda i: publish(
             *event(f"vm-{i}", "STOPPED" if i % 2 else "PROVISIONING", "2026-01-01T02:00:00Z", f"u-{i}"))))
         rows.append(measure("dead letter", 50, lambda i: publish(b"not json %d" % i, {})))
-        cols = ["firestore reads", "firestore writes", "pubsub publishes", "function invocations"]
-        print(f"{'per event':<22}" + "".join(f"{c:>22}" for c in cols) + f"{'$ per million':>16}")
-        for r in rows:
-            print(f"{r['outcome']:<22}" + "".join(f"{r.get(c, 0):>22.2f}" for c in cols) + f"{r['usd'] * 1e6:>16.2f}")
-        print("prices: Firestore regional $0.03/100k reads, $0.09/100k writes; Pub/Sub $40/TiB (1 KB minimum per "
-              "publish and per delivery); Cloud Run functions $0.40/M invocations, $0.000024/vCPU-s and "
-              "$0.0000025/GiB-s (256 MiB) over the CPU time measured per invocation")
-        print(f"cost per million applied events: ${rows[0]['usd'] * 1e6:.2f} (target <= $5)")
-        print_functions(rows[0])
+        print_rows(rows)
     finally:
         fs.stop()
 

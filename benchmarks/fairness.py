@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dcm_status_contracts import timeutil  # noqa: E402
-from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
@@ -42,7 +43,7 @@ def paced(publisher, topic: str, provider: str, tag: str, rate: float, seconds: 
     start = time.time()
     for i in range(int(rate * seconds)):
         rid = f"{tag}-{i}"
-        data, attrs = to_pubsub_message(build_event(provider, "vm", rid, "RUNNING", "fairness"))
+        data, attrs = to_message(build_event(provider, "vm", rid, "RUNNING", "fairness"))
         sent[rid] = time.time()
         publisher.publish(topic, data, **attrs).result(timeout=60)
         time.sleep(max(0.0, start + (i + 1) / rate - time.time()))
@@ -50,7 +51,7 @@ def paced(publisher, topic: str, provider: str, tag: str, rate: float, seconds: 
 
 
 def flood(publisher, topic: str, tag: str, n: int) -> None:
-    messages = [to_pubsub_message(build_event(LOUD, "vm", f"{tag}-{i}", "RUNNING", "flood")) for i in range(n)]
+    messages = [to_message(build_event(LOUD, "vm", f"{tag}-{i}", "RUNNING", "flood")) for i in range(n)]
     futures = [publisher.publish(topic, data, **attrs) for data, attrs in messages]
     for f in futures:
         f.result(timeout=120)

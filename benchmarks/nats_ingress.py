@@ -33,7 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event  # noqa: E402
 
 from infra import nats_accounts  # noqa: E402
 from infra.local import emulators, natsserver  # noqa: E402
@@ -93,7 +94,7 @@ def messages(n: int) -> list[tuple[str, str, bytes]]:
         provider, rid = PROVIDERS[i % len(PROVIDERS)], f"vm-{i % 500}"
         event = build_event(provider, "vm", rid, ["RUNNING", "STOPPED"][i % 2], "bench", event_id=f"bench-{i}",
                             source=f"{provider}-bench")
-        out.append((provider, f"{provider}/vm/{rid}", to_pubsub_message(event)[0]))
+        out.append((provider, f"{provider}/vm/{rid}", to_message(event)[0]))
     return out
 
 
@@ -107,7 +108,7 @@ async def load_stream(rig: Rig, n: int) -> None:
     """Each provider's stream, the two durable consumers on each (created before any message: both see all N),
     then N messages published by the providers with JetStream (each stored, acked by the server)."""
     from shared.nats_ingress.worker import consumer_config, ensure_stream_and_consumer
-    from shared.runtime.settings import nats_from_env
+    from shared.runtime.nats_settings import nats_from_env
 
     settings = nats_from_env(rig.env(8080))
     nc = await connect(rig.url, rig.credentials.platform)
@@ -137,7 +138,7 @@ async def ceiling_rate(rig: Rig, n: int, consumer: str, keys: dict[tuple[str, in
     (provider, stream sequence) (the resource key the ingress would give it, known from what was published,
     not read from the message)."""
     from shared.nats_ingress.worker import publisher
-    from shared.runtime.settings import nats_from_env
+    from shared.runtime.nats_settings import nats_from_env
 
     settings = nats_from_env(rig.env(8080))
     client = publisher(ordered=bool(keys))
@@ -171,7 +172,7 @@ async def ceiling_rate(rig: Rig, n: int, consumer: str, keys: dict[tuple[str, in
 async def timed_drain(rig: Rig, n: int) -> float:
     """Seconds from the ingress consumers' first delivery to every one of ``n`` messages acked (one connection,
     watching the consumers' state every 20 ms)."""
-    from shared.runtime.settings import nats_from_env
+    from shared.runtime.nats_settings import nats_from_env
 
     settings = nats_from_env(rig.env(8080))
     nc = await connect(rig.url, rig.credentials.platform)

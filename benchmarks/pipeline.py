@@ -35,7 +35,8 @@ from typing import Any, Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dcm_status_contracts import timeutil  # noqa: E402
-from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
@@ -110,7 +111,7 @@ def applied(db: firestore.Client, ledger: str = "events") -> int:
 
 
 def throughput(db, publisher, topic: str, tag: str, events: int = THROUGHPUT_EVENTS, ledger: str = "events") -> float:
-    msgs = [to_pubsub_message(build_event("aws", "vm", f"{tag}-{i}", "RUNNING", "benchmark"))
+    msgs = [to_message(build_event("aws", "vm", f"{tag}-{i}", "RUNNING", "benchmark"))
             for i in range(events)]
     base = applied(db, ledger)
     start = time.perf_counter()
@@ -127,7 +128,7 @@ def latency(db, publisher, topic: str) -> tuple[float, float]:
     sent: dict[str, float] = {}
     for i in range(LATENCY_EVENTS):
         rid = f"lat-{i}"
-        data, attrs = to_pubsub_message(build_event("aws", "vm", rid, "RUNNING", "latency"))
+        data, attrs = to_message(build_event("aws", "vm", rid, "RUNNING", "latency"))
         sent[rid] = time.time()
         publisher.publish(topic, data, **attrs).result(timeout=30)
         time.sleep(max(0.0, 1 / LATENCY_RATE - (time.time() - sent[rid])))

@@ -26,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sdk"))
 
-from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import ReportForm, build_event  # noqa: E402
 from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
 from google.cloud import pubsub_v1  # noqa: E402
 
@@ -80,7 +81,7 @@ def kit_run(publisher, n: int, per_second: float | None = None) -> tuple[float, 
 
 def bare_run(publisher, n: int, keyed: bool = False) -> tuple[float, list[float]]:
     topic = publisher.topic_path(PROJECT, TOPIC)
-    messages = [to_pubsub_message(build_event("aws", "vm", f"i-{i}", "RUNNING", "bench", form=ReportForm.CURRENT))
+    messages = [to_message(build_event("aws", "vm", f"i-{i}", "RUNNING", "bench", form=ReportForm.CURRENT))
                 for i in range(n)]
     ms: list[float] = []
     lock = threading.Lock()

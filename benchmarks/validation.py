@@ -30,7 +30,8 @@ from cloudevents.http import from_http  # noqa: E402
 from dcm_status_contracts.errors import Rejected  # noqa: E402
 from dcm_status_contracts.model import PubSubMessage  # noqa: E402
 from dcm_status_contracts.schemas import ENVELOPE_URI, registry  # noqa: E402
-from dcm_status_contracts.status_report import build_event, to_pubsub_message  # noqa: E402
+from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
+from dcm_status_contracts.status_report import build_event  # noqa: E402
 
 from shared.ingest.normalize import normalize_message  # noqa: E402
 from shared.runtime import settings  # noqa: E402
@@ -46,7 +47,7 @@ def events(valid: bool) -> list[tuple[bytes, dict]]:
                             metadata={"region": "eu-west-1", "environment": "prod", "tenant": "acme"},
                             resource_specific={"cpus": 4, "memoryMb": 8192, "image": "debian-12",
                                                "ipAddress": "10.0.0.12", "hostname": f"web-{i}.example.com"})
-        out.append(to_pubsub_message(event))
+        out.append(to_message(event))
     return out
 
 

@@ -88,7 +88,7 @@ class NatsSpec:
         return self.provider_prefix.replace("{provider}", provider)
 
     def env(self) -> dict[str, str]:
-        """The ingress's settings (shared/runtime/settings.py ``nats_from_env``), beside ``Topology.env()``."""
+        """The ingress's settings (shared/runtime/nats_settings.py ``nats_from_env``), beside ``Topology.env()``."""
         return {
             "NATS_STREAM_NAME": self.stream,
             "NATS_STATUS_SUBJECT": self.subjects,
@@ -177,46 +177,52 @@ def read(path: Path = TOPOLOGY_FILE) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
+def _subscriptions(doc: dict[str, Any], spec: dict[str, Any], providers: tuple[str, ...],
+                   ) -> list[SubscriptionSpec]:
+    """The subscriptions one declaration makes: one per provider when its name holds ``{provider}``."""
+    defaults = doc["defaults"]
+    subs: list[SubscriptionSpec] = []
+    topic_spec = doc["topics"][spec["topic"]]
+    instances = providers if "{provider}" in spec["name"] else (None,)
+    retry = {**defaults["retry_policy"], **spec.get("retry_policy", {})}
+    dead_letter = bool(spec.get("dead_letter", True))
+    dead_letter_key = spec.get("dead_letter_topic", "deadletter")
+    for p in instances:
+        subs.append(SubscriptionSpec(
+            name=spec["name"].replace("{provider}", p) if p else spec["name"],
+            topic=topic_spec["name"].replace("{provider}", p) if p else topic_spec["name"],
+            topic_key=spec["topic"],
+            push=spec.get("push"),
+            enable_message_ordering=bool(spec.get("enable_message_ordering", False)),
+            dead_letter=dead_letter,
+            dead_letter_topic=doc["topics"][dead_letter_key]["name"] if dead_letter else None,
+            ack_deadline_seconds=int(spec.get("ack_deadline_seconds", defaults["ack_deadline_seconds"])),
+            max_delivery_attempts=int(spec.get("max_delivery_attempts", defaults["max_delivery_attempts"])),
+            minimum_backoff=seconds(retry["minimum_backoff"]),
+            maximum_backoff=seconds(retry["maximum_backoff"]),
+            message_retention=seconds(spec.get("message_retention_duration",
+                                               defaults["message_retention_duration"])),
+            filter=spec.get("filter"),
+            provider=p,
+            oldest_unacked_alert=alert_after(spec.get("oldest_unacked_alert",
+                                                      defaults.get("oldest_unacked_alert"))),
+        ))
+    return subs
+
+
 def load(providers: Iterable[str] | None = None, path: Path = TOPOLOGY_FILE) -> Topology:
     doc = read(path)
     where = "" if providers is not None else f"{path.name}, providers: "
     providers = tuple(providers) if providers is not None else tuple(doc["providers"])
     for problem in filter(None, map(provider_name_problem, providers)):
         raise ConfigError(where + problem)
-    defaults = doc["defaults"]
     topics: list[TopicSpec] = []
     for key, spec in doc["topics"].items():
         if spec.get("per_provider"):
             topics += [TopicSpec(key, spec["name"].replace("{provider}", p), p) for p in providers]
         else:
             topics.append(TopicSpec(key, spec["name"]))
-    subs: list[SubscriptionSpec] = []
-    for spec in doc["subscriptions"]:
-        topic_spec = doc["topics"][spec["topic"]]
-        instances = providers if "{provider}" in spec["name"] else (None,)
-        retry = {**defaults["retry_policy"], **spec.get("retry_policy", {})}
-        dead_letter = bool(spec.get("dead_letter", True))
-        dead_letter_key = spec.get("dead_letter_topic", "deadletter")
-        for p in instances:
-            subs.append(SubscriptionSpec(
-                name=spec["name"].replace("{provider}", p) if p else spec["name"],
-                topic=topic_spec["name"].replace("{provider}", p) if p else topic_spec["name"],
-                topic_key=spec["topic"],
-                push=spec.get("push"),
-                enable_message_ordering=bool(spec.get("enable_message_ordering", False)),
-                dead_letter=dead_letter,
-                dead_letter_topic=doc["topics"][dead_letter_key]["name"] if dead_letter else None,
-                ack_deadline_seconds=int(spec.get("ack_deadline_seconds", defaults["ack_deadline_seconds"])),
-                max_delivery_attempts=int(spec.get("max_delivery_attempts", defaults["max_delivery_attempts"])),
-                minimum_backoff=seconds(retry["minimum_backoff"]),
-                maximum_backoff=seconds(retry["maximum_backoff"]),
-                message_retention=seconds(spec.get("message_retention_duration",
-                                                   defaults["message_retention_duration"])),
-                filter=spec.get("filter"),
-                provider=p,
-                oldest_unacked_alert=alert_after(spec.get("oldest_unacked_alert",
-                                                          defaults.get("oldest_unacked_alert"))),
-            ))
+    subs = [sub for spec in doc["subscriptions"] for sub in _subscriptions(doc, spec, providers)]
     return Topology(
         topics=tuple(topics),
         subscriptions=tuple(subs),

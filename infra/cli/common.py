@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta
 
 import click
 from dcm_status_contracts import timeutil
+from dcm_status_contracts.identity import provider_name_problem
 
 from infra.local import emulators
 from infra.local.stack import LocalStack
@@ -78,3 +79,10 @@ def parse_time(value: str, now: datetime, param: str) -> datetime:
         return timeutil.parse(value)
     except ValueError as exc:
         raise click.BadParameter(TIME_FORMS, param_hint=param) from exc
+
+
+def check_provider_name(name: str, hint: str) -> None:
+    """A name no provider may have (the rule, or a name the platform's NATS users hold): a usage error."""
+    problem = provider_name_problem(name)
+    if problem:
+        raise click.BadParameter(problem, param_hint=hint)

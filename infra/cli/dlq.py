@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 from dcm_status_contracts import timeutil
-from dcm_status_contracts.deadletter import Origins
+from dcm_status_contracts.ingress import Origins
 from rich.progress import Progress
 
 from infra.cli.common import connect, parse_time

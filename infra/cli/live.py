@@ -105,7 +105,7 @@ def logs(function: str | None, follow: bool, lines: int, as_json: bool) -> None:
         raise click.ClickException("no local stack has run here: dcm-status up")
     if function and function not in names:
         raise click.BadParameter(f"{function!r} is not a function; one of {', '.join(names)}", param_hint="FUNCTION")
-    paths = {n: stack.log_dir / f"{n}.log" for n in ([function] if function else names)}
+    paths = {n: stack.paths.log_dir / f"{n}.log" for n in ([function] if function else names)}
     offsets = {}
     for name, path in paths.items():
         records, offsets[name] = _tail(path, lines)

@@ -138,10 +138,10 @@ def trace(event_id: str) -> None:
 
     Example: dcm-status trace evt-20250101-0001
     """
-    spans = read_spans(LocalStack().trace_dir)
+    spans = read_spans(LocalStack().paths.trace_dir)
     found = traces_of(spans, event_id)
     if not found:
-        raise NoTrace(f"no span names event {event_id!r} under {LocalStack().trace_dir} (spans are exported "
+        raise NoTrace(f"no span names event {event_id!r} under {LocalStack().paths.trace_dir} (spans are exported "
                       "about every 200 ms; is it an event of this local stack?)")
     for i, trace_id in enumerate(found):
         if i:

@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 import orjson
 from cloudevents.http import CloudEvent
 from dcm_status_contracts import timeutil
-from dcm_status_contracts.status_report import BindingMode, build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import BindingMode, to_message
+from dcm_status_contracts.status_report import build_event
 
 PROVIDERS = ("aws", "azure", "vmware", "kubernetes")
 LIFECYCLES: dict[str, list[list[str]]] = {
@@ -115,7 +116,7 @@ def build_fleet(resources: int = 300, seed: int = 7, start: datetime | None = No
                                             event_id=f"{rid}-{step}", time=stamp, last_transition_time=stamp,
                                             metadata=labels, source=f"{provider}-prod")
             mode = BindingMode.BINARY if rng.random() < 0.3 else BindingMode.STRUCTURED
-            data, attrs = to_pubsub_message(event, mode)
+            data, attrs = to_message(event, mode)
             msgs.append(Message(provider, data, attrs, key, "status"))
             if rng.random() < duplicate_rate:
                 msgs.append(Message(provider, data, attrs, key, "duplicate"))

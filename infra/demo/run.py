@@ -26,7 +26,8 @@ from infra.demo.billing import console_summary, usage_from_lifecycles
 from infra.demo.fleet import build_fleet
 from infra.local import emulators
 from infra.local.receiver import Receiver
-from infra.local.stack import REPO_ROOT, LocalStack
+from infra.local.stack import LocalStack
+from infra.local.state import REPO_ROOT
 from shared.api import queries
 from shared.api.callbacks import Callbacks
 from shared.api.queries import groups
@@ -89,9 +90,10 @@ def _callbacks(console: Console, db: Any, hook: Any, timeout: float) -> bool:
     return ok
 
 
-def _run(console: Console, conn: Any, db: Any, fleet: Any, publisher: Any, topic: dict, timeout: float) -> bool:
-    console.print(f"[bold]Fleet:[/] {len(fleet.expected)} resources, {fleet.published} messages "
-                  f"(duplicates, out-of-order deliveries and invalid events included)")
+def _publish_and_count(console: Console, db: Any, fleet: Any, publisher: Any, topic: dict,
+                       timeout: float) -> tuple[dict[str, Any], float]:
+    """Publish the fleet, then wait until the pipeline has accounted for every message (or ``timeout``):
+    the pipeline's counters, and the seconds it took."""
     started = time.monotonic()
     with _progress(console) as progress:
         task = progress.add_task("publishing", total=fleet.published)
@@ -109,7 +111,11 @@ def _run(console: Console, conn: Any, db: Any, fleet: Any, publisher: Any, topic
                 break
             time.sleep(0.5)
     elapsed = time.monotonic() - started
+    return s, elapsed
 
+
+def _print_states(console: Console, db: Any) -> None:
+    """How many resources of each type are in each status."""
     # statuses down, types across: six types fit 80 columns where ten statuses would not
     table = Table(title="Observed state per resource type", box=None)
     counts = queries.status_counts(db)
@@ -122,6 +128,13 @@ def _run(console: Console, conn: Any, db: Any, fleet: Any, publisher: Any, topic
         table.add_row(st, *[str(counts[t].get(st, "")) for t in types])
     table.add_row("total", *[str(sum(counts[t].values())) for t in types], style="bold")
     console.print(table)
+
+
+def _run(console: Console, conn: Any, db: Any, fleet: Any, publisher: Any, topic: dict, timeout: float) -> bool:
+    console.print(f"[bold]Fleet:[/] {len(fleet.expected)} resources, {fleet.published} messages "
+                  f"(duplicates, out-of-order deliveries and invalid events included)")
+    s, elapsed = _publish_and_count(console, db, fleet, publisher, topic, timeout)
+    _print_states(console, db)
 
     wrong = [k for k, status in fleet.expected.items()
              if (queries.get_resource(db, ResourceKey.parse(k)) or {}).get("status") != status]

@@ -24,7 +24,10 @@ connections it never accepts; ``PR_SET_PDEATHSIG`` would have to be set inside
 each gunicorn worker after its fork, which functions-framework gives no hook for.)
 
 Each start and exit is one JSON line in the function's log; the server's pid
-is written to ``--pidfile`` so that an operator (or a test) can find it.
+is written to ``--pidfile`` so that an operator (or a test) can find it, and
+after each restart their count beside it (``.restarts``). This module is also
+that protocol's other side: the command line that starts a keeper
+(``keeper_command``) and the reading of its files (``server_pid``, ``restart_count``).
 Restarts back off from 0.5 s to 10 s while the server keeps dying young
 (it lived less than 30 s), so a server that cannot start does not spin.
 
@@ -50,6 +53,38 @@ ORPHAN_GRACE = 1.0  # seconds a dead server's workers get to answer what they ho
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 
+# ---- the protocol, as the stack uses it ---------------------------------------------------
+def keeper_command(name: str, command: list[str], pidfile: Path, tick: tuple[str, float] | None = None) -> list[str]:
+    """``command`` under a keeper that restarts it when it dies, its pid in ``pidfile`` (its restarts counted
+    afresh); ``tick``: (topic, seconds), the keeper's timer for a scheduled function."""
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    restarts_file(pidfile).unlink(missing_ok=True)
+    ticking = ["--tick", tick[0], "--every", str(tick[1])] if tick else []
+    return [sys.executable, "-m", "infra.local.supervise", "--name", name, "--pidfile", str(pidfile), *ticking,
+            "--", *command]
+
+
+def restarts_file(pidfile: Path) -> Path:
+    return pidfile.with_suffix(".restarts")
+
+
+def server_pid(pidfile: Path) -> int | None:
+    """The pid of the server a keeper runs now (it restarts it under another pid), or None."""
+    try:
+        return int(pidfile.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def restart_count(pidfile: Path) -> int:
+    """How often the keeper has restarted its server since it was started."""
+    try:
+        return int(restarts_file(pidfile).read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+# ---- the keeper -----------------------------------------------------------------------------
 def _log(severity: str, message: str, **fields: object) -> None:
     record = {"severity": severity, "message": message, "logger": "infra.local.supervise",
               "time": datetime.now(timezone.utc).isoformat(), **fields}
@@ -171,7 +206,7 @@ def keep(name: str, command: list[str], pidfile: Path) -> int:
         restarts += 1
         _log("WARNING", f"function server {name} {_exit_reason(code)} after {lived:.1f} s; "
                         f"restarting in {delay:.1f} s", pid=child.pid, restarts=restarts)
-        pidfile.with_suffix(".restarts").write_text(f"{restarts}\n")
+        restarts_file(pidfile).write_text(f"{restarts}\n")
         time.sleep(delay)
     pidfile.unlink(missing_ok=True)
     return 0

@@ -17,7 +17,8 @@
 
 from dcm_status_contracts.cloud_native_event import DataType, Value
 from dcm_status_contracts.errors import Reason, Rejected
-from dcm_status_contracts.status_report import BindingMode, ReportForm
+from dcm_status_contracts.pubsub_binding import BindingMode
+from dcm_status_contracts.status_report import ReportForm
 
 from .mapping import MappedStatus, MappingTable
 from .refusal import PublishRefused, Refusal

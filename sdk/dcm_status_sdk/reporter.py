@@ -35,33 +35,29 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cloudevents.http import CloudEvent
 from dcm_status_contracts import cloud_native_event as cne
-from dcm_status_contracts import resync, status_report, timeutil, trace_context
+from dcm_status_contracts import limits, timeutil, trace_context
 from dcm_status_contracts.errors import DcmError
+from dcm_status_contracts.ingress import INGRESS_TOPIC_TEMPLATE
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.outputs import carried
+from dcm_status_contracts.pubsub_binding import BindingMode, from_message, to_message
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.schemas import status_token
-from dcm_status_contracts.status_report import (
-    BindingMode,
-    ReportForm,
-    build_event,
-    check,
-    to_pubsub_message,
-)
+from dcm_status_contracts.status_report import ReportForm, build_event, check
 
 from .coalesce import Coalescer, Offer, TokenBucket
 from .mapping import MappedStatus
+from .outgoing import Outgoing, merge
 from .refusal import PublishRefused, Refusal, refusal_of
+from .senders import pubsub_client, sender_for
 from .sequence import SequenceCounter
 
 log = logging.getLogger("dcm_status_sdk")
-INGRESS_TOPIC = "dcm-status-ingress-{provider}"
 
 
 class Backlogged(DcmError):
@@ -78,7 +74,7 @@ class FlushTimeout(DcmError):
 class ReporterConfig:
     project: str
     provider: str
-    topic: str = INGRESS_TOPIC  # {provider} is replaced
+    topic: str = INGRESS_TOPIC_TEMPLATE  # {provider} is replaced
     source: str | None = None  # default dcm/providers/{provider}
     form: ReportForm = ReportForm.CURRENT
     binding: BindingMode = BindingMode.STRUCTURED
@@ -90,7 +86,7 @@ class ReporterConfig:
     max_pending: int = 100_000  # resources waiting to be published
     max_block_seconds: float = 0.5  # the longest report() waits for room
     sequence_file: str | Path | None = None  # keeps the sequence above its last value across restarts
-    max_event_bytes: int = 64 * 1024  # ingest's default limit
+    max_event_bytes: int = limits.MAX_EVENT_BYTES  # ingest's default limit
     batch_max_messages: int = 100  # per Publish RPC (several resources in one)
     max_concurrent_batches: int = 4  # Publish RPCs in flight; beyond, reports wait (and coalesce)
     publish_timeout_seconds: float = 30.0  # one Publish RPC, its own retries included
@@ -121,19 +117,6 @@ class ResourceState:
     outputs: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class _Outgoing:
-    event: CloudEvent
-    reported_at: float  # the reporter's clock when report() took it
-    attempt: int = 0
-    trace: Mapping[str, str] = field(default_factory=dict)  # traceparent (and tracestate) when report() took it
-
-    def message(self, binding: BindingMode) -> tuple[bytes, dict[str, str]]:
-        """The Pub/Sub message: the event in its binding, with its trace context as attributes."""
-        data, attrs = to_pubsub_message(self.event, binding)
-        return data, {**attrs, **self.trace}
-
-
 @dataclass
 class Stats:
     reported: int = 0  # report() calls accepted (resync events included)
@@ -148,32 +131,6 @@ class Stats:
     latency_p99_ms: float | None = None
 
 
-def _inherit_resync(old: _Outgoing, new: _Outgoing) -> _Outgoing:
-    """A report replacing one of a resync batch carries the batch's marker (the batch stays whole)."""
-    attrs = old.event.get_attributes()
-    if resync.ID not in attrs or resync.ID in new.event.get_attributes():
-        return new
-    marker = {a: attrs[a] for a in resync.ATTRIBUTES if a in attrs}
-    return _Outgoing(CloudEvent({**new.event.get_attributes(), **marker}, new.event.get_data()), new.reported_at,
-                     new.attempt, new.trace)
-
-
-def _inherit_outputs(old: _Outgoing, new: _Outgoing) -> _Outgoing:
-    """A report replacing one that carried an output map it does not carry sends that map too."""
-    old_data, new_data = old.event.get_data(), new.event.get_data()
-    if not isinstance(old_data, dict) or not isinstance(new_data, dict):
-        return new
-    missing = {k: v for k, v in carried(old_data).items() if k not in carried(new_data)}
-    if not missing:
-        return new
-    return _Outgoing(CloudEvent(new.event.get_attributes(), {**new_data, **missing}), new.reported_at, new.attempt)
-
-
-def _merge(old: _Outgoing, new: _Outgoing) -> _Outgoing:
-    """What replaces ``old`` when ``new`` comes for its resource: ``new``, with what ``old`` must not lose."""
-    return _inherit_outputs(old, _inherit_resync(old, new))
-
-
 class Reporter:
     """Thread-safe; ``report`` is safe to call from asyncio code (it never waits on the network)."""
 
@@ -182,16 +139,16 @@ class Reporter:
         """``on_refused``: called (on a publishing thread) each time Pub/Sub refuses reports for good."""
         self.config = config
         self._own_publisher = publisher is None
-        self._publisher = publisher or _publisher(config)
-        self._sender = _sender_for(self._publisher, config)
+        self._publisher = publisher or pubsub_client(config.project, config.provider, config.topic_name)
+        self._sender = sender_for(self._publisher, config.publish_timeout_seconds)
         self._topic = self._publisher.topic_path(config.project, config.topic_name)
         self._on_refused = on_refused
         self._refused: tuple[Refusal, BaseException] | None = None  # the whole topic, for good
         self._unraised: tuple[Refusal, BaseException] | None = None  # a refusal flush has not raised yet
         self._clock = clock
         self._sequence = SequenceCounter(config.sequence_file)
-        self._coalescer: Coalescer[_Outgoing] = Coalescer(
-            config.debounce_seconds, TokenBucket(config.rate_per_second, config.burst), merge=_merge)
+        self._coalescer: Coalescer[Outgoing] = Coalescer(
+            config.debounce_seconds, TokenBucket(config.rate_per_second, config.burst), merge=merge)
         self._cond = threading.Condition()
         self._stats = Stats()
         self._closed = False
@@ -217,7 +174,7 @@ class Reporter:
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
                               last_transition_time, output_spec, outputs)
         key, event, terminal = self._build(state, time=time, event_id=event_id)
-        self._offer([Offer(key, _Outgoing(event, self._clock(), trace=trace_context.for_report()), terminal)])
+        self._offer([Offer(key, Outgoing(event, self._clock(), trace=trace_context.for_report()), terminal)])
         return event["id"]
 
     def resync(self, snapshot: Iterable[ResourceState], taken_at: str | None = None,
@@ -242,7 +199,7 @@ class Reporter:
         built = [self._build(s, extensions=ResyncMark(batch, len(states), i, at, types).attributes())
                  for i, s in enumerate(states)]
         now = self._clock()
-        self._offer([Offer(key, _Outgoing(event, now, trace=trace_context.for_report()), terminal, immediate=True)
+        self._offer([Offer(key, Outgoing(event, now, trace=trace_context.for_report()), terminal, immediate=True)
                      for key, event, terminal in built])
         return batch
 
@@ -254,13 +211,13 @@ class Reporter:
         retried like any report."""
         event = cne.build_event(values, source=source, event_type=event_type, time=time, event_id=event_id,
                                 extensions={"sequence": self._sequence.next()})
-        data, attrs = to_pubsub_message(event, self.config.binding)
-        decoded = status_report.decode(PubSubMessage(data, attrs, "local", topic=self.config.topic_name),
-                                       self.config.max_event_bytes)
+        data, attrs = to_message(event, self.config.binding)
+        decoded = from_message(PubSubMessage(data, attrs, "local", topic=self.config.topic_name),
+                               self.config.max_event_bytes)
         if not cne.is_cloud_native(decoded):
             raise ValueError(f"event type {event_type!r} is DCM's own: report() sends DCM status events")
         cne.check(decoded, self.config.topic_name, self.config.provider)
-        self._offer([Offer(f"cne:{event['id']}", _Outgoing(event, self._clock(), trace=trace_context.for_report()),
+        self._offer([Offer(f"cne:{event['id']}", Outgoing(event, self._clock(), trace=trace_context.for_report()),
                            immediate=True)])
         return event["id"]
 
@@ -277,7 +234,7 @@ class Reporter:
         state = ResourceState(resource_type, resource_id, status, message, reason, metadata, resource_specific,
                               last_transition_time, output_spec, outputs)
         _, event, _ = self._build(state, time=time, event_id=event_id, sequenced=False)
-        data, attrs = _Outgoing(event, self._clock(), trace=trace_context.for_report()).message(self.config.binding)
+        data, attrs = Outgoing(event, self._clock(), trace=trace_context.for_report()).message(self.config.binding)
         return self._publisher.publish(self._topic, data, **attrs)
 
     def _build(self, state: ResourceState, *, time: str | None = None, event_id: str | None = None,
@@ -291,7 +248,7 @@ class Reporter:
             metadata=state.metadata, resource_specific=state.resource_specific, source=self.config.source,
             form=self.config.form, output_spec=state.output_spec, outputs=state.outputs,
             extensions={**({"sequence": self._sequence.next()} if sequenced else {}), **(extensions or {})})
-        data, attrs = to_pubsub_message(event, self.config.binding)
+        data, attrs = to_message(event, self.config.binding)
         checked = check(PubSubMessage(data, attrs, "local", topic=self.config.topic_name), self.config.provider,
                         self.config.max_event_bytes)  # ingest's checks: Rejected with its reason
         token = status_token(status)
@@ -301,7 +258,7 @@ class Reporter:
                         status, state.resource_type)
         return str(checked.key), event, generic in self.config.terminal_statuses
 
-    def _offer(self, offers: list[Offer[_Outgoing]]) -> None:
+    def _offer(self, offers: list[Offer[Outgoing]]) -> None:
         """Queue them all or none (a resync batch stays whole): wait at most ``max_block_seconds`` for room."""
         if len(offers) > self.config.max_pending:
             raise Backlogged(f"{len(offers)} reports at once, more than max_pending {self.config.max_pending}")
@@ -346,7 +303,7 @@ class Reporter:
                     self._cond.wait(None if wake is None else max(0.0, wake - self._clock()))
             self._executor.submit(self._send, out)
 
-    def _send(self, offers: list[Offer[_Outgoing]]) -> None:
+    def _send(self, offers: list[Offer[Outgoing]]) -> None:
         messages = [(*o.item.message(self.config.binding), o.key) for o in offers]
         try:
             failures = self._sender.send(self._topic, messages)
@@ -361,7 +318,7 @@ class Reporter:
         with self._cond:
             self._end_batch(len(offers))
 
-    def _account(self, offers: list[Offer[_Outgoing]],
+    def _account(self, offers: list[Offer[Outgoing]],
                  failures: Mapping[str, BaseException]) -> PublishRefused | None:
         """Each report's outcome (the lock held): published, retried, or given up; what refused them."""
         failed_before = self._stats.failed
@@ -412,7 +369,7 @@ class Reporter:
             except Exception:  # the provider's callback must not stop the publishing thread
                 log.exception("on_refused failed")
 
-    def _retry(self, offer: Offer[_Outgoing]) -> None:
+    def _retry(self, offer: Offer[Outgoing]) -> None:
         attempt = offer.item.attempt + 1
         delay = min(self.config.retry_max_seconds, self.config.retry_initial_seconds * 2 ** (attempt - 1))
         delay *= random.uniform(0.5, 1.0)
@@ -490,90 +447,3 @@ class Reporter:
         except PublishRefused:
             if not isinstance(exc, PublishRefused):
                 raise
-
-
-def _publisher(config: ReporterConfig) -> Any:
-    from google.cloud import pubsub_v1
-
-    try:
-        return pubsub_v1.PublisherClient()
-    except Exception as exc:  # no credentials: PublishRefused says how to get some
-        refusal = refusal_of(exc)
-        if refusal is None:
-            raise
-        topic = f"projects/{config.project}/topics/{config.topic_name}"
-        raise PublishRefused.of(exc, refusal, config.provider, topic) from exc
-
-
-class _Batches:
-    """One Publish RPC per batch, whatever resources it holds.
-
-    The client library's own batching keeps one batch per ordering key, so with a key per
-    resource every report would be an RPC of its own (measured: 7% of the unkeyed throughput,
-    benchmarks/provider_kit.py). The coalescer keeps one publish per resource in flight, so the
-    order of a resource's reports holds across batches."""
-
-    MAX_BYTES = 9 * 1024 * 1024  # the API takes 10 MB per request
-
-    def __init__(self, client: Any, timeout: float):
-        from google.api_core import exceptions as gexc
-        from google.api_core.retry import Retry, if_exception_type
-        from google.pubsub_v1 import PubsubMessage
-        from google.pubsub_v1.services.publisher import PublisherClient as Gapic
-
-        self._client, self._message, self._publish = client, PubsubMessage, Gapic.publish
-        self._timeout = timeout
-        self._retry = Retry(initial=0.1, maximum=5.0, multiplier=2.0, timeout=timeout, predicate=if_exception_type(
-            gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError, gexc.Aborted,
-            gexc.ResourceExhausted, gexc.Unknown, gexc.Cancelled))
-
-    def send(self, topic: str, messages: list[tuple[bytes, dict[str, str], str]]) -> dict[str, BaseException]:
-        """The keys whose publish failed, with the error."""
-        failures: dict[str, BaseException] = {}
-        batch: list[Any] = []
-        size = 0
-        for data, attrs, key in messages:
-            if batch and size + len(data) > self.MAX_BYTES:
-                failures.update(self._send(topic, batch))
-                batch, size = [], 0
-            batch.append(self._message(data=data, attributes=attrs, ordering_key=key))
-            size += len(data)
-        failures.update(self._send(topic, batch))
-        return failures
-
-    def _send(self, topic: str, batch: list[Any]) -> dict[str, BaseException]:
-        try:
-            self._publish(self._client, request={"topic": topic, "messages": batch}, retry=self._retry,
-                          timeout=self._timeout)
-        except Exception as exc:
-            return {m.ordering_key: exc for m in batch}
-        return {}
-
-
-class _OneByOne:
-    """Any publisher with the client library's ``publish(topic, data, ordering_key, **attrs)`` (a test's)."""
-
-    def __init__(self, client: Any, timeout: float):
-        self._client, self._timeout = client, timeout
-
-    def send(self, topic: str, messages: list[tuple[bytes, dict[str, str], str]]) -> dict[str, BaseException]:
-        """The keys whose publish failed, with the error."""
-        futures = [(key, self._client.publish(topic, data, ordering_key=key, timeout=self._timeout, **attrs))
-                   for data, attrs, key in messages]
-        failures: dict[str, BaseException] = {}
-        for key, future in futures:
-            try:
-                future.result(timeout=self._timeout)
-            except Exception as exc:
-                failures[key] = exc
-                resume = getattr(self._client, "resume_publish", None)
-                if resume is not None:
-                    resume(topic, key)  # the client library pauses a key whose publish failed
-        return failures
-
-
-def _sender_for(publisher: Any, config: ReporterConfig) -> Any:
-    from google.cloud import pubsub_v1
-
-    kind = _Batches if isinstance(publisher, pubsub_v1.PublisherClient) else _OneByOne
-    return kind(publisher, config.publish_timeout_seconds)

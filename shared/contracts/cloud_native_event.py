@@ -37,7 +37,8 @@ from .errors import Reason, Rejected
 from .limits import document_id_fits
 from .model import CommonStatus, ResourceKey
 from .schemas import StatusSchema, registry
-from .status_report import ProviderEvent, check_provider, validate_data
+from .pubsub_binding import ProviderEvent
+from .status_report import check_provider, validate_data
 
 VERSIONS = frozenset({"1.0", "v1.0", "v1"})
 MAX_VALUES = 100  # one event fans out to at most this many resources
@@ -154,6 +155,48 @@ def _severity(payload: Mapping[str, Any]) -> str:
     return max(known, key=SEVERITY_ORDER.__getitem__) if known else CommonStatus.UNKNOWN.value
 
 
+def _take(found: dict[str, CneResource], i: int, value: Any) -> None:
+    """Value ``i`` of the event, checked, into the resource at its address (``found``)."""
+    path = f"/data/values/{i}"
+    if not isinstance(value, dict):
+        raise _invalid(path, "a value must be an object", "type", type(value).__name__)
+    address = _field(value, "resource", path)
+    if not isinstance(address, str) or not address.startswith("/") or not address.strip("/") \
+            or len(address) > MAX_ADDRESS:
+        raise _invalid(f"{path}/resource", f"{str(address)[:80]!r} is not a resource address "
+                       f"(/{{cluster}}/{{site}}/{{node}}/{{resource}}, at most {MAX_ADDRESS} characters)",
+                       "format", str(address)[:80])
+    kind = _field(value, "dataType", path)
+    if kind not in (DataType.NOTIFICATION, DataType.METRIC):
+        raise _invalid(f"{path}/dataType", f"{kind!r} is not one of ['notification', 'metric']", "enum", kind)
+    value_type = _field(value, "valueType", path)
+    if not isinstance(value_type, str) or not value_type:
+        raise _invalid(f"{path}/valueType", f"{value_type!r} is not a value type", "type", value_type)
+    if "value" not in value:
+        raise _invalid(f"{path}/value", "'value' is a required property", "required")
+    raw = value["value"]
+    rtype = _resource_type(address, value_type)
+    if rtype is None:
+        raise Rejected(Reason.UNKNOWN_RESOURCE_TYPE,
+                       f"{path}/resource: no resource type is declared for the address {address!r}",
+                       {"path": f"{path}/resource", "address": address, "valueType": value_type})
+    resource = found.setdefault(address, CneResource(address, rtype, index=i))
+    resource.index = i
+    if kind == DataType.METRIC:
+        resource.metrics[value_type] = _number(raw, f"{path}/value")
+    elif value_type == REDFISH:
+        if not isinstance(raw, dict):
+            raise _invalid(f"{path}/value", "a redfish-event value is the Redfish event object", "type",
+                           type(raw).__name__)
+        resource.redfish, resource.status, resource.value_type = raw, _severity(raw), value_type
+        resource.resource_type = "hardware"
+    else:
+        if not isinstance(raw, str) or not raw:
+            raise _invalid(f"{path}/value", f"{raw!r} is not an enumeration value (a non-empty string)", "type",
+                           raw)
+        resource.status, resource.value_type = raw, value_type
+
+
 def resources(event: ProviderEvent) -> list[CneResource]:
     """The resources a CNE event reports on, in the order of their first value; Rejected with a JSON
     pointer for the first value that breaks the format."""
@@ -169,44 +212,7 @@ def resources(event: ProviderEvent) -> list[CneResource]:
         raise _invalid("/data/values", f"{len(values)} values, at most {MAX_VALUES} per event", "maxItems", len(values))
     found: dict[str, CneResource] = {}
     for i, value in enumerate(values):
-        path = f"/data/values/{i}"
-        if not isinstance(value, dict):
-            raise _invalid(path, "a value must be an object", "type", type(value).__name__)
-        address = _field(value, "resource", path)
-        if not isinstance(address, str) or not address.startswith("/") or not address.strip("/") \
-                or len(address) > MAX_ADDRESS:
-            raise _invalid(f"{path}/resource", f"{str(address)[:80]!r} is not a resource address "
-                           f"(/{{cluster}}/{{site}}/{{node}}/{{resource}}, at most {MAX_ADDRESS} characters)",
-                           "format", str(address)[:80])
-        kind = _field(value, "dataType", path)
-        if kind not in (DataType.NOTIFICATION, DataType.METRIC):
-            raise _invalid(f"{path}/dataType", f"{kind!r} is not one of ['notification', 'metric']", "enum", kind)
-        value_type = _field(value, "valueType", path)
-        if not isinstance(value_type, str) or not value_type:
-            raise _invalid(f"{path}/valueType", f"{value_type!r} is not a value type", "type", value_type)
-        if "value" not in value:
-            raise _invalid(f"{path}/value", "'value' is a required property", "required")
-        raw = value["value"]
-        rtype = _resource_type(address, value_type)
-        if rtype is None:
-            raise Rejected(Reason.UNKNOWN_RESOURCE_TYPE,
-                           f"{path}/resource: no resource type is declared for the address {address!r}",
-                           {"path": f"{path}/resource", "address": address, "valueType": value_type})
-        resource = found.setdefault(address, CneResource(address, rtype, index=i))
-        resource.index = i
-        if kind == DataType.METRIC:
-            resource.metrics[value_type] = _number(raw, f"{path}/value")
-        elif value_type == REDFISH:
-            if not isinstance(raw, dict):
-                raise _invalid(f"{path}/value", "a redfish-event value is the Redfish event object", "type",
-                               type(raw).__name__)
-            resource.redfish, resource.status, resource.value_type = raw, _severity(raw), value_type
-            resource.resource_type = "hardware"
-        else:
-            if not isinstance(raw, str) or not raw:
-                raise _invalid(f"{path}/value", f"{raw!r} is not an enumeration value (a non-empty string)", "type",
-                               raw)
-            resource.status, resource.value_type = raw, value_type
+        _take(found, i, value)
     return list(found.values())
 
 

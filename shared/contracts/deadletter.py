@@ -7,15 +7,12 @@ delivery attempts) adds ``CloudPubSubDeadLetterSource*`` attributes instead.
 
 Every ``dcm-*`` attribute (and Pub/Sub's dead-letter ones) is the platform's: a
 provider proves nothing but its ingress topic, so what it sets under those names
-is never read (``provider_attributes``, applied by ingest). Replay markers
-(``REPLAY_MARKERS``) are trusted only on messages from the replay topic, which
-only the replay path publishes to (no provider identity may), or from a topic no
-provider can publish to (``Origins``).
+is never read; replay markers (``REPLAY_MARKERS``) are trusted only on messages
+from the replay topic (the ingress trust rules: ``dcm_status_contracts.ingress``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 import orjson
@@ -48,77 +45,6 @@ PS_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
 PS_SUBSCRIPTION_PROJECT = "CloudPubSubDeadLetterSourceSubscriptionProject"
 PS_PUBLISH_TIME = "CloudPubSubDeadLetterSourceTopicPublishTime"
 PS_PREFIX = "CloudPubSubDeadLetter"
-
-
-def is_platform_attribute(name: str) -> bool:
-    """Is ``name`` one the platform sets (``dcm-*``, any case; Pub/Sub's dead-letter attributes)?"""
-    return name.lower().startswith(PREFIX) or name.startswith(PS_PREFIX)
-
-
-def provider_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
-    """What a provider may say in attributes: all of them but the platform's, which it cannot prove."""
-    return {k: v for k, v in attributes.items() if not is_platform_attribute(k)}
-
-
-def provider_named_in(template: str, name: str | None) -> str | None:
-    """The provider that fills ``{provider}`` in ``template`` to give ``name`` (a short topic or
-    subscription name), or None when ``name`` is not one of the template's."""
-    if not name:
-        return None
-    prefix, _, suffix = template.partition("{provider}")
-    if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
-        return name[len(prefix): len(name) - len(suffix)]
-    return None
-
-
-def short_name(path: str) -> str:
-    """``projects/P/topics/T`` -> ``T`` (``projects/P/subscriptions/S`` -> ``S``); a short name as it is."""
-    return path.rsplit("/", 1)[-1]
-
-
-@dataclass(frozen=True)
-class Origins:
-    """Where a message may have come from, and what that proves (infra/topology.yaml's names; the
-    defaults are the declaration's). A provider can publish to its ingress topics only, so only what
-    arrives through them (an ingress topic, a subscription on one) is the provider's word."""
-
-    ingress_topic_template: str = "dcm-status-ingress-{provider}"
-    ingress_subscriptions: tuple[str, ...] = ("dcm-ingest-{provider}",)  # templates of subscriptions on one
-    replay_topic: str = "dcm-status-replay"
-
-    @classmethod
-    def of(cls, settings: object) -> "Origins":
-        """The origins a function's settings name (shared/runtime/settings.py)."""
-        return cls(getattr(settings, "ingress_topic_template"), tuple(getattr(settings, "ingress_subscriptions")),
-                   getattr(settings, "topic_replay"))
-
-    def ingress_provider(self, topic: str | None) -> str | None:
-        """The provider whose ingress topic this is (short name or path), or None."""
-        return provider_named_in(self.ingress_topic_template, short_name(topic)) if topic else None
-
-    def subscription_provider(self, subscription: str | None) -> str | None:
-        """The provider whose ingress topic this subscription reads (short name or path), or None."""
-        if not subscription:
-            return None
-        return next((p for t in self.ingress_subscriptions if (p := provider_named_in(t, short_name(subscription)))),
-                    None)
-
-    def is_replay(self, topic: str | None) -> bool:
-        return bool(topic) and short_name(topic) == self.replay_topic
-
-    def replay_target(self, attributes: Mapping[str, str]) -> str | None:
-        """On a message from the replay topic: the ingress topic it is for, when it names one."""
-        target = attributes.get(REPLAY_TOPIC)
-        return target if self.ingress_provider(target) else None
-
-    def provider_can_publish(self, topic: str | None = None, subscription: str | None = None) -> bool:
-        """Could a provider have published the message that came through ``topic`` / ``subscription``?
-        An origin not known (neither given) counts as a provider's."""
-        if subscription:
-            return self.subscription_provider(subscription) is not None
-        if topic:
-            return self.ingress_provider(topic) is not None
-        return True
 
 
 def original_attributes(attributes: Mapping[str, str]) -> dict[str, str]:

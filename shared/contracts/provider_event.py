@@ -18,19 +18,18 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import orjson
-from cloudevents.conversion import to_json
 from cloudevents.http import CloudEvent
 
 from . import timeutil
 from .errors import Reason, Rejected
 from .identity import PLATFORM_SOURCE
 from .model import PubSubMessage
+from .pubsub_binding import JSON_CONTENT_TYPE, to_structured
 from .schemas import registry
 
 EVENT_SOURCE = PLATFORM_SOURCE + "freshness"
 VERSION = "1.0"
 SCHEMA_URI = "https://schemas.dcm.org/events/provider-v1.json"
-CONTENT_TYPE = "application/cloudevents+json"
 
 
 class ProviderState(enum.StrEnum):
@@ -67,11 +66,11 @@ class ProviderTransition:
 
 def encode(event: ProviderTransition) -> tuple[bytes, dict[str, str]]:
     """The message body (a JSON CloudEvent) and its attributes."""
-    body = to_json(CloudEvent({
+    body, attributes = to_structured(CloudEvent({
         "id": event.event_id, "source": EVENT_SOURCE, "type": event.state.event_type,
-        "subject": event.provider, "time": event.since, "datacontenttype": "application/json",
+        "subject": event.provider, "time": event.since, "datacontenttype": JSON_CONTENT_TYPE,
         "dataschema": SCHEMA_URI}, event.to_dict()))
-    return body, {"content-type": CONTENT_TYPE, "provider": event.provider, "state": event.state.value}
+    return body, {**attributes, "provider": event.provider, "state": event.state.value}
 
 
 def decode(message: PubSubMessage) -> ProviderTransition:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import orjson
-from cloudevents.conversion import to_json
 from cloudevents.http import CloudEvent
 
 from . import timeutil
@@ -30,6 +29,7 @@ from .diff import changes
 from .errors import InvalidRequest, Reason, Rejected
 from .model import CommonStatus, PubSubMessage, ResourceKey
 from .outputs import OUTPUT_FIELDS, Redaction
+from .pubsub_binding import JSON_CONTENT_TYPE, to_structured
 from .schemas import registry
 from .status_update import StatusUpdate
 
@@ -42,7 +42,6 @@ VERSION = "1.3"
 SUPPORTED_MAJOR = 1
 LABEL_KEYS = ("tenant", "region", "environment")
 SCHEMA_URI = "https://schemas.dcm.org/events/status-changed-v1.json"
-CONTENT_TYPE = "application/cloudevents+json"
 # The fields whose change a consumer cares about; bookkeeping fields are left out of diffs.
 OBSERVED_FIELDS = ("status", "rawStatus", "statusRecognized", "message", "reason",
                    "lastTransitionTime", "metadata", "resourceSpecific", *OUTPUT_FIELDS)
@@ -98,17 +97,17 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
                   "observedAt": update.observed_at, "publishedAt": update.published_at,
                   "sequence": update.sequence},
     }
-    event = CloudEvent({
+    body, binding = to_structured(CloudEvent({
         "id": update.dedup_id,
         "source": EVENT_SOURCE,
         "type": EVENT_TYPE,
         "subject": str(update.key),
         "time": update.observed_at,
-        "datacontenttype": "application/json",
+        "datacontenttype": JSON_CONTENT_TYPE,
         "dataschema": SCHEMA_URI,
-    }, data)
+    }, data))
     attributes = {
-        "content-type": CONTENT_TYPE,
+        **binding,
         "provider": update.key.provider,
         "resourceType": update.key.resource_type,
         "oldStatus": old_status or "",
@@ -118,7 +117,7 @@ def build(update: StatusUpdate, old: Mapping[str, Any] | None, new: Mapping[str,
         "flapping": "true" if flapping else "false",
         "key": str(update.key),  # clipped to Pub/Sub's 1,024 bytes where it is published
     }
-    return ChangeEvent(update.dedup_id, to_json(event), attributes)
+    return ChangeEvent(update.dedup_id, body, attributes)
 
 
 # The attribute upsert sets on each change event it publishes: may a webhook callback want it? Set at
@@ -205,6 +204,26 @@ def _major(version: Any) -> int | None:
         return None
 
 
+def _check_data(event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+    """Rejected unless ``data`` is of the supported MAJOR version and valid against its schema."""
+    major = _major(data.get("version"))
+    if major != SUPPORTED_MAJOR:
+        raise Rejected(Reason.UNKNOWN_SCHEMA,
+                       f"change event version {data.get('version')!r}: this consumer reads {SUPPORTED_MAJOR}.x",
+                       {"schema": event.get("dataschema"), "version": data.get("version")},
+                       key=data.get("key") if isinstance(data.get("key"), str) else None)
+    schema = registry().get(SCHEMA_URI)
+    if not schema.is_valid(data):
+        found = schema.violations(data, prefix="/data")
+        first = found[0] if found else None
+        raise Rejected(Reason.SCHEMA_INVALID,
+                       f"{first.path}: {first.message}" if first else "change event data is invalid",
+                       {"schema": SCHEMA_URI,
+                        **({"path": first.path, "rule": first.rule} if first else {}),
+                        "violations": [v.to_dict() for v in found[:10]]},
+                       key=data.get("key") if isinstance(data.get("key"), str) else None)
+
+
 def decode(message: PubSubMessage) -> Change:
     """The change a message of the changed topic carries, or Rejected saying why it can never be read.
 
@@ -222,22 +241,7 @@ def decode(message: PubSubMessage) -> Change:
     data = event.get("data")
     if not isinstance(data, dict):
         raise Rejected(Reason.SCHEMA_INVALID, "change event has no data object", {"path": "/data"})
-    major = _major(data.get("version"))
-    if major != SUPPORTED_MAJOR:
-        raise Rejected(Reason.UNKNOWN_SCHEMA,
-                       f"change event version {data.get('version')!r}: this consumer reads {SUPPORTED_MAJOR}.x",
-                       {"schema": event.get("dataschema"), "version": data.get("version")},
-                       key=data.get("key") if isinstance(data.get("key"), str) else None)
-    schema = registry().get(SCHEMA_URI)
-    if not schema.is_valid(data):
-        found = schema.violations(data, prefix="/data")
-        first = found[0] if found else None
-        raise Rejected(Reason.SCHEMA_INVALID,
-                       f"{first.path}: {first.message}" if first else "change event data is invalid",
-                       {"schema": SCHEMA_URI,
-                        **({"path": first.path, "rule": first.rule} if first else {}),
-                        "violations": [v.to_dict() for v in found[:10]]},
-                       key=data.get("key") if isinstance(data.get("key"), str) else None)
+    _check_data(event, data)
     try:
         at = timeutil.canonical(data["newTransitionTime"])
         old_at = timeutil.canonical(data["oldTransitionTime"]) if data["oldTransitionTime"] else None

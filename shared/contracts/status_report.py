@@ -1,28 +1,18 @@
 """The status report: a provider's CloudEvent on its ingress topic, both directions.
 
-``build_event`` + ``to_pubsub_message`` are the provider's side (what a reporter
-publishes); ``decode`` is ingest's side. Both CloudEvents Pub/Sub binding
-modes are accepted:
-
-- structured: message data is the JSON CloudEvent (``data`` or ``data_base64``);
-- binary: context attributes are ``ce-*`` message attributes, ``content-type``
-  is the datacontenttype, message data is the JSON payload.
-
-The envelope is checked against ``schemas/envelope/cloudevent-v1.json``; every
-missing or invalid attribute is reported at once.
+``build_event`` is the provider's side (``pubsub_binding.to_message`` makes it the message a reporter
+publishes); ``check`` is ingest's (``pubsub_binding.from_message`` reads the event off the message, in
+either content mode): every check ingest makes, which the provider kit makes too before it publishes.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import enum
 import uuid
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
 import orjson
-from cloudevents.conversion import to_binary, to_json
 from cloudevents.http import CloudEvent
 
 from . import limits, timeutil
@@ -30,133 +20,8 @@ from . import outputs as output_maps
 from .errors import Reason, Rejected
 from .identity import PLATFORM_SOURCE, TRANSPORT_SUBJECT, names_a_type, provider_named_by, resolve, subject_type
 from .model import PubSubMessage, ResourceKey
-from .schemas import ENVELOPE_URI, StatusSchema, registry
-
-BINARY_PREFIX = "ce-"
-CONTENT_TYPE = "content-type"
-LEGACY_DATASCHEMA = "dataSchema"
-_JSON_TYPES = ("application/json", "text/json")
-
-
-class BindingMode(enum.StrEnum):
-    """The CloudEvents Pub/Sub binding modes."""
-
-    STRUCTURED = "structured"  # message data is the JSON CloudEvent
-    BINARY = "binary"  # ce-* attributes, message data is the event data
-
-
-@dataclass(frozen=True)
-class ProviderEvent:
-    attributes: Mapping[str, Any]  # context attributes and extensions, 'dataschema' normalised
-    data: Any
-    mode: BindingMode
-    legacy_dataschema: bool = False
-
-
-def _parse_json(raw: bytes, where: str, pointer: str) -> Any:
-    """Parsed JSON, no deeper than ``MAX_EVENT_DEPTH``: checked here, before anything recursive looks at it."""
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise Rejected(Reason.MALFORMED_JSON, f"{where} is not valid JSON: {exc}",
-                       {"where": where, "error": str(exc)}) from exc
-    breach = limits.too_deep(value, limits.MAX_EVENT_DEPTH, pointer)
-    if breach:
-        raise Rejected(Reason.SCHEMA_INVALID, f"{breach.path}: {breach.message}",
-                       {"path": breach.path, "rule": breach.rule, "limit": limits.MAX_EVENT_DEPTH})
-    return value
-
-
-def _is_json_content_type(value: str | None) -> bool:
-    if not value:
-        return True
-    media = value.split(";", 1)[0].strip().lower()
-    return media in _JSON_TYPES or media.endswith("+json")
-
-
-def binding_mode(attributes: Mapping[str, str]) -> BindingMode:
-    """The mode of a message, as the Pub/Sub binding chooses it.
-
-    Attribute names are compared case-insensitively (the Go SDK writes ``Content-Type``,
-    the binding ``content-type``). A ``content-type`` of a CloudEvents format
-    (``application/cloudevents...``) means structured, even with ``ce-*`` attributes
-    beside it; otherwise ``ce-*`` attributes mean binary. With neither, the body is the
-    event (the Go SDK's structured writes set no attribute at all).
-    """
-    lowered = {k.lower(): v for k, v in attributes.items()}
-    if lowered.get(CONTENT_TYPE, "").strip().lower().startswith("application/cloudevents"):
-        return BindingMode.STRUCTURED
-    if any(k.startswith(BINARY_PREFIX) for k in lowered):
-        return BindingMode.BINARY
-    return BindingMode.STRUCTURED
-
-
-def decode(message: PubSubMessage, max_bytes: int) -> ProviderEvent:
-    if message.size > max_bytes:
-        raise Rejected(Reason.OVERSIZE, f"event is {message.size} bytes, the limit is {max_bytes} bytes",
-                       {"size": message.size, "limit": max_bytes})
-    mode = binding_mode(message.attributes)
-    if mode is BindingMode.BINARY:
-        lowered = {k.lower(): v for k, v in message.attributes.items()}
-        attrs: dict[str, Any] = {k[len(BINARY_PREFIX):]: v for k, v in lowered.items() if k.startswith(BINARY_PREFIX)}
-        if CONTENT_TYPE in lowered:
-            attrs["datacontenttype"] = lowered[CONTENT_TYPE]
-        raw_data: bytes | None = message.data
-    else:
-        doc = _parse_json(message.data, "message data", "")
-        if not isinstance(doc, dict):
-            raise Rejected(Reason.NOT_A_CLOUDEVENT, "message data is JSON but not a CloudEvent object",
-                           {"missing": ["specversion", "id", "source", "type"], "invalid": []})
-        attrs = {k: v for k, v in doc.items() if k not in ("data", "data_base64")}
-        raw_data = None
-        if "data_base64" in doc:
-            try:
-                raw_data = base64.b64decode(doc["data_base64"], validate=True)
-            except (binascii.Error, ValueError, TypeError) as exc:
-                raise Rejected(Reason.MALFORMED_JSON, f"data_base64 is not base64: {exc}",
-                               {"where": "data_base64"}) from exc
-        data = doc.get("data")
-
-    _check_envelope(attrs)
-    legacy = LEGACY_DATASCHEMA in attrs
-    if legacy:
-        value = attrs.pop(LEGACY_DATASCHEMA)
-        attrs.setdefault("dataschema", value)
-    if "time" in attrs:
-        try:
-            attrs["time"] = timeutil.canonical(attrs["time"])
-        except ValueError as exc:
-            raise Rejected(Reason.NOT_A_CLOUDEVENT, f"time: {exc}",
-                           {"missing": [], "invalid": ["time"]}) from exc
-    if raw_data is not None:
-        if not _is_json_content_type(attrs.get("datacontenttype")):
-            raise Rejected(Reason.MALFORMED_JSON,
-                           f"datacontenttype {attrs['datacontenttype']!r} is not JSON; status data must be JSON",
-                           {"where": "datacontenttype"})
-        data = _parse_json(raw_data, "event data", "/data") if raw_data else None
-    return ProviderEvent(attrs, data, mode, legacy)
-
-
-def _check_envelope(attrs: Mapping[str, Any]) -> None:
-    envelope = registry().get(ENVELOPE_URI)
-    if envelope.is_valid(attrs):
-        return
-    violations = envelope.violations(attrs)
-    missing = sorted({v.path.lstrip("/") for v in violations if v.rule == "required"})
-    invalid = sorted({(v.path.lstrip("/") or str(v.value)) for v in violations if v.rule != "required"})
-    parts = []
-    if missing:
-        parts.append("missing " + ", ".join(missing))
-    if invalid:
-        parts.append("invalid " + ", ".join(invalid))
-    version = attrs.get("specversion")
-    if "specversion" in invalid and isinstance(version, str) and version.lower().lstrip("v") == "1.0":
-        # the Cloud Native Events spec's own CloudEvents example writes "v1.0"
-        parts.append(f"specversion is {version!r}: CloudEvents 1.0 writes \"1.0\" (no 'v')")
-    raise Rejected(Reason.NOT_A_CLOUDEVENT, "not a CloudEvents 1.0 event: " + "; ".join(parts),
-                   {"missing": missing, "invalid": invalid,
-                    "violations": [v.to_dict() for v in violations[:10]]})
-
+from .pubsub_binding import JSON_CONTENT_TYPE, ProviderEvent, from_message
+from .schemas import StatusSchema, registry
 
 def check_provider(key: ResourceKey, topic: str | None, topic_provider: str | None, source: str,
                     other_names: Collection[str]) -> None:
@@ -270,7 +135,7 @@ def check(message: PubSubMessage, topic_provider: str | None, max_bytes: int = l
     names a ``dcm/providers/{name}`` source may give that provider (its topology profile); ``event``:
     the message already decoded.
     """
-    event = event or decode(message, max_bytes)
+    event = event or from_message(message, max_bytes)
     attrs = event.attributes
     key = resolve(attrs, event.data if isinstance(event.data, dict) else {}, topic_provider,
                   transport_type(attrs, message.attributes))
@@ -333,7 +198,7 @@ def build_event(provider: str, resource_type: str, resource_id: str, status: str
     else:
         attributes |= {"source": source or f"{provider}-provider",
                        "type": status_type(provider, resource_type, resource_id)}
-    attributes |= {"time": time or timeutil.now_str(), "datacontenttype": "application/json"}
+    attributes |= {"time": time or timeutil.now_str(), "datacontenttype": JSON_CONTENT_TYPE}
     if dataschema == "current":
         current = registry().current.get(resource_type)
         if current:
@@ -343,15 +208,3 @@ def build_event(provider: str, resource_type: str, resource_id: str, status: str
     attributes |= dict(extensions or {})
     return CloudEvent(attributes, data)
 
-
-def to_pubsub_message(event: CloudEvent, mode: BindingMode | str = BindingMode.STRUCTURED,
-                      ) -> tuple[bytes, dict[str, str]]:
-    """The Pub/Sub message (data, attributes) for an event in the given binding mode."""
-    if mode == BindingMode.STRUCTURED:
-        return to_json(event), {"content-type": "application/cloudevents+json"}
-    if mode == BindingMode.BINARY:
-        headers, body = to_binary(event)
-        attrs = {k.lower(): v for k, v in headers.items()}
-        attrs["content-type"] = attrs.pop("content-type", "application/json")
-        return body, attrs
-    raise ValueError(f"mode must be structured or binary, not {mode!r}")

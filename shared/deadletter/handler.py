@@ -10,7 +10,7 @@ period). Nothing here retries forever.
 
 from __future__ import annotations
 
-from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import ingress
 from dcm_status_contracts.model import PubSubMessage
 
 from shared.deadletter.store import DeadLetterStore, Recorded
@@ -22,14 +22,14 @@ log = get_logger("deadletter")
 
 
 class DeadLetter:
-    def __init__(self, store: DeadLetterStore, origins: dl.Origins = dl.Origins()):
+    def __init__(self, store: DeadLetterStore, origins: ingress.Origins = ingress.Origins()):
         self.store = store
         self.origins = origins
 
     @classmethod
     def build(cls, runtime: Runtime) -> "DeadLetter":
         return cls(DeadLetterStore(runtime.firestore, runtime.settings.deadletter_ttl_days),
-                   dl.Origins.of(runtime.settings))
+                   runtime.settings.origins)
 
     def __call__(self, message: PubSubMessage) -> Recorded:
         try:

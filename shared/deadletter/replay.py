@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 import orjson
 from dcm_status_contracts import deadletter as dl
-from dcm_status_contracts import timeutil
+from dcm_status_contracts import ingress, timeutil
 from dcm_status_contracts.model import event_identity
 from google.cloud import firestore
 
@@ -73,7 +73,7 @@ def event_identity_of(data: bytes, attributes: Mapping[str, str], provider: str 
 
 class Replayer:
     def __init__(self, store: DeadLetterStore, publisher: Any, project: str,
-                 topic_of_subscription: Callable[[str], str], origins: dl.Origins = dl.Origins()):
+                 topic_of_subscription: Callable[[str], str], origins: ingress.Origins = ingress.Origins()):
         """``origins``: the topology's ingress and replay names (infra/topology.yaml; the defaults are its)."""
         self.store = store
         self.publisher = publisher
@@ -92,13 +92,13 @@ class Replayer:
         """Where to publish the replay, and the ingress topic it is for (``dcm-replay-topic``) when it goes
         through the replay topic: a provider's message goes back to ingest only through it."""
         topic = self.target_topic(entry)
-        if self.origins.ingress_provider(topic):
+        if self.origins.topic_provider(topic):
             return (f"projects/{self.project}/topics/{self.origins.replay_topic}",
-                    {dl.REPLAY_TOPIC: dl.short_name(topic)})
+                    {dl.REPLAY_TOPIC: ingress.short_name(topic)})
         if self.origins.is_replay(topic):  # it failed on the replay topic: the ingress topic it was for
             target = self.origins.replay_target(attributes)
             if target is None:
-                raise Skip(f"the entry came from {dl.short_name(topic)} but names no ingress topic it was for")
+                raise Skip(f"the entry came from {ingress.short_name(topic)} but names no ingress topic it was for")
             return topic, {dl.REPLAY_TOPIC: target}
         return topic, {}
 

@@ -15,7 +15,7 @@ a rejection never carries them (``deadletter.original_attributes``), whereas a
 message Pub/Sub gave up on carries whatever ``dcm-*`` attributes its publisher
 set. A replay marker (``dcm-replay-of``, which names the entry a failure comes
 back to) counts only when the message came through a topic no provider can
-publish to (``deadletter.Origins``): the replay topic or an internal one.
+publish to (``ingress.Origins``): the replay topic or an internal one.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 import orjson
 from dcm_status_contracts import deadletter as dl
-from dcm_status_contracts import status_report
+from dcm_status_contracts import ingress, pubsub_binding
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.identity import resolve
 from dcm_status_contracts.model import PubSubMessage
@@ -83,7 +83,7 @@ def _best_effort_identity(message: PubSubMessage, proven: str | None = None) -> 
     if proven is None and attrs.get("provider") and attrs.get("key"):
         return attrs["provider"], attrs["key"]
     try:
-        event = status_report.decode(message, max_bytes=1 << 30)
+        event = pubsub_binding.from_message(message, max_bytes=1 << 30)
         key = resolve(event.attributes, event.data if isinstance(event.data, dict) else {}, proven)
         if proven is None or key.provider == proven:
             return key.provider, str(key)
@@ -109,7 +109,7 @@ def _every_violation(reason: str, detail: dict[str, Any], message: PubSubMessage
         return detail
     try:
         schema = registry().get(uri)
-        found = schema.violations(status_report.decode(message, max_bytes=1 << 30).data, prefix="/data")
+        found = schema.violations(pubsub_binding.from_message(message, max_bytes=1 << 30).data, prefix="/data")
     except (KeyError, Rejected, ValueError, RecursionError):
         return detail
     return {**detail, "violations": [v.to_dict() for v in found[:10]]} if found else detail
@@ -122,72 +122,90 @@ def _replay_of(attrs: Mapping[str, str], trusted: bool) -> str | None:
     return entry_id if trusted and ENTRY_ID.fullmatch(entry_id) else None
 
 
-def _replayed_for(attrs: Mapping[str, str], origins: dl.Origins, trusted: bool) -> str | None:
+def _replayed_for(attrs: Mapping[str, str], origins: ingress.Origins, trusted: bool) -> str | None:
     """The provider a trusted replay was for (the ingress topic it names), if any."""
-    return origins.ingress_provider(origins.replay_target(attrs)) if trusted else None
+    return origins.topic_provider(origins.replay_target(attrs)) if trusted else None
 
 
-def classify(message: PubSubMessage, origins: dl.Origins = dl.Origins()) -> Classification:
+def _rejected(message: PubSubMessage, origins: ingress.Origins) -> Classification:
+    """A message a function rejected: its ``dcm-*`` annotations say why (believed as far as its origin
+    vouches for them)."""
+    attrs = message.attributes
+    reason = attrs[dl.REASON] if attrs[dl.REASON] in _KNOWN else Reason.UNCLASSIFIED.value
+    detail = _every_violation(reason, _detail(attrs), message)
+    source_topic = attrs.get(dl.SOURCE_TOPIC) or None  # set by the function that rejected it
+    trusted = not origins.provider_can_publish(topic=source_topic)
+    provider = _replayed_for(attrs, origins, trusted) or attrs.get(dl.PROVIDER) or None
+    replay_of = _replay_of(attrs, trusted)
+    return Classification(
+        reason=reason,
+        message=attrs.get(dl.MESSAGE) or reason,
+        detail=detail,
+        provider=provider,
+        key=attrs.get(dl.KEY) or None,
+        source_topic=source_topic,
+        source_subscription=None,
+        delivery_count=None,
+        original_message_id=attrs.get(dl.ORIGINAL_MESSAGE_ID) or message.message_id,
+        original_publish_time=attrs.get(dl.ORIGINAL_PUBLISH_TIME) or None,
+        rejected_by=attrs.get(dl.REJECTED_BY) or "unknown",
+        replay_of=replay_of,
+    )
+
+
+def _exhausted(message: PubSubMessage, origins: ingress.Origins) -> Classification:
+    """A message Pub/Sub dead-lettered after its subscription's last delivery attempt."""
+    attrs = message.attributes
+    subscription = attrs[dl.PS_SUBSCRIPTION]
+    if "/" not in subscription and attrs.get(dl.PS_SUBSCRIPTION_PROJECT):
+        subscription = f"projects/{attrs[dl.PS_SUBSCRIPTION_PROJECT]}/subscriptions/{subscription}"
+    count = int(attrs.get(dl.PS_DELIVERY_COUNT) or 0)
+    trusted = not origins.provider_can_publish(subscription=subscription)
+    replay_of = _replay_of(attrs, trusted)
+    # through an ingress subscription, the subscription says whose it is (the message's claims do not)
+    proven = origins.subscription_provider(subscription) or _replayed_for(attrs, origins, trusted)
+    provider, key = _best_effort_identity(message, proven)
+    return Classification(
+        reason=Reason.DELIVERY_EXHAUSTED.value,
+        message=(f"delivery to subscription {subscription} failed {count} times; "
+                 f"first published {attrs.get(dl.PS_PUBLISH_TIME, 'at an unknown time')}"),
+        detail={"subscription": subscription, "deliveryCount": count,
+                "subscriptionProject": attrs.get(dl.PS_SUBSCRIPTION_PROJECT),
+                "originalPublishTime": attrs.get(dl.PS_PUBLISH_TIME)},
+        provider=provider,
+        key=key,
+        source_topic=None,
+        source_subscription=subscription,
+        delivery_count=count,
+        original_message_id=message.message_id,
+        original_publish_time=attrs.get(dl.PS_PUBLISH_TIME),
+        rejected_by="pubsub",
+        replay_of=replay_of,
+    )
+
+
+def _unmarked(message: PubSubMessage) -> Classification:
+    """A message on the dead-letter topic with no reason at all."""
+    provider, key = _best_effort_identity(message)
+    return Classification(
+        reason=Reason.UNCLASSIFIED.value,
+        message="message on the dead-letter topic carries no reason",
+        detail={}, provider=provider, key=key, source_topic=None, source_subscription=None,
+        delivery_count=None, original_message_id=message.message_id,
+        original_publish_time=message.publish_time, rejected_by="unknown",
+    )
+
+
+def classify(message: PubSubMessage, origins: ingress.Origins = ingress.Origins()) -> Classification:
     """Why ``message`` failed, whose it is, where it came from. ``origins``: the topology's names
     (the function's settings), to tell a provider's topics from the platform's."""
     attrs = message.attributes
     if dl.PS_SUBSCRIPTION not in attrs and dl.REASON in attrs:
-        reason = attrs[dl.REASON] if attrs[dl.REASON] in _KNOWN else Reason.UNCLASSIFIED.value
-        detail = _every_violation(reason, _detail(attrs), message)
-        source_topic = attrs.get(dl.SOURCE_TOPIC) or None  # set by the function that rejected it
-        trusted = not origins.provider_can_publish(topic=source_topic)
-        provider = _replayed_for(attrs, origins, trusted) or attrs.get(dl.PROVIDER) or None
-        replay_of = _replay_of(attrs, trusted)
-        result = Classification(
-            reason=reason,
-            message=attrs.get(dl.MESSAGE) or reason,
-            detail=detail,
-            provider=provider,
-            key=attrs.get(dl.KEY) or None,
-            source_topic=source_topic,
-            source_subscription=None,
-            delivery_count=None,
-            original_message_id=attrs.get(dl.ORIGINAL_MESSAGE_ID) or message.message_id,
-            original_publish_time=attrs.get(dl.ORIGINAL_PUBLISH_TIME) or None,
-            rejected_by=attrs.get(dl.REJECTED_BY) or "unknown",
-            replay_of=replay_of,
-        )
+        result = _rejected(message, origins)
     elif dl.PS_SUBSCRIPTION in attrs:
-        subscription = attrs[dl.PS_SUBSCRIPTION]
-        if "/" not in subscription and attrs.get(dl.PS_SUBSCRIPTION_PROJECT):
-            subscription = f"projects/{attrs[dl.PS_SUBSCRIPTION_PROJECT]}/subscriptions/{subscription}"
-        count = int(attrs.get(dl.PS_DELIVERY_COUNT) or 0)
-        trusted = not origins.provider_can_publish(subscription=subscription)
-        replay_of = _replay_of(attrs, trusted)
-        # through an ingress subscription, the subscription says whose it is (the message's claims do not)
-        proven = origins.subscription_provider(subscription) or _replayed_for(attrs, origins, trusted)
-        provider, key = _best_effort_identity(message, proven)
-        result = Classification(
-            reason=Reason.DELIVERY_EXHAUSTED.value,
-            message=(f"delivery to subscription {subscription} failed {count} times; "
-                     f"first published {attrs.get(dl.PS_PUBLISH_TIME, 'at an unknown time')}"),
-            detail={"subscription": subscription, "deliveryCount": count,
-                    "subscriptionProject": attrs.get(dl.PS_SUBSCRIPTION_PROJECT),
-                    "originalPublishTime": attrs.get(dl.PS_PUBLISH_TIME)},
-            provider=provider,
-            key=key,
-            source_topic=None,
-            source_subscription=subscription,
-            delivery_count=count,
-            original_message_id=message.message_id,
-            original_publish_time=attrs.get(dl.PS_PUBLISH_TIME),
-            rejected_by="pubsub",
-            replay_of=replay_of,
-        )
+        result = _exhausted(message, origins)
     else:
-        provider, key = _best_effort_identity(message)
-        result = Classification(
-            reason=Reason.UNCLASSIFIED.value,
-            message="message on the dead-letter topic carries no reason",
-            detail={}, provider=provider, key=key, source_topic=None, source_subscription=None,
-            delivery_count=None, original_message_id=message.message_id,
-            original_publish_time=message.publish_time, rejected_by="unknown",
-        )
+        result = _unmarked(message)
     fp = fingerprint_of(result.provider, result.reason, result.detail)
     return dataclasses.replace(result, fingerprint=fp)
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 import dataclasses
 
 from dcm_status_contracts import deadletter as dl
+from dcm_status_contracts import ingress
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage
 
 
-def admit(message: PubSubMessage, origins: dl.Origins) -> PubSubMessage:
+def admit(message: PubSubMessage, origins: ingress.Origins) -> PubSubMessage:
     """``message`` with only the attributes its origin can vouch for; from the replay topic, as if it had
     arrived on the ingress topic it is for. Rejected (malformed_internal) for a replay that names none."""
-    kept = dl.provider_attributes(message.attributes)
+    kept = ingress.provider_attributes(message.attributes)
     if not origins.is_replay(message.topic):
         return dataclasses.replace(message, attributes=kept)
     target = origins.replay_target(message.attributes)

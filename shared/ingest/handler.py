@@ -6,7 +6,6 @@ original message with the reason and acks it (``shared.runtime.entrypoint``).
 
 from __future__ import annotations
 
-from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage
 
@@ -24,7 +23,7 @@ class Ingest:
     def __init__(self, settings: Settings, publisher):
         self.settings = settings
         self.publisher = publisher
-        self.origins = dl.Origins.of(settings)
+        self.origins = settings.origins
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Ingest":

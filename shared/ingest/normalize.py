@@ -1,23 +1,27 @@
 """Validate a provider's message and normalise it into a StatusUpdate.
 
-The checks are the status report contract's (``dcm_status_contracts.status_report.check``,
-which the provider SDK runs too): the first failure raises Rejected with its reason.
+The message is decoded once (``dcm_status_contracts.pubsub_binding.from_message``) and its topic's
+provider asked once (``Settings.origins``); the checks are the status report contract's
+(``dcm_status_contracts.status_report.check``, which the provider SDK runs too) or, for a Cloud Native
+Events event, its contract's: the first failure raises Rejected with its reason.
 Then the status is mapped onto its type's enum and the times are settled.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Mapping
 
-from dcm_status_contracts import cloud_native_event, status_report, timeutil
+from dcm_status_contracts import cloud_native_event, timeutil
 from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage, ResourceKey
 from dcm_status_contracts.outputs import OUTPUT_FIELDS, carried
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.schemas import StatusSchema, registry
-from dcm_status_contracts.status_report import ProviderEvent, check
+from dcm_status_contracts.pubsub_binding import ProviderEvent, from_message
+from dcm_status_contracts.status_report import check
 from dcm_status_contracts.status_update import StatusUpdate
 
 from shared.ingest.statuses import normalize_status
@@ -53,25 +57,48 @@ def _not_ahead(value: str, latest: str, received_at: str) -> str:
 
 def normalize(message: PubSubMessage, settings: Settings) -> list[StatusUpdate]:
     """Every StatusUpdate this message reports (one for a DCM status event, one per resource for a Cloud
-    Native Events event), or Rejected saying why not."""
-    event = status_report.decode(message, settings.max_event_bytes)
-    if not cloud_native_event.is_cloud_native(event):
-        return [normalize_message(message, settings, event)]
-    topic_provider = settings.provider_of_topic(message.topic) if message.topic else None
-    names = settings.profile(topic_provider).names if topic_provider else ()
-    attrs = event.attributes
-    return [_update(message, settings, c.key, c.schema, c.data, None, attrs, True, part=c.resource.address,
-                    metrics_only=c.resource.metrics_only)
-            for c in cloud_native_event.check(event, message.topic, topic_provider, names)]
+    Native Events event), or Rejected saying why not. The message is decoded once, its topic's provider
+    asked once."""
+    event = from_message(message, settings.max_event_bytes)
+    arrival = _Arrival.of(message, settings)
+    if cloud_native_event.is_cloud_native(event):
+        return _cloud_native_updates(message, settings, event, arrival)
+    return [_report_update(message, settings, event, arrival)]
 
 
-def normalize_message(message: PubSubMessage, settings: Settings, event: ProviderEvent | None = None) -> StatusUpdate:
+def normalize_message(message: PubSubMessage, settings: Settings) -> StatusUpdate:
     """The StatusUpdate a DCM status event reports, or Rejected saying why not."""
-    topic_provider = settings.provider_of_topic(message.topic) if message.topic else None
-    names = settings.profile(topic_provider).names if topic_provider else ()
-    checked = check(message, topic_provider, settings.max_event_bytes, names, event)
-    key, schema, data, transition = checked.key, checked.schema, checked.data, checked.transition
-    attrs = checked.event.attributes
+    event = from_message(message, settings.max_event_bytes)
+    return _report_update(message, settings, event, _Arrival.of(message, settings))
+
+
+@dataclass(frozen=True)
+class _Arrival:
+    """What the message's topic proves: the provider whose ingress topic it is, and the other names that
+    provider may give itself in a source (its topology profile)."""
+
+    provider: str | None
+    other_names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, message: PubSubMessage, settings: Settings) -> "_Arrival":
+        provider = settings.origins.topic_provider(message.topic)
+        return cls(provider, settings.profile(provider).names if provider else ())
+
+
+def _cloud_native_updates(message: PubSubMessage, settings: Settings, event: ProviderEvent,
+                          arrival: _Arrival) -> list[StatusUpdate]:
+    """One update per resource a Cloud Native Events event reports on."""
+    return [_update(message, settings, c.key, c.schema, c.data, None, event.attributes, True,
+                    part=c.resource.address, metrics_only=c.resource.metrics_only)
+            for c in cloud_native_event.check(event, message.topic, arrival.provider, arrival.other_names)]
+
+
+def _report_update(message: PubSubMessage, settings: Settings, event: ProviderEvent,
+                   arrival: _Arrival) -> StatusUpdate:
+    """The update a DCM status event reports, its resync marker (if any) checked against its type."""
+    checked = check(message, arrival.provider, settings.max_event_bytes, arrival.other_names, event)
+    key, schema, attrs = checked.key, checked.schema, checked.event.attributes
     if checked.schema_defaulted:
         log.info("event has no dataschema; using the current schema", extra={
             "labels": {"provider": key.provider, "resourceType": key.resource_type},
@@ -84,8 +111,36 @@ def normalize_message(message: PubSubMessage, settings: Settings, event: Provide
     if mark is not None and key.resource_type not in mark.scope:
         raise Rejected(Reason.NOT_A_CLOUDEVENT, f"resync marker: a {key.resource_type} is outside the batch's scope "
                        f"({', '.join(mark.scope)})", {"missing": [], "invalid": ["resyncscope"]}, key=str(key))
-    return _update(message, settings, key, schema, data, transition, attrs, checked.schema_defaulted,
+    return _update(message, settings, key, schema, checked.data, checked.transition, attrs, checked.schema_defaulted,
                    resync=mark.to_dict() if mark else None)
+
+
+@dataclass(frozen=True)
+class _Times:
+    """An update's times, settled: none ahead of the receive time by more than the tolerated clock skew."""
+
+    received_at: str
+    published_at: str | None
+    reported: str  # what the event says (its time, else its transition, publish or receive time)
+    observed_at: str  # reported, or the receive time when reported is ahead of the clock
+    transition: str | None
+
+
+def _settle_times(message: PubSubMessage, settings: Settings, key: ResourceKey, attrs: Mapping[str, Any],
+                  transition: str | None) -> _Times:
+    received = timeutil.now()
+    received_at = timeutil.format(received)
+    publish_time = timeutil.canonical(message.publish_time) if message.publish_time else None
+    reported = attrs.get("time") or transition or publish_time or received_at
+    latest = timeutil.format(received + timedelta(seconds=settings.max_clock_skew_seconds))
+    observed_at = _not_ahead(reported, latest, received_at)
+    if transition:
+        transition = _not_ahead(transition, latest, received_at)
+    if observed_at != reported:
+        log.warning("event time ahead of the clock, clamped to the receive time", extra={
+            "labels": {"provider": key.provider, "resourceType": key.resource_type, "clockSkew": "clamped"},
+            "key": str(key), "eventId": attrs["id"], "reportedTime": reported, "receivedAt": received_at})
+    return _Times(received_at, publish_time, reported, observed_at, transition)
 
 
 def _update(message: PubSubMessage, settings: Settings, key: ResourceKey, schema: StatusSchema,
@@ -100,18 +155,9 @@ def _update(message: PubSubMessage, settings: Settings, key: ResourceKey, schema
         log.warning("status outside the enum, stored as UNKNOWN", extra={
             "labels": {"provider": key.provider, "resourceType": key.resource_type},
             "rawStatus": status.raw, "key": str(key)})
-    received = timeutil.now()
-    received_at = timeutil.format(received)
-    publish_time = timeutil.canonical(message.publish_time) if message.publish_time else None
-    reported = attrs.get("time") or transition or publish_time or received_at
-    latest = timeutil.format(received + timedelta(seconds=settings.max_clock_skew_seconds))
-    observed_at = _not_ahead(reported, latest, received_at)
-    if transition:
-        transition = _not_ahead(transition, latest, received_at)
-    if observed_at != reported:
-        log.warning("event time ahead of the clock, clamped to the receive time", extra={
-            "labels": {"provider": key.provider, "resourceType": key.resource_type, "clockSkew": "clamped"},
-            "key": str(key), "eventId": attrs["id"], "reportedTime": reported, "receivedAt": received_at})
+    times = _settle_times(message, settings, key, attrs, transition)
+    received_at, publish_time, reported = times.received_at, times.published_at, times.reported
+    observed_at, transition = times.observed_at, times.transition
     return StatusUpdate(
         key=key,
         status=status.status,

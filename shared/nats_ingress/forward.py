@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 from dcm_status_contracts import deadletter as dl
-from dcm_status_contracts import timeutil, trace_context
+from dcm_status_contracts import ingress, timeutil, trace_context
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import clip
 from google.api_core import exceptions as gexc
@@ -39,7 +39,8 @@ from shared.nats_ingress.health import Health
 from shared.nats_ingress.route import REJECTED_BY, Inbound, Outbound, as_pubsub, known_provider, route
 from shared.runtime import tracing
 from shared.runtime.logs import get_logger
-from shared.runtime.settings import NatsSettings, Settings
+from shared.runtime.nats_settings import NatsSettings
+from shared.runtime.settings import Settings
 
 log = get_logger("nats_ingress")
 FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 1.0, 10.0
@@ -198,7 +199,7 @@ class Forwarder:
         except Exception as exc:
             if not permanent(exc):
                 raise
-            ours = {k: v for k, v in attributes.items() if dl.is_platform_attribute(k)}
+            ours = {k: v for k, v in attributes.items() if ingress.is_platform_attribute(k)}
             dropped = len(attributes) - len(ours) + int(attributes.get(dl.ATTRIBUTES_DROPPED, "0") or 0)
             await self._publish(path, plan.inbound.data, {**ours, dl.ATTRIBUTES_DROPPED: str(dropped)})
 

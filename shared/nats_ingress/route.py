@@ -5,7 +5,7 @@ ingest already accepts, or the dead-letter topic with a reason.
   server puts it there for the provider's account and no other (infra/nats_accounts.py). A subject that
   names no provider of ours is ``unknown_provider``.
 - Both content modes of the CloudEvents NATS binding map onto the Pub/Sub binding ingest reads
-  (shared/contracts/status_report.py): structured (the JSON event as the payload, what every upstream
+  (shared/contracts/pubsub_binding.py): structured (the JSON event as the payload, what every upstream
   provider sends) as the message data, binary (``ce-*`` headers, ``content-type``) as the same attributes.
   Only those headers cross; the envelope is checked here with ingest's own decoder, so a payload that is
   not a CloudEvent is dead-lettered with ingest's reason (malformed_json, not_a_cloudevent, oversize).
@@ -35,9 +35,10 @@ from dcm_status_contracts import limits
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.identity import TRANSPORT_SUBJECT, resolve
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.status_report import BINARY_PREFIX, CONTENT_TYPE, decode
+from dcm_status_contracts.pubsub_binding import binding_attributes, from_message
 
-from shared.runtime.settings import NatsSettings, Settings
+from shared.runtime.nats_settings import NatsSettings
+from shared.runtime.settings import Settings
 
 STREAM_SEQUENCE = "nats-stream-sequence"  # the message's sequence in the stream
 SUBJECT = TRANSPORT_SUBJECT  # "nats-subject": the subject as the provider published it
@@ -78,12 +79,6 @@ class Outbound:
     resource_key: str = ""  # "" when the event names none ingest would accept (it dead-letters it)
 
 
-def binding_attributes(headers: Mapping[str, str]) -> dict[str, str]:
-    """The headers of the CloudEvents binding (``ce-*``, ``content-type``), lower-cased; no other crosses."""
-    return {k.lower(): v for k, v in headers.items()
-            if k.lower().startswith(BINARY_PREFIX) or k.lower() == CONTENT_TYPE}
-
-
 def carried(attributes: Mapping[str, str]) -> Mapping[str, str]:
     """``attributes`` when Pub/Sub carries every one of them; else Rejected (oversize) naming those it refuses."""
     refused = limits.attribute_breaches(attributes)
@@ -113,14 +108,15 @@ def provider_of(message: Inbound, nats: NatsSettings, settings: Settings) -> str
 
 
 def as_pubsub(message: Inbound, topic: str | None) -> PubSubMessage:
-    """The message as ingest would see it on ``topic``: the payload, the binding's headers as attributes."""
+    """The message as ingest would see it on ``topic``: the payload, the binding's headers as attributes (no
+    other header crosses)."""
     return PubSubMessage(message.data, binding_attributes(message.headers), message.message_id,
                          message.published_at, topic)
 
 
 def _resource_key(pubsub: PubSubMessage, provider: str, settings: Settings) -> str:
     """The resource key ingest will compute, or "" when the event names none ingest would accept."""
-    event = decode(pubsub, settings.max_event_bytes)  # Rejected: not a CloudEvent at all
+    event = from_message(pubsub, settings.max_event_bytes)  # Rejected: not a CloudEvent at all
     try:
         return str(resolve(event.attributes, event.data if isinstance(event.data, dict) else {}, provider))
     except (Rejected, KeyError, TypeError):

@@ -42,7 +42,8 @@ from shared.runtime import settings as settings_module
 from shared.runtime import tracing
 from shared.runtime.clients import RECONNECT_OPTIONS
 from shared.runtime.logs import get_logger
-from shared.runtime.settings import NatsSettings, Settings
+from shared.runtime.nats_settings import NatsSettings, nats_from_env
+from shared.runtime.settings import Settings
 
 log = get_logger("nats_ingress")
 LAG_EVERY_SECONDS = 2.0
@@ -221,7 +222,7 @@ class Worker:
 
 
 def main(read_settings: Callable[[], Settings] = settings_module.from_env,
-         read_nats: Callable[[], NatsSettings] = settings_module.nats_from_env) -> int:
+         read_nats: Callable[[], NatsSettings] = nats_from_env) -> int:
     """Run the ingress until SIGTERM/SIGINT, with the settings the environment gives (a mistake: one line on
     stderr, exit 2)."""
     try:

@@ -59,7 +59,7 @@ def publish_rejection(runtime: Runtime, message: PubSubMessage, exc: Rejected, r
     s = runtime.settings
     # On an ingress topic the topic says who the provider is (the provider's own claims do not count);
     # internal messages (normalised updates, change events) carry it as an attribute.
-    provider = (s.provider_of_topic(message.topic) if message.topic else None) or message.attributes.get("provider")
+    provider = s.origins.topic_provider(message.topic) or message.attributes.get("provider")
     attributes = dl.rejection_attributes(message, exc, rejected_by, provider, timeutil.now_str())
     message_id = publish(runtime.publisher, s.topic_path(s.topic_deadletter), message.data, attributes)
     log.warning("message rejected: %s", exc.message, extra={
@@ -132,6 +132,22 @@ class _Instance:
         return self._handler
 
 
+def _settle(name: str, work: Callable[[], Ack], message_id: str) -> Ack:
+    """``work``'s answer; a failure logged once and answered 500 (Pub/Sub redelivers)."""
+    try:
+        return work()
+    except Transient as exc:
+        trace.get_current_span().set_attribute(ACK, Ack.REDELIVERED.value)
+        log.warning("transient failure, Pub/Sub will redeliver", extra={
+            "labels": {"function": name}, "messageId": message_id, "error": str(exc)})
+        flask.abort(500)  # logged above, as one JSON line: not again as a framework traceback
+    except Exception:
+        trace.get_current_span().set_attribute(ACK, Ack.REDELIVERED.value)
+        log.exception("unexpected failure, Pub/Sub will redeliver", extra={
+            "labels": {"function": name}, "messageId": message_id})
+        flask.abort(500)
+
+
 def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, deadletter_rejections: bool = True,
                     make_runtime: Callable[[], Runtime] = Runtime.from_env,
                     needs: tuple[Callable[[Any], Any], ...] = ()) -> Callable[[Any], None]:
@@ -158,21 +174,6 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, deadlette
             reject(runtime, message, exc)  # may itself raise Transient: Pub/Sub down while dead-lettering
             return Ack.DEAD_LETTERED
 
-    def settle(work: Callable[[], Ack], message_id: str) -> Ack:
-        """``work``'s answer; a failure logged once and answered 500 (Pub/Sub redelivers)."""
-        try:
-            return work()
-        except Transient as exc:
-            trace.get_current_span().set_attribute(ACK, Ack.REDELIVERED.value)
-            log.warning("transient failure, Pub/Sub will redeliver", extra={
-                "labels": {"function": name}, "messageId": message_id, "error": str(exc)})
-            flask.abort(500)  # logged above, as one JSON line: not again as a framework traceback
-        except Exception:
-            trace.get_current_span().set_attribute(ACK, Ack.REDELIVERED.value)
-            log.exception("unexpected failure, Pub/Sub will redeliver", extra={
-                "labels": {"function": name}, "messageId": message_id})
-            flask.abort(500)
-
     def entry(event: Any) -> None:
         runtime = instance.runtime()
         auth.verify_push_request(runtime.settings)  # before any client exists
@@ -180,15 +181,15 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, deadlette
             message = push.from_push_request(event)
         except Rejected as exc:
             raw, rejection = _raw_delivery(event), exc
-            settle(lambda: reject(runtime, raw, rejection) or Ack.DEAD_LETTERED, raw.message_id)
+            _settle(name, lambda: reject(runtime, raw, rejection) or Ack.DEAD_LETTERED, raw.message_id)
             return
         # a provider's context (on its ingress topic, replayed, or a CloudEvent posted straight) is the edge:
         # continued, never trusted to decide sampling (shared/runtime/tracing.py)
         s = runtime.settings
-        edge = message.topic in (None, s.topic_replay) or s.provider_of_topic(message.topic) is not None
+        edge = message.topic in (None, s.topic_replay) or s.origins.topic_provider(message.topic) is not None
         with tracing.continuing(name, message.attributes, edge=edge, attributes=tracing.message_attributes(
                 message.message_id, message.topic, message.publish_time)) as span:
-            span.set_attribute(ACK, settle(lambda: handle(runtime, message), message.message_id).value)
+            span.set_attribute(ACK, _settle(name, lambda: handle(runtime, message), message.message_id).value)
 
     entry.__name__ = entry.__qualname__ = name
     entry.bind = instance.bind  # type: ignore[attr-defined]

@@ -16,6 +16,12 @@ from typing import Any, Mapping
 
 from dcm_status_contracts import limits, timeutil
 from dcm_status_contracts.errors import ConfigError
+from dcm_status_contracts.ingress import (
+    INGRESS_SUBSCRIPTION_TEMPLATE,
+    INGRESS_TOPIC_TEMPLATE,
+    REPLAY_TOPIC_NAME,
+    Origins,
+)
 from dcm_status_contracts.outputs import Redaction
 
 from shared.state.model import STALE_SHARDS, FlapPolicy
@@ -127,8 +133,8 @@ class Settings:
     stream_seconds: float = 300.0  # a live stream ends after this long; EventSource reconnects at once
     topic_callbacks: str = "dcm-status-callbacks"
     topic_callbacks_retry: str = "dcm-status-callbacks-retry"
-    topic_replay: str = "dcm-status-replay"  # only the replay path publishes here; ingest trusts its replay markers
-    ingress_subscriptions: tuple[str, ...] = ("dcm-ingest-{provider}",)  # subscriptions on each ingress topic
+    topic_replay: str = REPLAY_TOPIC_NAME  # only the replay path publishes here; ingest trusts its replay markers
+    ingress_subscriptions: tuple[str, ...] = (INGRESS_SUBSCRIPTION_TEMPLATE,)  # subscriptions on each ingress topic
     hook_timeout_seconds: float = 10.0  # a receiver that has not answered by then has failed this attempt
     callback_concurrency: int = 8  # calls at once to one fast receiver from one instance (first lane)
     freshness_default: Mapping[str, Any] = field(default_factory=dict)  # topology.yaml's freshness
@@ -189,12 +195,11 @@ class Settings:
     def topic_path(self, topic: str) -> str:
         return f"projects/{self.project}/topics/{topic}"
 
-    def provider_of_topic(self, topic: str) -> str | None:
-        """The provider whose ingress topic this is, or None."""
-        prefix, _, suffix = self.ingress_topic_template.partition("{provider}")
-        if topic.startswith(prefix) and topic.endswith(suffix) and len(topic) > len(prefix) + len(suffix):
-            return topic[len(prefix): len(topic) - len(suffix)]
-        return None
+    @property
+    def origins(self) -> Origins:
+        """What a message's origin proves, with these settings' names (which provider a topic is for:
+        ``topic_provider``)."""
+        return Origins(self.ingress_topic_template, self.ingress_subscriptions, self.topic_replay)
 
     def ingress_topic(self, provider: str) -> str:
         return self.ingress_topic_template.replace("{provider}", provider)
@@ -242,7 +247,7 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
 EMULATOR_HOSTS = ("PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST")
 
 
-def _local_mode(env: Mapping[str, str]) -> bool:
+def local_mode(env: Mapping[str, str]) -> bool:
     """DCM_LOCAL_MODE: exactly "1" on the local emulator stack (no push token check; plain-http and loopback
     hooks), unset or "0" in production. Any other value is refused, not guessed; so is "1" on Cloud Run
     (K_SERVICE set) unless both emulators are configured: it would turn push authentication off in production."""
@@ -258,27 +263,45 @@ def _local_mode(env: Mapping[str, str]) -> bool:
     return True
 
 
+def _template(env: Mapping[str, str], name: str, default: str) -> str:
+    """A topic template of the environment: it must name ``{provider}``."""
+    value = env.get(name, default)
+    if "{provider}" not in value:
+        raise ConfigError(f"{name} must contain '{{provider}}', got {value!r}")
+    return value
+
+
+def _api_callers(env: Mapping[str, str]) -> dict[str, Any]:
+    """Who the api lets in (its admins, the audiences of the tokens it verifies) and how much each may hold."""
+    return dict(
+        api_admins=tuple(a.strip() for a in env.get("DCM_API_ADMINS", "").split(",") if a.strip()),
+        api_iap=_flag(env, "DCM_API_IAP"),
+        api_audiences=tuple(a.strip() for a in env.get("DCM_API_AUDIENCE", "").split(",") if a.strip()),
+        api_iap_audience=env.get("DCM_API_IAP_AUDIENCE", "").strip() or None,
+        max_callbacks_per_caller=int(env.get("DCM_MAX_CALLBACKS_PER_CALLER", "100")),
+        max_callbacks=int(env.get("DCM_MAX_CALLBACKS", "10000")),
+        max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
+        max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
+    )
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """The settings the deployer put in the environment (``os.environ`` unless given)."""
     env = os.environ if env is None else env
     project = env.get("DCM_PROJECT") or env.get("GOOGLE_CLOUD_PROJECT")
     if not project:
         raise ConfigError("set DCM_PROJECT (or GOOGLE_CLOUD_PROJECT) to the Google Cloud project id")
-    template = env.get("DCM_INGRESS_TOPIC_TEMPLATE", "dcm-status-ingress-{provider}")
-    normalized = env.get("DCM_NORMALIZED_TOPIC_TEMPLATE", "dcm-status-normalized-{provider}")
-    for name, value in (("DCM_INGRESS_TOPIC_TEMPLATE", template), ("DCM_NORMALIZED_TOPIC_TEMPLATE", normalized)):
-        if "{provider}" not in value:
-            raise ConfigError(f"{name} must contain '{{provider}}', got {value!r}")
+    ingress_topic_template = _template(env, "DCM_INGRESS_TOPIC_TEMPLATE", INGRESS_TOPIC_TEMPLATE)
     return Settings(
         project=project,
-        normalized_topic_template=normalized,
+        normalized_topic_template=_template(env, "DCM_NORMALIZED_TOPIC_TEMPLATE", "dcm-status-normalized-{provider}"),
         topic_changed=env.get("DCM_TOPIC_CHANGED", "dcm-status-changed"),
         topic_deadletter=env.get("DCM_TOPIC_DEADLETTER", "dcm-status-deadletter"),
-        ingress_topic_template=template,
+        ingress_topic_template=ingress_topic_template,
         ledger_ttl_days=int(env.get("DCM_LEDGER_TTL_DAYS", "7")),
         deadletter_ttl_days=int(env.get("DCM_DEADLETTER_TTL_DAYS", "30")),
         max_event_bytes=int(env.get("DCM_MAX_EVENT_BYTES", str(limits.MAX_EVENT_BYTES))),
-        local_mode=_local_mode(env),
+        local_mode=local_mode(env),
         push_audience=env.get("DCM_PUSH_AUDIENCE") or None,
         push_service_account=env.get("DCM_PUSH_SERVICE_ACCOUNT") or None,
         provider_profiles=_profiles(env.get("DCM_PROVIDER_PROFILES", "")),
@@ -288,9 +311,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         stream_seconds=float(env.get("DCM_STREAM_SECONDS", "300")),
         topic_callbacks=env.get("DCM_TOPIC_CALLBACKS", "dcm-status-callbacks"),
         topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
-        topic_replay=env.get("DCM_TOPIC_REPLAY", "dcm-status-replay"),
-        ingress_subscriptions=tuple(s for s in env.get("DCM_INGRESS_SUBSCRIPTION", "dcm-ingest-{provider}").split(",")
-                                    if s),
+        topic_replay=env.get("DCM_TOPIC_REPLAY", REPLAY_TOPIC_NAME),
+        ingress_subscriptions=tuple(
+            s for s in env.get("DCM_INGRESS_SUBSCRIPTION", INGRESS_SUBSCRIPTION_TEMPLATE).split(",") if s),
         hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
         callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "8")),
         freshness_default=_freshness(env.get("DCM_FRESHNESS", "")),
@@ -299,24 +322,17 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         hook_ports=_ports(env.get("DCM_HOOK_PORTS", "")),
         callback_keys_secret=env.get("DCM_CALLBACK_KEYS_SECRET") or None,
         callback_keys_file=env.get("DCM_CALLBACK_KEYS_FILE") or None,
-        api_admins=tuple(a.strip() for a in env.get("DCM_API_ADMINS", "").split(",") if a.strip()),
-        api_iap=_flag(env, "DCM_API_IAP"),
-        api_audiences=tuple(a.strip() for a in env.get("DCM_API_AUDIENCE", "").split(",") if a.strip()),
-        api_iap_audience=env.get("DCM_API_IAP_AUDIENCE", "").strip() or None,
-        max_callbacks_per_caller=int(env.get("DCM_MAX_CALLBACKS_PER_CALLER", "100")),
-        max_callbacks=int(env.get("DCM_MAX_CALLBACKS", "10000")),
+        **_api_callers(env),
         min_rotation_grace_seconds=int(env.get("DCM_MIN_ROTATION_GRACE_SECONDS", "60")),
         callback_view_ttl_seconds=_seconds(env, "DCM_CALLBACK_VIEW_TTL", 10.0),
-        max_streams=int(env.get("DCM_MAX_STREAMS", "100")),
-        max_streams_per_caller=int(env.get("DCM_MAX_STREAMS_PER_CALLER", "10")),
         trace_exporter=_trace_exporter(env),
         trace_dir=env.get("DCM_TRACE_DIR") or None,
         trace_sample_ratio=_ratio(env, "DCM_TRACE_SAMPLE_RATIO"),
         output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
         lanes_project=_lanes_project(env),
-        summary_every_seconds=_int(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
+        summary_every_seconds=integer(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
         stale_shards=_stale_shards(env),
-        stats_every_seconds=_int(env, "DCM_STATS_EVERY_SECONDS", 900),
+        stats_every_seconds=integer(env, "DCM_STATS_EVERY_SECONDS", 900),
         rate_cards=_rate_cards(env.get("DCM_RATE_CARDS", "")),
     )
 
@@ -357,68 +373,14 @@ def _rate_cards(text: str) -> dict[str, RateCard]:
     return cards
 
 
-@dataclass(frozen=True)
-class NatsSettings:
-    """The NATS ingress's settings (functions/nats_ingress): where NATS is, who the ingress is there, and the
-    streams, subjects and durable consumers it reads (``nats:`` in infra/topology.yaml, NatsSpec.env()).
-
-    A stream per provider (``stream`` and ``subject`` name ``{provider}``), each with the ingress's durable
-    consumer: one provider's messages hold only its own ack-pending budget (``max_ack_pending``) and storage
-    (``max_bytes``, ``max_msgs``, discard new), and JetStream's Nats-Msg-Id deduplication, which is per
-    stream, never crosses providers (docs/nats.md)."""
-
-    servers: tuple[str, ...]  # NATS_URL, comma-separated: a cluster's servers, each nats://, tls://, ws:// or wss://
-    user: str | None
-    password: str | None = field(default=None, repr=False)  # never in a log line
-    creds: str | None = None  # a creds file (NATS_CREDS), instead of user and password
-    stream: str = "dcm-status-{provider}"  # a stream per provider
-    subject: str = "providers.{provider}.dcm.*"  # one token after dcm., as the control-plane reads status
-    consumer: str = "dcm-status-ingress"  # the ingress's durable consumer on each provider's stream
-    provider_prefix: str = "providers.{provider}."
-    ack_wait_seconds: int = 10
-    max_deliver: int = 5
-    max_age_seconds: int = 604800
-    health_port: int = 8080  # $PORT: /healthz answers there (Cloud Run's probe)
-    # ... on every interface on Cloud Run (its probe and front end reach the container there), on loopback only
-    # in local mode (DCM_LOCAL_MODE=1, the local stack): like every other local process, not on the machine's
-    # network
-    health_host: str = "0.0.0.0"
-    batch: int = 64  # messages fetched at once
-    publish_timeout_seconds: float = 5.0  # a Pub/Sub publish not confirmed by then is nak'ed (< ack_wait)
-    max_ack_pending: int = 1000  # per provider: what one provider's unsettled messages may hold
-    max_bytes: int = -1  # per provider's stream (-1: no limit); full: its publishes are refused (discard new)
-    max_msgs: int = -1
-    control_plane_stream: str = "dcm-status"  # every provider's stored events, republished for a control-plane
-    control_plane_prefix: str = "dcm-status."  # ... under this prefix ("": no such stream)
-
-    def stream_of(self, provider: str) -> str:
-        return self.stream.replace("{provider}", provider)
-
-    def subject_of(self, provider: str) -> str:
-        return self.subject.replace("{provider}", provider)
-
-    @property
-    def control_plane_subject(self) -> str:
-        """What the control-plane's stream captures: every provider's status subjects, republished."""
-        return self.control_plane_prefix + self.subject.replace("{provider}", "*")
-
-    def provider_of_subject(self, subject: str) -> str | None:
-        """The provider the server-written prefix of ``subject`` names ("providers.osac.dcm.vm" -> "osac")."""
-        head, _, tail = self.provider_prefix.partition("{provider}")
-        if not subject.startswith(head):
-            return None
-        provider, dot, rest = subject[len(head):].partition(".")
-        return provider if provider and dot and (tail in ("", ".") and rest) else None
-
-
 def _stale_shards(env: Mapping[str, str]) -> int:
-    value = _int(env, "DCM_STALE_SHARDS", STALE_SHARDS)
+    value = integer(env, "DCM_STALE_SHARDS", STALE_SHARDS)
     if value > STALE_SHARDS:
         raise ConfigError(f"DCM_STALE_SHARDS must be 1 to {STALE_SHARDS} (what the index declares), got {value}")
     return value
 
 
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
+def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
     try:
         value = int(env.get(name) or default)
     except ValueError:
@@ -426,70 +388,3 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> i
     if value < minimum:
         raise ConfigError(f"{name} must be an integer of at least {minimum}, got {env.get(name)!r}")
     return value
-
-
-NATS_SCHEMES = ("nats", "tls", "ws", "wss")
-LOOPBACK, ALL_INTERFACES = "127.0.0.1", "0.0.0.0"
-
-
-def _nats_servers(text: str) -> tuple[str, ...]:
-    """NATS_URL: one server or a cluster's, comma-separated (Terraform's nats_url), each a URL nats-py connects
-    to. nats-py takes "tls://a:4222,tls://b:4222" whole as one server and refuses it ("invalid connect url
-    option"): the ingress would never connect, so it is split here, each part checked."""
-    servers = tuple(part.strip() for part in text.split(","))
-    shown = re.sub(r"://[^/@,]*@", "://[credentials]@", text)[:160]  # a refusal never prints a password
-    for server in servers:
-        scheme, sep, rest = server.partition("://")
-        host = rest.rpartition("@")[2].split("/", 1)[0]
-        port = host.rpartition(":")[2] if ":" in host.lstrip("[") else ""
-        if not (sep and scheme in NATS_SCHEMES and host and not any(c.isspace() for c in server)
-                and (port == "" or port.isdigit() and 0 < int(port) < 65536)):
-            raise ConfigError(f"NATS_URL must be one or more comma-separated {', '.join(s + '://' for s in NATS_SCHEMES)} "
-                              f"URLs (host[:port]), got {shown!r}")
-    if len(set(servers)) != len(servers):
-        raise ConfigError(f"NATS_URL names a server twice: {shown!r}")
-    return servers
-
-
-def nats_from_env(env: Mapping[str, str] | None = None) -> NatsSettings:
-    """The NATS ingress's settings from the environment (NATS_URL, NATS_USER and NATS_PASSWORD or NATS_CREDS,
-    NATS_STREAM_NAME, NATS_STATUS_SUBJECT, NATS_CONSUMER_NAME, ...)."""
-    env = os.environ if env is None else env
-    servers = _nats_servers(env.get("NATS_URL", ""))
-    prefix = env.get("NATS_PROVIDER_PREFIX", "providers.{provider}.")
-    if "{provider}" not in prefix:
-        raise ConfigError(f"NATS_PROVIDER_PREFIX must contain '{{provider}}', got {prefix!r}")
-    if env.get("NATS_CREDS") and env.get("NATS_PASSWORD"):
-        raise ConfigError("set NATS_CREDS or NATS_USER and NATS_PASSWORD, not both")
-    stream, subject = env.get("NATS_STREAM_NAME", "dcm-status-{provider}"), env.get("NATS_STATUS_SUBJECT",
-                                                                                    "providers.{provider}.dcm.*")
-    if env.get("NATS_CONTROL_PLANE_STREAM", "dcm-status") and not env.get("NATS_CONTROL_PLANE_PREFIX", "dcm-status."):
-        raise ConfigError("NATS_CONTROL_PLANE_PREFIX must not be empty while NATS_CONTROL_PLANE_STREAM is set: the "
-                          "providers' streams republish under it")
-    if "{provider}" not in stream or "{provider}" not in subject:
-        raise ConfigError(f"NATS_STREAM_NAME and NATS_STATUS_SUBJECT name a stream per provider: each must contain "
-                          f"'{{provider}}', got {stream!r} and {subject!r}")
-    ack_wait, publish_timeout = _int(env, "NATS_ACK_WAIT_SECONDS", 10), _int(env, "NATS_PUBLISH_TIMEOUT_SECONDS", 5)
-    if publish_timeout >= ack_wait:  # JetStream would deliver it again while its publish may still complete
-        raise ConfigError(f"NATS_PUBLISH_TIMEOUT_SECONDS ({publish_timeout}) must be shorter than the consumer's "
-                          f"NATS_ACK_WAIT_SECONDS ({ack_wait})")
-    return NatsSettings(
-        servers=servers, user=env.get("NATS_USER") or None, password=env.get("NATS_PASSWORD") or None,
-        creds=env.get("NATS_CREDS") or None,
-        stream=stream,
-        subject=subject,
-        consumer=env.get("NATS_CONSUMER_NAME", "dcm-status-ingress"),
-        provider_prefix=prefix,
-        ack_wait_seconds=ack_wait,
-        max_deliver=_int(env, "NATS_MAX_DELIVER", 5),
-        max_age_seconds=_int(env, "NATS_MAX_AGE_SECONDS", 604800, minimum=0),
-        health_port=_int(env, "PORT", 8080),
-        health_host=LOOPBACK if _local_mode(env) else ALL_INTERFACES,
-        batch=_int(env, "NATS_BATCH", 64),
-        publish_timeout_seconds=float(publish_timeout),
-        max_ack_pending=_int(env, "NATS_MAX_ACK_PENDING", 1000),
-        max_bytes=_int(env, "NATS_PROVIDER_MAX_BYTES", -1, minimum=-1),
-        max_msgs=_int(env, "NATS_PROVIDER_MAX_MSGS", -1, minimum=-1),
-        control_plane_stream=env.get("NATS_CONTROL_PLANE_STREAM", "dcm-status"),
-        control_plane_prefix=env.get("NATS_CONTROL_PLANE_PREFIX", "dcm-status."),
-    )

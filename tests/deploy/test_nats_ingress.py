@@ -98,7 +98,7 @@ def test_a_creds_file_is_mounted_and_named_not_passed(config, terraform):
     assert block(secret, "items") == {"version": "latest", "path": "${local.nats_creds_file}"}
 
 
-# Tuning whose code default is the production value (shared/runtime/settings.py nats_from_env).
+# Tuning whose code default is the production value (shared/runtime/nats_settings.py nats_from_env).
 TUNED_BY_DEFAULT = {"NATS_BATCH", "NATS_PUBLISH_TIMEOUT_SECONDS"}
 
 
@@ -106,7 +106,7 @@ def test_every_nats_setting_the_worker_reads_is_set(config, terraform):
     """What shared/ reads from NATS_* is set by Terraform: by value, or from the secret (the password, the
     creds file's path), but the tuning whose default holds (a Pub/Sub publish times out well within
     ack_wait, so JetStream never redelivers a message still being published)."""
-    from shared.runtime.settings import nats_from_env
+    from shared.runtime.nats_settings import nats_from_env
 
     defaults = nats_from_env({"NATS_URL": URL})
     assert defaults.publish_timeout_seconds < int(nats_section()["ack_wait_seconds"])

@@ -68,7 +68,7 @@ def test_the_build_identity_reads_the_sources_bucket_only(config: tf.Config):
 
 # ---- item 23: nats_url, a cluster ------------------------------------------------------------------------------
 def test_a_clusters_nats_url_reaches_the_ingress_as_a_list_of_servers(terraform):
-    from shared.runtime.settings import nats_from_env
+    from shared.runtime.nats_settings import nats_from_env
 
     urls = "tls://nats-1.example.com:4222, tls://nats-2.example.com:4222"  # the validation trims each
     env = tf.evaluate({"value": "local.nats_ingress_env"}, {"nats_url": urls, "nats_user": "platform"},

@@ -26,7 +26,8 @@ from dcm_status_contracts.model import ResourceKey
 from dcm_status_sdk import BindingMode, Reporter, ReporterConfig, ReportForm
 from google.cloud import firestore, pubsub_v1
 
-from infra.local.stack import REPO_ROOT, LocalStack, StackState
+from infra.local.stack import LocalStack
+from infra.local.state import REPO_ROOT, StackState
 from infra.topology import load as load_topology
 from shared.deadletter.store import DeadLetterStore
 
@@ -105,7 +106,7 @@ class E2EStack:
     def cli(self, *args: str, check: bool = True, input: str | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """Run `dcm-status ARGS` against this stack, as an operator would."""
-        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.state_dir), **(env or {})}
+        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.paths.state_dir), **(env or {})}
         result = subprocess.run([str(Path(sys.executable).parent / "dcm-status"), *args], env=env, text=True,
                                 capture_output=True, timeout=120, input=input)
         self.refresh()  # `up`, `provider add` ... restart processes: their pids are in the state file now
@@ -115,7 +116,7 @@ class E2EStack:
 
     def cli_process(self, *args: str) -> subprocess.Popen:
         """Start `dcm-status ARGS` (a long-running command such as watch), its output piped, line-buffered."""
-        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.state_dir), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.paths.state_dir), "PYTHONUNBUFFERED": "1"}
         return subprocess.Popen([str(Path(sys.executable).parent / "dcm-status"), *args], env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=1)
 

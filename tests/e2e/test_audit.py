@@ -31,7 +31,7 @@ def test_audit_records_stopped_and_ignores_running(e2e, uid):
     for ev in (run_ev, stop_ev, stop_ev):  # the stop is delivered twice
         e2e.publisher.publish(topic, ev.body, **ev.attributes).result(timeout=30)
 
-    audit_log = e2e.stack.log_dir / "audit.log"
+    audit_log = e2e.stack.paths.log_dir / "audit.log"
     stop = wait_until(lambda: (s := e2e.db.collection("audit_stopped").document(stop_ev.event_id).get()).exists
                       and s.to_dict(), 30, what="audit to record the STOPPED change")
     assert {k: stop[k] for k in ("key", "at", "oldStatus", "provider", "tenant", "late")} == {

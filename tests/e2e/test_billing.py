@@ -149,7 +149,7 @@ def billing_cli(e2e, *args: str) -> Any:
 
     from infra.cli import cli
     from infra.cli.common import Connection
-    from infra.local.stack import REPO_ROOT
+    from infra.local.state import REPO_ROOT
 
     conn = Connection(e2e.project, e2e.stack.topology(e2e.state), True)
     args = tuple(str(REPO_ROOT / a) if a.endswith(".yaml") else a for a in args)

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from dcm_status_contracts.model import event_identity
 from dcm_status_contracts.status_report import build_event
-from dcm_status_contracts.status_report import to_pubsub_message as to_message
+from dcm_status_contracts.pubsub_binding import to_message
 from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 from google.protobuf import duration_pb2

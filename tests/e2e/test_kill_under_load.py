@@ -18,7 +18,7 @@ from typing import Iterator
 import pytest
 
 from infra.local import emulators
-from infra.local.stack import answers_http
+from infra.local.health import answers_http
 from infra.local.supervise import children, listening
 from tests.e2e.conftest import wait_until
 

@@ -12,7 +12,7 @@ import orjson
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.status_report import ReportForm, build_event
-from dcm_status_contracts.status_report import to_pubsub_message as to_message
+from dcm_status_contracts.pubsub_binding import to_message
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tests.e2e.conftest import E2EStack, wait_until

@@ -16,11 +16,11 @@ import nats
 import orjson
 import pytest
 from dcm_status_contracts.model import ResourceKey
-from dcm_status_contracts.status_report import BindingMode, binding_mode
+from dcm_status_contracts.pubsub_binding import BindingMode, mode_of
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
 from infra.local.natsserver import NATS_INGRESS, ingress_report
-from infra.local.stack import Process
+from infra.local.emulators import Process
 from tests import samples
 from tests.e2e.conftest import wait_until
 
@@ -37,7 +37,7 @@ async def connect(e2e, provider: str | None, errors: list | None = None) -> Any:
     """A connection as ``provider``'s NATS identity (None: the platform's)."""
     from infra.local import natsserver
 
-    creds = natsserver.credentials(e2e.stack, e2e.state)
+    creds = natsserver.credentials(e2e.stack.paths, e2e.state.providers)
     identity = creds.platform if provider is None else creds.provider(provider)
 
     async def on_error(exc: Exception) -> None:
@@ -77,7 +77,7 @@ def vm_event(provider_source: str, vm: str, status: str = "RUNNING", **extra: An
 def unique(sample: samples.Sample, suffix: str) -> tuple[bytes, dict[str, str]]:
     """The sample's bytes with its resource and event ids made unique to this run (as test_upstream.py does)."""
     body = orjson.loads(sample.data)
-    binary = binding_mode(sample.attributes) is BindingMode.BINARY
+    binary = mode_of(sample.attributes) is BindingMode.BINARY
     (body if binary else body["data"])["id"] += suffix
     attributes = dict(sample.attributes)
     if binary:
@@ -136,7 +136,7 @@ def test_a_provider_cannot_publish_under_another_providers_subjects(e2e, uid):
         assert f"nats: permissions violation for {what}" in refused, (what, refused)
     with pytest.raises(nats.errors.Error):  # another provider's password is not osac's
         from infra.local import natsserver
-        wrong = natsserver.credentials(e2e.stack, e2e.state).provider("aws").password
+        wrong = natsserver.credentials(e2e.stack.paths, e2e.state.providers).provider("aws").password
         run(nats.connect(e2e.state.nats_url, user="osac", password=wrong, max_reconnect_attempts=0,
                          allow_reconnect=False))
     # nothing of it reached the platform: no resource, no dead letter
@@ -292,7 +292,7 @@ def test_pubsub_unreachable_the_ingress_holds_then_drains(e2e, uid):
         run(publish_all(e2e, "osac", [("dcm.vm", vm_event("dcm/providers/osac-sp-vm", vm), None) for vm in vms]))
         report = wait_until(lambda: (r := ingress_report(host)) and r["retried"] >= before["retried"] + len(vms)
                             and r, 30, what=f"the ingress to fail each publish (log "
-                                            f"{e2e.stack.log_dir / 'nats-ingress.log'})")
+                                            f"{e2e.stack.paths.log_dir / 'nats-ingress.log'})")
         assert report["lastError"] and report["connected"]
         # held: none acked (it acks only what Pub/Sub confirmed), none given up on
         assert (report["forwarded"], report["deadLettered"]) == (before["forwarded"], before["deadLettered"])

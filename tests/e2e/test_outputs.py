@@ -53,5 +53,5 @@ def test_outputs_travel_the_pipeline_redacted_for_readers_and_never_logged(e2e, 
     [entry] = wait_until(lambda: [e for e in e2e.deadletters(reason="schema_invalid") if e.get("key") == key], 60,
                          what="the malformed output_spec dead-lettered")
     assert entry["reason"] == "schema_invalid" and entry["message"].startswith("/data/output_spec")
-    for log in e2e.stack.log_dir.glob("*.log"):
+    for log in e2e.stack.paths.log_dir.glob("*.log"):
         assert SECRET not in log.read_text(errors="replace"), f"{log.name} logs an output value"

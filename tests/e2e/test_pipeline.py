@@ -8,12 +8,12 @@ import time
 import pytest
 from dcm_status_contracts.model import event_identity
 from dcm_status_contracts.status_report import build_event
-from dcm_status_contracts.status_report import to_pubsub_message as to_message
+from dcm_status_contracts.pubsub_binding import to_message
 from dcm_status_sdk import BindingMode
 from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.local.stack import emulator_delivery_attempts
+from infra.local.delivery import emulator_delivery_attempts
 from tests import samples
 from tests.e2e.conftest import wait_until
 

@@ -10,7 +10,7 @@ import pytest
 from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.model import event_identity
 from dcm_status_contracts.status_report import build_event
-from dcm_status_contracts.status_report import to_pubsub_message as to_message
+from dcm_status_contracts.pubsub_binding import to_message
 
 from tests.e2e.conftest import wait_until
 

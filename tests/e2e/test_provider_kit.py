@@ -15,7 +15,7 @@ import pytest
 from dcm_status_sdk import Reporter, ReporterConfig
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.local.stack import REPO_ROOT
+from infra.local.state import REPO_ROOT
 from shared.state.model import LEDGER
 from tests import clean_venv
 from tests.e2e.conftest import E2EStack, wait_until

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from infra.local.stack import emulator_delivery_attempts
+from infra.local.delivery import emulator_delivery_attempts
 from shared.runtime.firestore import RETRY_DEADLINE
 from tests.e2e.conftest import wait_until
 
@@ -57,7 +57,7 @@ def test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_sa
     for key in keys:
         e2e.wait_for_status(key, "RUNNING", timeout=60)
     # every failed push was logged once, as one JSON line (no framework traceback over many lines)
-    log = (e2e.stack.log_dir / "upsert.log").read_text()
+    log = (e2e.stack.paths.log_dir / "upsert.log").read_text()
     assert "transient failure, Pub/Sub will redeliver" in log
     assert not [line for line in log.splitlines() if line.startswith("Traceback")]
 
@@ -94,7 +94,7 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
     assert all(f"function {n}" in status.stdout for n in functions)
     restarts = {h.component: h.restarts for h in e2e.stack.health(e2e.state)}
     assert all(restarts[f"function {n}"] >= 1 for n in functions)
-    log = (e2e.stack.log_dir / "upsert.log").read_text()
+    log = (e2e.stack.paths.log_dir / "upsert.log").read_text()
     assert "function server upsert killed by SIGKILL" in log
 
 
@@ -151,7 +151,7 @@ def test_a_purge_drops_every_backlog_and_the_pipeline_flows_again(e2e, uid):
         e2e.reporter("aws").publish_now("vm", f"purged-{uid}", "RUNNING", "never stored").result(timeout=30)
         # ingest has forwarded it (a delivery ingest is still handling at the purge would still end, into the
         # subscriptions declared again); upsert keeps failing on it
-        ingest_log = e2e.stack.log_dir / "ingest.log"
+        ingest_log = e2e.stack.paths.log_dir / "ingest.log"
         wait_until(lambda: f'"key":"aws/vm/purged-{uid}"' in ingest_log.read_text(), 30, what="ingest to forward it")
         assert e2e.stack.purge(e2e.state) == len(e2e.stack.topology(e2e.state).subscriptions)
         # a delivery in flight at the purge still ends: kept in the outage past its Firestore retries, it fails

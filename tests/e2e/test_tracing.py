@@ -30,7 +30,7 @@ def provider_context() -> tuple[str, object]:
 
 def spans_of(e2e: E2EStack, trace_id: str) -> dict[str, list[dict]]:
     by_service: dict[str, list[dict]] = {}
-    for span in read_spans(e2e.stack.trace_dir):
+    for span in read_spans(e2e.stack.paths.trace_dir):
         if span.record["traceId"] == trace_id:
             by_service.setdefault(span.record["service"], []).append(span.record)
     return by_service
@@ -38,7 +38,7 @@ def spans_of(e2e: E2EStack, trace_id: str) -> dict[str, list[dict]]:
 
 def log_lines(e2e: E2EStack, function: str, needle: str) -> list[dict]:
     """The JSON log lines of ``function`` that mention ``needle``."""
-    path: Path = e2e.stack.log_dir / f"{function}.log"
+    path: Path = e2e.stack.paths.log_dir / f"{function}.log"
     lines = []
     for line in path.read_text(errors="replace").splitlines():
         if needle in line and line.startswith("{"):

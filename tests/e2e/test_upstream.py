@@ -11,7 +11,7 @@ import orjson
 import pytest
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey, event_identity
-from dcm_status_contracts.status_report import BindingMode, binding_mode
+from dcm_status_contracts.pubsub_binding import BindingMode, mode_of
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tests import samples
@@ -33,7 +33,7 @@ def test_every_upstream_producer_is_stored_under_its_data_id_with_a_recognised_s
     expected = {}
     for s in UPSTREAM:
         body = orjson.loads(s.data)
-        binary = binding_mode(s.attributes) is BindingMode.BINARY
+        binary = mode_of(s.attributes) is BindingMode.BINARY
         data = body if binary else body["data"]
         data["id"] += f"-{uid}"  # unique to this run, the rest byte for byte as the producer sends it
         attributes = dict(s.attributes)

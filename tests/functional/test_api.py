@@ -18,7 +18,8 @@ from dcm_status_contracts import status_update, timeutil
 from dcm_status_contracts.change_feed import Cursor
 from dcm_status_contracts.errors import Gone
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.status_report import build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import build_event
 from google.cloud import firestore as gfirestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -37,7 +38,7 @@ from tests.samples import SCHEMAS
 
 def seed(db, provider: str, rtype: str, rid: str, status: str, time: str, event_id: str,
          resource_specific: dict | None = None, shards: int = SHARDS, **metadata: str):
-    data, attrs = to_pubsub_message(build_event(provider, rtype, rid, status, f"{status.lower()} now",
+    data, attrs = to_message(build_event(provider, rtype, rid, status, f"{status.lower()} now",
                                                 event_id=event_id, time=time, last_transition_time=time,
                                                 metadata=metadata or None, resource_specific=resource_specific))
     message = PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}")

@@ -132,10 +132,11 @@ def test_long_multibyte_resource_id_is_refused_precisely_and_its_dead_letter_fit
     """512 '€' (1,536 bytes; 4,608 once percent-encoded into a document id) cannot be stored: Firestore
     document ids hold 1,500 bytes. A precise rejection, and every attribute of the dead letter within
     Pub/Sub's 1,024 bytes (the key is clipped by bytes, on a character boundary)."""
-    from dcm_status_contracts.status_report import build_event, to_pubsub_message
+    from dcm_status_contracts.pubsub_binding import to_message
+    from dcm_status_contracts.status_report import build_event
 
     resource_id = "€" * 512
-    data, attrs = to_pubsub_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="mb-1"))
+    data, attrs = to_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="mb-1"))
     assert SHAPES["push"](ingest, "dcm-status-ingress-aws", data, attrs).status_code == 200
     [out] = publisher.on("dcm-status-deadletter")
     assert out.attributes[dl.REASON] == "invalid_identity" and "1500" in out.attributes[dl.DETAIL]

@@ -30,6 +30,7 @@ from infra.local import emulators, natsserver
 from infra.topology import load
 from shared.nats_ingress.health import Health
 from shared.nats_ingress.worker import Worker
+from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
 from tests.fakes import FakePublisher
 
@@ -132,7 +133,7 @@ async def with_ingress(server: Server, publisher: Publisher, body: Callable[[Wor
     """Run the ingress (its settings as the local stack gives them) while ``body`` runs, then stop it."""
     topology = load(PROVIDERS)
     settings = settings_module.from_env({**topology.env(), "DCM_PROJECT": "unit", "DCM_LOCAL_MODE": "1"})
-    n = settings_module.nats_from_env({**topology.nats.env(), "NATS_URL": server.url,
+    n = nats_settings.nats_from_env({**topology.nats.env(), "NATS_URL": server.url,
                                        "NATS_USER": server.credentials.platform.user,
                                        "NATS_PASSWORD": server.credentials.platform.password})
     worker = Worker(settings, n, publisher, Health())

@@ -13,13 +13,14 @@ import pytest
 from dcm_status_contracts import deadletter as dl
 
 from shared.nats_ingress.route import SUBJECT, Inbound, route
+from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
 from tests import samples
 from tests.functional.conftest import SHAPES
 
 THROUGH_INGEST = [s for s in samples.load("nats") if s.expect.get("at") != "nats_ingress"]
 SETTINGS = settings_module.from_env({**os.environ, "DCM_PROVIDERS": ""})  # any provider the subject names
-NATS = settings_module.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222"})
+NATS = nats_settings.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222"})
 
 
 @pytest.mark.parametrize("sample", THROUGH_INGEST, ids=lambda s: s.name)

@@ -11,7 +11,8 @@ import pytest
 from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.outputs import REDACTED
-from dcm_status_contracts.status_report import build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import build_event
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.ingest.normalize import normalize_message
@@ -30,7 +31,7 @@ SPEC = {"host": "10.0.1.5", "port": 5432, "password": "s3cret"}
 
 def normalized(status: str, time: str, event_id: str, rid: str = "i-1", transition: bool = True,
                **maps: Any) -> bytes:
-    data, attrs = to_pubsub_message(build_event("aws", "vm", rid, status, event_id=event_id, time=time,
+    data, attrs = to_message(build_event("aws", "vm", rid, status, event_id=event_id, time=time,
                                                 last_transition_time=time if transition else None, **maps))
     msg = PubSubMessage(data, attrs, f"in-{event_id}", time, "dcm-status-ingress-aws")
     return status_update.encode(normalize_message(msg, settings.from_env()))

@@ -13,10 +13,12 @@ import hashlib
 
 import orjson
 import pytest
+from dcm_status_contracts import ingress
 from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage, event_identity, legacy_event_identity
-from dcm_status_contracts.status_report import build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import build_event
 
 from shared.deadletter.replay import Replayer
 from shared.deadletter.store import DeadLetterStore
@@ -63,7 +65,7 @@ def test_another_providers_source_and_id_on_its_own_topic_erases_nothing(ingest,
                        time="2026-03-01T10:00:01Z")
     assert real["source"] == SOURCE
     for topic, event, n in ((AWS, forged, "m-aws"), (AZURE, real, "m-azure")):
-        data, attrs = to_pubsub_message(event)
+        data, attrs = to_message(event)
         forwarded, rejected = through_ingest(ingest, publisher, topic, data, attrs, n)
         assert forwarded and not rejected
         apply(upsert, forwarded, f"n-{n}")
@@ -79,7 +81,7 @@ def test_another_providers_source_and_id_on_its_own_topic_erases_nothing(ingest,
 
 def test_a_redelivery_is_still_one_update_and_its_duplicate_record_names_the_provider(ingest, upsert, publisher,
                                                                                          firestore):
-    data, attrs = to_pubsub_message(build_event("azure", "vm", "web-1", "RUNNING", event_id=EVENT_ID,
+    data, attrs = to_message(build_event("azure", "vm", "web-1", "RUNNING", event_id=EVENT_ID,
                                          time="2026-03-01T10:00:00Z"))
     for n in ("m-1", "m-2"):  # the provider published twice
         forwarded, _ = through_ingest(ingest, publisher, AZURE, data, attrs, n)
@@ -103,7 +105,7 @@ def test_a_redelivery_across_the_deploy_is_a_duplicate_and_its_pending_change_is
         ingest, upsert, publisher, firestore):
     """Applied by the version before (ledger under source+id), its change not yet published when it died:
     redelivered after the deploy, it is found under its legacy id, applied once, its change published."""
-    data, attrs = to_pubsub_message(build_event("azure", "vm", "web-1", "RUNNING", event_id=EVENT_ID,
+    data, attrs = to_message(build_event("azure", "vm", "web-1", "RUNNING", event_id=EVENT_ID,
                                          time="2026-03-01T10:00:00Z"))
     forwarded, _ = through_ingest(ingest, publisher, AZURE, data, attrs, "m-1")
     apply(upsert, forwarded, "n-1")
@@ -129,7 +131,7 @@ def test_a_legacy_entry_of_another_resource_is_not_taken_for_this_event(ingest, 
                         time="2026-03-01T10:00:00Z")
     stored = []
     for event, n in ((newer, "m-1"), (older, "m-2")):
-        data, attrs = to_pubsub_message(event)
+        data, attrs = to_message(event)
         forwarded, _ = through_ingest(ingest, publisher, AWS, data, attrs, n)
         stored.append(forwarded)
     apply(upsert, stored[0], "n-1")
@@ -147,7 +149,7 @@ def _entry_id(topic: str, message_id: str) -> str:
 
 
 def test_a_provider_set_replay_marker_is_not_carried_into_the_update(ingest, publisher):
-    data, attrs = to_pubsub_message(build_event("aws", "vm", "i-1", "RUNNING"))
+    data, attrs = to_message(build_event("aws", "vm", "i-1", "RUNNING"))
     forged = {dl.REPLAY_OF: "0" * 32, dl.REPLAYED_AT: "2026-01-01T00:00:00Z", dl.REPLAY_TOPIC: AZURE,
               dl.REASON: "oversize", "DCM-Replay-Of": "1" * 32}
     [out], _ = through_ingest(ingest, publisher, AWS, data, {**attrs, **forged}, "m-1")
@@ -210,7 +212,7 @@ def test_a_real_replay_reaches_ingest_through_the_replay_topic_and_fails_back_to
 
 def test_a_replayed_event_is_applied_as_its_providers_and_keeps_its_marker(ingest, publisher, firestore):
     # a source that names no provider: only the ingress topic the replay names can say whose it is
-    data, attrs = to_pubsub_message(build_event("azure", "vm", "web-1", "RUNNING", source=SOURCE, form="current"))
+    data, attrs = to_message(build_event("azure", "vm", "web-1", "RUNNING", source=SOURCE, form="current"))
     replayed = {**attrs, dl.REPLAY_OF: "a" * 32, dl.REPLAY_TOPIC: AZURE, dl.REPLAYED_AT: "2026-03-01T10:00:00Z"}
     [out], _ = through_ingest(ingest, publisher, "dcm-status-replay", data, replayed, "r-1")
     update = status_update.decode(out.data)
@@ -219,7 +221,7 @@ def test_a_replayed_event_is_applied_as_its_providers_and_keeps_its_marker(inges
 
 
 def test_a_replay_naming_no_ingress_topic_is_refused(ingest, publisher):
-    data, attrs = to_pubsub_message(build_event("azure", "vm", "web-1", "RUNNING", form="current"))  # names azure
+    data, attrs = to_message(build_event("azure", "vm", "web-1", "RUNNING", form="current"))  # names azure
     for target in ({}, {dl.REPLAY_TOPIC: "dcm-status-normalized-azure"}):
         forwarded, [dead] = through_ingest(ingest, publisher, "dcm-status-replay", data, {**attrs, **target}, "r-1")
         assert not forwarded and dead.attributes[dl.REASON] == "malformed_internal"
@@ -229,17 +231,17 @@ def test_the_replay_lane_is_no_providers_ingress_in_the_declared_topology():
     from infra.topology import load
 
     topo = load()
-    origins = dl.Origins.of(settings.from_env({**topo.env(), "DCM_PROJECT": "p"}))
+    origins = settings.from_env({**topo.env(), "DCM_PROJECT": "p"}).origins
     [replay] = [s for s in topo.subscriptions if s.topic_key == "replay"]
     assert replay.push == "ingest" and origins.subscription_provider(replay.name) is None
     assert not origins.provider_can_publish(topic=replay.topic) and origins.is_replay(replay.topic)
     ingress = [s for s in topo.subscriptions if s.topic_key == "ingress"]
     assert ingress and all(origins.subscription_provider(s.name) == s.provider for s in ingress)
-    assert all(origins.ingress_provider(t.name) == t.provider for t in topo.topics if t.key == "ingress")
+    assert all(origins.topic_provider(t.name) == t.provider for t in topo.topics if t.key == "ingress")
 
 
 def test_platform_attribute_names():
-    assert all(dl.is_platform_attribute(n) for n in (dl.REPLAY_OF, dl.REASON, "DCM-X", dl.PS_SUBSCRIPTION))
-    assert not any(dl.is_platform_attribute(n) for n in ("ce-id", "content-type", "x-trace", "key"))
+    assert all(ingress.is_platform_attribute(n) for n in (dl.REPLAY_OF, dl.REASON, "DCM-X", dl.PS_SUBSCRIPTION))
+    assert not any(ingress.is_platform_attribute(n) for n in ("ce-id", "content-type", "x-trace", "key"))
     message = PubSubMessage(b"", {"x": "1", dl.REPLAY_OF: "e"}, "m", None, AWS)
-    assert dl.provider_attributes(message.attributes) == {"x": "1"}
+    assert ingress.provider_attributes(message.attributes) == {"x": "1"}

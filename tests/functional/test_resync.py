@@ -9,7 +9,8 @@ from dcm_status_contracts import status_update
 from dcm_status_contracts.errors import Rejected
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.resync import ResyncMark
-from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import ReportForm, build_event
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
@@ -22,7 +23,7 @@ AT = "2026-11-22T10:00:00.000000Z"
 def update(rid: str, status: str, time: str, event_id: str, mark: ResyncMark | None = None, rtype: str = "vm"):
     event = build_event("aws", rtype, rid, status, event_id=event_id, time=time, form=ReportForm.CURRENT,
                         extensions=mark.attributes() if mark else None)
-    data, attrs = to_pubsub_message(event)
+    data, attrs = to_message(event)
     return normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, "dcm-status-ingress-aws"),
                              settings.from_env())
 

@@ -14,7 +14,8 @@ from dcm_status_contracts import status_update, timeutil
 from dcm_status_contracts.errors import Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.resync import ResyncMark
-from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import ReportForm, build_event
 from google.cloud.firestore import DELETE_FIELD
 
 from shared.ingest.normalize import normalize_message
@@ -41,7 +42,7 @@ def report(upsert, rid: str, status: str, time: str, event_id: str, mark: Resync
            provider: str = "aws") -> None:
     event = build_event(provider, "vm", rid, status, event_id=event_id, time=time, form=ReportForm.CURRENT,
                         metadata={"tenant": "acme"}, extensions=mark.attributes() if mark else None)
-    data, attrs = to_pubsub_message(event)
+    data, attrs = to_message(event)
     update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}"),
                                settings.from_env())
     response = SHAPES["push"](upsert, f"dcm-status-normalized-{provider}", status_update.encode(update), {}, event_id)
@@ -172,7 +173,7 @@ def test_a_document_written_before_the_stale_shard_is_found_once_backfilled_and_
 def test_a_provider_may_not_pose_as_the_platform(upsert):
     event = build_event("aws", "vm", "i-x", "DELETED", event_id="spoof", time="2026-11-22T10:00:00Z",
                         form=ReportForm.CURRENT, source="dcm/platform/reconcile")
-    data, attrs = to_pubsub_message(event)
+    data, attrs = to_message(event)
     with pytest.raises(Rejected, match="the platform's own") as refused:
         normalize_message(PubSubMessage(data, attrs, "in-spoof", None, "dcm-status-ingress-aws"), settings.from_env())
     assert refused.value.reason.value == "provider_mismatch"

@@ -8,7 +8,8 @@ from dcm_status_contracts import status_changed as change_events
 from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.schemas import registry
-from dcm_status_contracts.status_report import build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import build_event
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.ingest.normalize import normalize_message
@@ -21,7 +22,7 @@ KEY = "aws/vm/i-1"
 
 def normalized(status: str, time: str, event_id: str, ingress_id: str | None = None, message: str = "",
                transition: bool = True, rid: str = "i-1") -> bytes:
-    data, attrs = to_pubsub_message(build_event("aws", "vm", rid, status, message, event_id=event_id, time=time,
+    data, attrs = to_message(build_event("aws", "vm", rid, status, message, event_id=event_id, time=time,
                                          last_transition_time=time if transition else None,
                                          metadata={"tenant": "acme"}))
     msg = PubSubMessage(data, attrs, ingress_id or f"in-{event_id}", time, "dcm-status-ingress-aws")

@@ -9,7 +9,7 @@ import pytest
 from dcm_status_contracts import cloud_native_event as cne
 from dcm_status_contracts.errors import Rejected
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.status_report import to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
 from dcm_status_contracts.status_update import decode as decode_update
 from dcm_status_contracts.status_update import encode as encode_update
 
@@ -97,7 +97,7 @@ def test_what_a_provider_builds_is_what_ingest_takes():
         cne.Value("/cluster/node/n1/sync/ptp-status/lock-state", cne.DataType.METRIC, "decimal64.3", -5),
     ], source="/cluster/node/n1/sync/ptp-status/lock-state", event_type="event.sync.ptp-status.ptp-state-change")
     for mode in ("structured", "binary"):
-        data, attrs = to_pubsub_message(event, mode)
+        data, attrs = to_message(event, mode)
         [update] = normalize(PubSubMessage(data, attrs, "m", None, "dcm-status-ingress-ptp"), SETTINGS)
         assert (str(update.key), update.status) == ("ptp/sync/cluster/node/n1/sync/ptp-status/lock-state", "LOCKED")
         assert update.resource_specific["metrics"] == {"decimal64.3": -5.0}

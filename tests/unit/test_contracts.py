@@ -7,14 +7,15 @@ import pytest
 from dcm_status_contracts import status_update
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import MAX_ATTRIBUTE_BYTES, PubSubMessage, clip
-from dcm_status_contracts.status_report import build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import build_event
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 
 
 def update(resource_id: str = "i-1") -> status_update.StatusUpdate:
-    data, attrs = to_pubsub_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="e-1",
+    data, attrs = to_message(build_event("aws", "vm", resource_id, "RUNNING", "up", event_id="e-1",
                                          time="2026-01-01T00:00:00Z"))
     return normalize_message(PubSubMessage(data, attrs, "m-1", None, "dcm-status-ingress-aws"),
                              settings.from_env({"DCM_PROJECT": "unit"}))

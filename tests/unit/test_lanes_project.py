@@ -36,7 +36,8 @@ def test_a_value_that_is_no_project_id_is_refused_clearly(value):
 
 def test_ingest_publishes_each_update_to_its_providers_lane_in_the_lanes_project():
     from dcm_status_contracts.model import PubSubMessage
-    from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
+    from dcm_status_contracts.pubsub_binding import to_message
+    from dcm_status_contracts.status_report import ReportForm, build_event
 
     from shared.ingest.handler import Ingest
 
@@ -52,7 +53,7 @@ def test_ingest_publishes_each_update_to_its_providers_lane_in_the_lanes_project
             return Done()
 
     s = settings.from_env({**BASE, "DCM_LANES_PROJECT": "lanes-project", "DCM_PROVIDERS": "aws"})
-    data, attrs = to_pubsub_message(build_event("aws", "vm", "i-1", "RUNNING", event_id="e1",
+    data, attrs = to_message(build_event("aws", "vm", "i-1", "RUNNING", event_id="e1",
                                                 time="2026-11-22T09:00:00Z", form=ReportForm.CURRENT))
     Ingest(s, Publisher())(PubSubMessage(data, attrs, "m1", "2026-11-22T09:00:01Z", "dcm-status-ingress-aws"))
     assert published == ["projects/lanes-project/topics/dcm-status-normalized-aws"]

@@ -2,9 +2,8 @@
 imported as dcm_status_contracts) at the bottom, importing nothing but themselves; runtime/ and state/
 beneath the use cases; one package per function, and use-case packages that never import each other; a
 feature's package (shared/callbacks/: one feature, whichever functions serve it) between the two, importing
-only what is beneath; in
-infra/, arrows that go one way (the CLI may run the demo, both use the local stack, which uses neither)
-and no loop; no symbolic link anywhere."""
+only what is beneath; in infra/, arrows that go one way (the CLI may run the demo, both use the local stack,
+which uses neither); no import loop between any two modules of infra/ or shared/; no symbolic link anywhere."""
 
 from __future__ import annotations
 
@@ -208,19 +207,70 @@ def infra_arrows() -> dict[str, set[str]]:
     return arrows
 
 
-def test_infra_rooms_import_each_other_in_no_loop():
-    arrows = infra_arrows()
+def first_loop(arrows: dict[str, set[str]]) -> tuple[str, ...]:
+    """The first import loop of ``arrows`` (A -> ... -> A), depth first in name order; () when there is none."""
     done: set[str] = set()
 
-    def visit(room: str, path: tuple[str, ...]) -> None:
-        assert room not in path, "import loop in infra/: " + " -> ".join((*path, room))
-        if room not in done:
-            for target in sorted(arrows.get(room, ())):
-                visit(target, (*path, room))
-            done.add(room)
+    def visit(node: str, path: tuple[str, ...]) -> tuple[str, ...]:
+        if node in path:
+            return (*path[path.index(node):], node)
+        if node in done:
+            return ()
+        loop = next((found for t in sorted(arrows.get(node, ())) if (found := visit(t, (*path, node)))), ())
+        done.add(node)
+        return loop
 
-    for room in sorted(arrows):
-        visit(room, ())
+    return next((found for node in sorted(arrows) if (found := visit(node, ()))), ())
+
+
+def test_infra_rooms_import_each_other_in_no_loop():
+    loop = first_loop(infra_arrows())
+    assert not loop, "import loop in infra/: " + " -> ".join(loop)
+
+
+def module_of(path: Path) -> str:
+    """The name a module of infra/ or shared/ is imported by (the contracts: dcm_status_contracts.X)."""
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = list(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+    if parts[:2] == ["shared", "contracts"]:
+        parts = ["dcm_status_contracts", *parts[2:]]
+    return ".".join(parts)
+
+
+def module_arrows() -> dict[str, set[str]]:
+    """Each module of infra/ and shared/ and the modules of theirs it imports, wherever the import stands
+    (a function's body, ``if TYPE_CHECKING:``): ``from pkg import mod`` names the module, not the package."""
+    paths = [p for p in python_files(INFRA, SHARED) if p.name != "setup.py"]
+    known = {module_of(p) for p in paths}
+    arrows: dict[str, set[str]] = {}
+    for path in paths:
+        here = module_of(path)
+        package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join([*package.split(".")[:len(package.split(".")) - node.level + 1], node.module or ""]
+                                ).strip(".") if node.level else node.module or ""
+                named = {f"{base}.{a.name}" for a in node.names} & known
+                targets.update(named or {base})
+        arrows[here] = {t for t in targets if t in known} - {here}
+    return arrows
+
+
+def test_no_two_modules_of_infra_or_shared_import_each_other_in_a_loop():
+    """Any loop, however long, between any two modules (issue 39: the room-level test above missed
+    infra/local/natsserver.py <-> infra/local/stack.py)."""
+    arrows = module_arrows()
+    assert {"infra.local.stack", "infra.local.natsserver", "dcm_status_contracts.pubsub_binding"} <= set(arrows)
+    loop = first_loop(arrows)
+    assert not loop, "import loop: " + " -> ".join(loop)
+
+
+def test_a_loop_between_two_modules_is_found():
+    assert first_loop({"a": {"b"}, "b": {"c"}, "c": {"b"}}) == ("b", "c", "b")
+    assert first_loop({"a": {"b"}, "b": set()}) == ()
 
 
 def test_the_cli_may_run_the_demo_never_the_reverse():

@@ -16,6 +16,7 @@ from dcm_status_contracts.identity import RESERVED_PROVIDER_NAMES, provider_name
 
 from infra import nats_accounts
 from infra.topology import load
+from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
 
 SPEC = load().nats
@@ -126,21 +127,23 @@ def test_the_configuration_holds_bcrypt_hashes_and_the_credentials_file_the_clea
 
 # ---- item 20: the health endpoint's address ------------------------------------------------------------------
 def test_the_health_endpoint_binds_loopback_in_local_mode_and_every_interface_on_cloud_run():
-    local = settings_module.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222", "DCM_LOCAL_MODE": "1"})
-    production = settings_module.nats_from_env({"NATS_URL": "tls://nats.example.com:4222", "PORT": "8080"})
+    local = nats_settings.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222", "DCM_LOCAL_MODE": "1"})
+    production = nats_settings.nats_from_env({"NATS_URL": "tls://nats.example.com:4222", "PORT": "8080"})
     assert (local.health_host, production.health_host) == ("127.0.0.1", "0.0.0.0")
     with pytest.raises(ConfigError):  # local mode on Cloud Run is refused, as for the functions
-        settings_module.nats_from_env({"NATS_URL": "nats://x:4222", "DCM_LOCAL_MODE": "1", "K_SERVICE": "nats"})
+        nats_settings.nats_from_env({"NATS_URL": "nats://x:4222", "DCM_LOCAL_MODE": "1", "K_SERVICE": "nats"})
 
 
 def test_the_local_stack_runs_its_ingress_in_local_mode(tmp_path):
     from infra.local import natsserver
-    from infra.local.stack import LocalStack, StackState
+    from infra.local.stack import LocalStack
+    from infra.local.state import StackState
 
     stack = LocalStack(state_dir=tmp_path)
     state = StackState(project="p", pubsub={"pid": 0, "port": 1}, firestore={"pid": 0, "port": 2}, providers=["osac"],
                        nats={"pid": 0, "port": 3}, nats_ingress={"pid": 0, "port": 4})
-    settings = settings_module.nats_from_env(natsserver.ingress_env(stack, state))
+    env = natsserver.ingress_env(stack.paths, stack.topology(state).nats, state, stack.function_env(state))
+    settings = nats_settings.nats_from_env(env)
     assert settings.health_host == "127.0.0.1" and settings.servers == (state.nats_url,)
 
 
@@ -160,7 +163,7 @@ def test_the_ingress_serves_its_health_on_the_settings_address(monkeypatch):
     monkeypatch.setattr(worker, "publisher", lambda ordered=False: object())
     settings = settings_module.from_env({"DCM_PROJECT": "p", "DCM_PROVIDERS": "osac"})
     for env, host in (({"DCM_LOCAL_MODE": "1"}, "127.0.0.1"), ({}, "0.0.0.0")):
-        n = settings_module.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222", "PORT": "8123", **env})
+        n = nats_settings.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222", "PORT": "8123", **env})
         with pytest.raises(Stop):
             worker.main(lambda: settings, lambda n=n: n)
         assert served.pop() == (8123, host)
@@ -169,23 +172,23 @@ def test_the_ingress_serves_its_health_on_the_settings_address(monkeypatch):
 # ---- item 23: NATS_URL, a list of servers ---------------------------------------------------------------------
 def test_a_comma_separated_nats_url_is_a_list_of_servers():
     cluster = "tls://nats-1.example.com:4222,tls://nats-2.example.com:4222"  # terraform/variables.tf's example
-    assert settings_module.nats_from_env({"NATS_URL": cluster}).servers == (
+    assert nats_settings.nats_from_env({"NATS_URL": cluster}).servers == (
         "tls://nats-1.example.com:4222", "tls://nats-2.example.com:4222")
-    assert settings_module.nats_from_env({"NATS_URL": " nats://a:4222 , wss://b/ws "}).servers == (
+    assert nats_settings.nats_from_env({"NATS_URL": " nats://a:4222 , wss://b/ws "}).servers == (
         "nats://a:4222", "wss://b/ws")
-    assert settings_module.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222"}).servers == ("nats://127.0.0.1:4222",)
+    assert nats_settings.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222"}).servers == ("nats://127.0.0.1:4222",)
 
 
 @pytest.mark.parametrize("url", ["", "tls://a:4222,", "tls://a:4222,http://b:4222", "nats://", "a.example.com:4222",
                                  "nats://a:99999", "nats://a:42x", "nats://a b:4222", "nats://a:1,nats://a:1"])
 def test_nats_url_refuses_what_nats_py_cannot_connect_to(url):
     with pytest.raises(ConfigError, match="NATS_URL"):
-        settings_module.nats_from_env({"NATS_URL": url})
+        nats_settings.nats_from_env({"NATS_URL": url})
 
 
 def test_a_refused_nats_url_never_shows_its_password():
     with pytest.raises(ConfigError) as refused:
-        settings_module.nats_from_env({"NATS_URL": "nats://u:s3cr3t@a:4222,http://b"})
+        nats_settings.nats_from_env({"NATS_URL": "nats://u:s3cr3t@a:4222,http://b"})
     assert "s3cr3t" not in str(refused.value)
 
 
@@ -200,7 +203,7 @@ def test_connect_gives_nats_py_every_server(monkeypatch):
         return object()
 
     monkeypatch.setattr(worker.nats, "connect", fake_connect)
-    n = settings_module.nats_from_env({"NATS_URL": "tls://a:4222,tls://b:4222", "NATS_USER": "platform",
+    n = nats_settings.nats_from_env({"NATS_URL": "tls://a:4222,tls://b:4222", "NATS_USER": "platform",
                                        "NATS_PASSWORD": "pw"})
     asyncio.run(worker.connect(n, Health()))
     assert seen["servers"] == ["tls://a:4222", "tls://b:4222"] and seen["user"] == "platform"

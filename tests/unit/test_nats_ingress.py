@@ -14,20 +14,21 @@ from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import limits
 from google.api_core import exceptions as gexc
 from dcm_status_contracts.errors import ConfigError, Reason, Rejected
-from dcm_status_contracts.status_report import BindingMode, binding_mode
+from dcm_status_contracts.pubsub_binding import BindingMode, mode_of
 
 from infra import nats_accounts
 from infra.topology import load
 from shared.nats_ingress.forward import Forwarder, Outcome, backoff, permanent
 from shared.nats_ingress.health import Health
 from shared.nats_ingress.route import MSG_ID, STREAM_SEQUENCE, SUBJECT, Inbound, route
+from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
 from tests import samples
 from tests.fakes import pubsub_refuses
 
 SETTINGS = settings_module.from_env({"DCM_PROJECT": "p", "DCM_PROVIDERS": "osac,aws,kubevirt,acm-cluster,"
                                      "k8s-storage,k8s-container,three-tier-app"})
-NATS = settings_module.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222", "NATS_MAX_DELIVER": "3"})
+NATS = nats_settings.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222", "NATS_MAX_DELIVER": "3"})
 UPSTREAM = samples.load("upstream")
 
 
@@ -68,7 +69,7 @@ def test_binary_headers_become_the_pubsub_binding_attributes():
     headers = {"ce-specversion": "1.0", "ce-id": "e-2", "ce-source": "dcm/providers/osac-sp-vm",
                "ce-type": "dcm.status.vm", "Content-Type": "application/json", "Other": "x"}
     out = route(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), NATS, SETTINGS)
-    assert binding_mode(out.attributes) is BindingMode.BINARY
+    assert mode_of(out.attributes) is BindingMode.BINARY
     assert out.attributes == {**{k: v for k, v in headers.items() if k.startswith("ce-")},
                               "content-type": "application/json", STREAM_SEQUENCE: "7", SUBJECT: "dcm.vm"}
     assert out.resource_key == "osac/vm/vm-2"
@@ -311,18 +312,18 @@ def test_backoff_grows_then_holds():
                                  {"NATS_URL": "nats://x", "NATS_ACK_WAIT_SECONDS": "5"}])
 def test_nats_settings_refuse_what_cannot_work(env):
     with pytest.raises(ConfigError):
-        settings_module.nats_from_env(env)
+        nats_settings.nats_from_env(env)
 
 
 def test_the_password_never_shows_in_a_repr():
-    settings = settings_module.nats_from_env({"NATS_URL": "nats://x:4222", "NATS_USER": "u", "NATS_PASSWORD": "s3cr3t"})
+    settings = nats_settings.nats_from_env({"NATS_URL": "nats://x:4222", "NATS_USER": "u", "NATS_PASSWORD": "s3cr3t"})
     assert "s3cr3t" not in repr(settings)
     assert "s3cr3t" not in repr(nats_accounts.Identity("A", "u", "s3cr3t"))
 
 
 def test_the_topologys_nats_names_are_the_ingress_settings():
     spec = load().nats
-    settings = settings_module.nats_from_env({"NATS_URL": "nats://x:4222", **spec.env()})
+    settings = nats_settings.nats_from_env({"NATS_URL": "nats://x:4222", **spec.env()})
     assert (settings.stream, settings.subject, settings.consumer) == (spec.stream, spec.subjects, spec.consumer)
     assert settings.provider_of_subject(spec.subject_prefix("osac") + "dcm.vm") == "osac"
     assert (settings.max_ack_pending, settings.max_bytes, settings.max_msgs) == (spec.max_ack_pending, spec.max_bytes,
@@ -337,7 +338,7 @@ def test_a_stream_per_provider_reading_status_one_token_after_dcm():
 
     from shared.nats_ingress.worker import consumer_config, control_plane_stream_config, stream_config
 
-    n = settings_module.nats_from_env({"NATS_URL": "nats://x:4222", **load().nats.env()})
+    n = nats_settings.nats_from_env({"NATS_URL": "nats://x:4222", **load().nats.env()})
     osac, aws = stream_config(n, "osac"), stream_config(n, "aws")
     assert (osac.name, osac.subjects, aws.name) == ("dcm-status-osac", ["providers.osac.dcm.*"], "dcm-status-aws")
     assert osac.discard is DiscardPolicy.NEW and osac.max_bytes == load().nats.max_bytes > 0 and osac.max_msgs > 0
@@ -351,7 +352,7 @@ def test_a_stream_per_provider_reading_status_one_token_after_dcm():
                                  {"NATS_CONTROL_PLANE_PREFIX": ""}, {"NATS_MAX_ACK_PENDING": "0"}])
 def test_a_single_stream_is_refused(env):
     with pytest.raises(ConfigError):
-        settings_module.nats_from_env({"NATS_URL": "nats://x:4222", **env})
+        nats_settings.nats_from_env({"NATS_URL": "nats://x:4222", **env})
 
 
 # ---- the server configuration ------------------------------------------------------------------
@@ -381,7 +382,7 @@ def test_each_provider_may_publish_only_its_subjects_and_reaches_the_platform_un
 def test_a_misconfigured_ingress_says_why_in_one_line_and_exits_2(capsys):
     from shared.nats_ingress.worker import main
 
-    def bad() -> settings_module.NatsSettings:
+    def bad() -> nats_settings.NatsSettings:
         raise ConfigError("NATS_URL must be a nats:// (or tls://) URL, got ''")
 
     assert main(lambda: SETTINGS, bad) == 2

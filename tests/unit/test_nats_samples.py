@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Rejected
 from dcm_status_contracts.model import PubSubMessage
 
 from shared.ingest.admit import admit
 from shared.ingest.normalize import normalize_message
 from shared.nats_ingress.route import SUBJECT, Inbound, route
+from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
 from tests import samples
 
@@ -29,7 +29,7 @@ NATS_SAMPLES = samples.load("nats")
 PRODUCERS = {"e2e-test", "kcli", "cnpg-database", "env-agent"}
 SETTINGS = settings_module.from_env({**os.environ, "DCM_PROVIDERS": ",".join(
     [*os.environ.get("DCM_PROVIDERS", "").split(","), *sorted(PRODUCERS)])})
-NATS = settings_module.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222"})
+NATS = nats_settings.nats_from_env({"NATS_URL": "nats://127.0.0.1:4222"})
 
 
 def through_the_ingress(sample: samples.Sample) -> PubSubMessage:
@@ -38,7 +38,7 @@ def through_the_ingress(sample: samples.Sample) -> PubSubMessage:
                       "2026-11-28T13:05:10Z")
     out = route(inbound, NATS, SETTINGS)
     message = PubSubMessage(out.data, dict(out.attributes), inbound.message_id, inbound.published_at, out.topic)
-    return admit(message, dl.Origins.of(SETTINGS))
+    return admit(message, SETTINGS.origins)
 
 
 def test_every_producer_has_samples_naming_its_upstream_file_and_commit():

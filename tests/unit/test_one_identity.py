@@ -12,7 +12,7 @@ from pathlib import Path
 import dcm_status_contracts
 import dcm_status_sdk
 import pytest
-from dcm_status_contracts import cloud_native_event, errors, schemas, status_report
+from dcm_status_contracts import cloud_native_event, errors, pubsub_binding, schemas, status_report
 from dcm_status_sdk import mapping, refusal, reporter
 
 import shared.ingest.normalize
@@ -23,7 +23,7 @@ CONTRACTS = REPO / "shared" / "contracts"
 
 
 @pytest.mark.parametrize("name, platform", [
-    ("Rejected", errors.Rejected), ("Reason", errors.Reason), ("BindingMode", status_report.BindingMode),
+    ("Rejected", errors.Rejected), ("Reason", errors.Reason), ("BindingMode", pubsub_binding.BindingMode),
     ("ReportForm", status_report.ReportForm), ("Value", cloud_native_event.Value),
     ("DataType", cloud_native_event.DataType)])
 def test_one_class_per_name(name, platform):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from dcm_status_contracts.errors import Rejected
-from dcm_status_contracts.status_report import BindingMode, binding_mode
+from dcm_status_contracts.pubsub_binding import BindingMode, mode_of
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
@@ -40,7 +40,7 @@ def test_every_upstream_producer_has_a_structured_and_a_binary_sample_naming_its
 def test_upstream_sample_is_stored_under_its_data_id_with_a_recognised_status(sample):
     update = normalize_message(sample.message(), settings.from_env())
     body = orjson.loads(sample.data)
-    binary = binding_mode(sample.attributes) is BindingMode.BINARY
+    binary = mode_of(sample.attributes) is BindingMode.BINARY
     assert update.key.resource_id == (body if binary else body["data"])["id"]  # never the subject or the source
     assert update.status_recognized and update.raw_status == sample.expect["rawStatus"]
     assert update.status != "UNKNOWN" or update.raw_status == "Unknown"  # KubeVirt's own "I cannot tell"

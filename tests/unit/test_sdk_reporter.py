@@ -19,7 +19,8 @@ import orjson
 import pytest
 from dcm_status_contracts.errors import Rejected as IngestRejected
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.status_report import ReportForm, build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import ReportForm, build_event
 from dcm_status_sdk import (
     Backlogged,
     DataType,
@@ -143,7 +144,7 @@ def test_an_invalid_report_is_refused_before_publishing_with_ingests_reason_and_
     r.close()
     assert pub.messages == [] and refused.value.reason.value == reason
     event = build_event("aws", *args, time=time or "2026-11-22T00:00:00Z", form=ReportForm.CURRENT, **fields)
-    data, attrs = to_pubsub_message(event)
+    data, attrs = to_message(event)
     with pytest.raises(IngestRejected) as ingest:
         normalize_message(PubSubMessage(data, attrs, "m1", topic=TOPIC), settings.from_env())
     sizes = re.compile(r"\d+ bytes")  # the two events differ in id, sequence and time, so in size

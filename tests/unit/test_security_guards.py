@@ -32,7 +32,8 @@ from cryptography.x509.oid import NameOID
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import InvalidRequest, Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.status_report import BindingMode, ReportForm, build_event, to_pubsub_message
+from dcm_status_contracts.pubsub_binding import BindingMode, to_message
+from dcm_status_contracts.status_report import ReportForm, build_event
 from google.auth import crypt
 from google.auth import jwt as google_jwt
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -329,7 +330,7 @@ def test_the_request_host_does_not_choose_the_audience_when_it_is_configured(goo
 def _on_aws_topic(source: str, binary: bool = False) -> PubSubMessage:
     event = build_event("aws", "vm", "i-1", "RUNNING", event_id="e-1", time="2026-11-22T10:00:00Z",
                         form=ReportForm.CURRENT, source=source)
-    data, attrs = to_pubsub_message(event, BindingMode.BINARY if binary else BindingMode.STRUCTURED)
+    data, attrs = to_message(event, BindingMode.BINARY if binary else BindingMode.STRUCTURED)
     return PubSubMessage(data, attrs, "m-1", "2026-11-22T10:00:00Z", "dcm-status-ingress-aws")
 
 

@@ -77,11 +77,11 @@ def test_function_defaults_agree_with_the_topology_declaration():
     assert settings.from_env({**topo.env(), "DCM_PROJECT": "p"}).flapping == s.flapping  # the same defaults
 
 
-def test_provider_of_topic():
+def test_topic_provider():
     s = settings.from_env()
-    assert s.provider_of_topic("dcm-status-ingress-aws") == "aws"
-    assert s.provider_of_topic("dcm-status-ingress-") is None
-    assert s.provider_of_topic("dcm-status-normalized") is None
+    assert s.origins.topic_provider("dcm-status-ingress-aws") == "aws"
+    assert s.origins.topic_provider("dcm-status-ingress-") is None
+    assert s.origins.topic_provider("dcm-status-normalized") is None
 
 
 def test_resource_key_round_trips_through_document_ids():

@@ -9,7 +9,7 @@ import pytest
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.status_report import BindingMode, binding_mode, decode
+from dcm_status_contracts.pubsub_binding import BindingMode, from_message, mode_of
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
@@ -35,14 +35,14 @@ def message(event=None, attributes=None, provider="osac", publish_time="2026-04-
     ({"ce-specversion": "1.0", "Content-Type": "application/json"}, BindingMode.BINARY),
     ({"CE-SPECVERSION": "1.0"}, BindingMode.BINARY),
 ])
-def test_binding_mode_follows_the_content_type_in_any_case(attributes, mode):
-    assert binding_mode(attributes) is mode
+def test_the_binding_mode_follows_the_content_type_in_any_case(attributes, mode):
+    assert mode_of(attributes) is mode
 
 
 def test_binary_attributes_are_read_in_any_case():
     attrs = {"CE-SpecVersion": "1.0", "Ce-Id": "e-1", "ce-source": "s", "ce-type": "dcm.status.vm",
              "Content-Type": "application/json"}
-    event = decode(PubSubMessage(b'{"id": "v", "status": "RUNNING"}', attrs, "m"), 65536)
+    event = from_message(PubSubMessage(b'{"id": "v", "status": "RUNNING"}', attrs, "m"), 65536)
     assert event.mode is BindingMode.BINARY
     assert event.attributes["id"] == "e-1" and event.attributes["datacontenttype"] == "application/json"
     assert event.data == {"id": "v", "status": "RUNNING"}

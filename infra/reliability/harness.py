@@ -1,0 +1,279 @@
+"""The reliability harness: a local stack with a fault proxy, the ledger of what each scenario published,
+and how it is accounted for (``Harness.account``: applied, unchanged, duplicate, stale, dead-lettered, lost,
+wrong)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import random
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import ResourceKey, event_identity
+from dcm_status_contracts.pubsub_binding import to_message
+from dcm_status_contracts.status_report import build_event
+from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
+from google.api_core.exceptions import DeadlineExceeded, ServiceUnavailable
+
+from infra import nats_accounts
+from infra.local import emulators
+from infra.local.stack import LocalStack
+from infra.local.state import StackState
+from infra.reliability.ledger import Ledger, Row, unaccounted
+from shared.api import queries
+from shared.state import resources
+
+PROVIDERS = ["aws", "azure", "vmware"]
+IN_FLIGHT_SECONDS = 3  # a push under way when its subscription is purged: its Firestore calls time out in 2 s
+CONVERGE_SECONDS = 20  # a hot resource's document: a write token (1 s), then the sweep's next tick (5 s locally)
+LIFECYCLE = ["PROVISIONING", "RUNNING", "STOPPING", "STOPPED", "RUNNING", "PAUSED", "RUNNING", "DELETING",
+             "DELETED"]
+MALFORMED = [b"not json", b'{"specversion": "1.0"}', b"[1, 2, 3]"]
+
+
+NATS_PUBLISH_ATTEMPTS = 10  # a provider's publish, sent again while nats-server restarts
+
+
+async def quiet(exc: Exception) -> None:
+    """A NATS client's connection errors while nats-server restarts (the row kills it): the client reconnects,
+    a publish not acked is sent again; what counts is the row's accounting, not a traceback per reconnect."""
+
+
+class NatsProviders:
+    """The providers' side of NATS: each provider connected as its own NATS identity (an account of its own,
+    whose ``dcm.>`` the server imports into the platform's stream with its prefix), publishing with
+    JetStream as kubevirt and osac do. One event loop in a thread; each publish is a Future of the server's
+    ack (the event is in the stream). A publish the server did not ack (it restarted) is sent again, as a
+    provider must, under the same ``Nats-Msg-Id``: the stream stores it once (its duplicate window)."""
+
+    def __init__(self, url: str, identities: dict[str, nats_accounts.Identity]):
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True, name="nats-providers").start()
+        self.connections = asyncio.run_coroutine_threadsafe(self._connect(url, identities), self.loop).result(30)
+
+    @staticmethod
+    async def _connect(url: str, identities: dict[str, nats_accounts.Identity]) -> dict:
+        import nats
+
+        return {p: await nats.connect(url, user=i.user, password=i.password, connect_timeout=5,
+                                      max_reconnect_attempts=-1, error_cb=quiet) for p, i in identities.items()}
+
+    def publish(self, provider: str, subject: str, data: bytes, msg_id: str,
+                headers: dict[str, str] | None = None) -> Future:
+        js = self.connections[provider].jetstream()
+        return asyncio.run_coroutine_threadsafe(self._publish(js, subject, data, msg_id, headers), self.loop)
+
+    @staticmethod
+    async def _publish(js: Any, subject: str, data: bytes, msg_id: str, headers: dict[str, str] | None = None) -> Any:
+        from nats.errors import Error as NatsError
+
+        for attempt in range(NATS_PUBLISH_ATTEMPTS):
+            try:
+                return await js.publish(subject, data, timeout=10, headers={**(headers or {}), "Nats-Msg-Id": msg_id})
+            except (NatsError, asyncio.TimeoutError):
+                if attempt == NATS_PUBLISH_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(1.0)
+
+    def close(self) -> None:
+        async def close_all() -> None:
+            for connection in self.connections.values():
+                await connection.close()
+        asyncio.run_coroutine_threadsafe(close_all(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class Harness:
+    def __init__(self, stack: LocalStack, state: StackState):
+        from google.cloud import firestore, pubsub_v1
+
+        self.stack, self.state = stack, state
+        os.environ.update(stack.client_env(state))
+        self.db = firestore.Client(project=state.project)
+        self.publisher = pubsub_v1.PublisherClient(
+            batch_settings=pubsub_v1.types.BatchSettings(max_messages=100, max_latency=0.01))
+        self.topo = stack.topology(state)
+        self.reporters: dict[tuple[str, str], Reporter] = {}
+        self.nats: NatsProviders | None = None
+
+    def open_nats(self, providers: list[str]) -> NatsProviders:
+        """The providers' NATS identities on this stack, connected (once)."""
+        if self.nats is None:
+            self.nats = NatsProviders(self.state.nats_url, {p: self.stack.nats_credentials(self.state, p)
+                                                            for p in providers})
+        return self.nats
+
+    def topic(self, provider: str) -> str:
+        return f"projects/{self.state.project}/topics/{self.topo.topic('ingress', provider)}"
+
+    def reset(self) -> None:
+        """A clean start for the next scenario: the consumers' backlog of the last one dropped (billing,
+        audit and notify trail upsert; left running, their messages would fail on the wiped Firestore
+        and end as dead letters counted against the next scenario), what is in flight let end, then
+        Firestore wiped."""
+        self.stack.purge(self.state)
+        time.sleep(IN_FLIGHT_SECONDS)
+        emulators.reset_firestore(self.state.firestore_host, self.state.project)
+
+    # ---- publishing -------------------------------------------------------------------
+    def reporter(self, provider: str, source: str) -> Reporter:
+        """The provider kit for `provider` and `source`, in its synchronous mode (``publish_now``: checked,
+        published at once through the harness's batching client; the event times order the reports)."""
+        if (provider, source) not in self.reporters:
+            config = ReporterConfig(self.state.project, provider, topic=self.topo.topic("ingress", provider),
+                                    source=source, form=ReportForm.JANUARY)
+            self.reporters[provider, source] = Reporter(config, self.publisher)
+        return self.reporters[provider, source]
+
+    def close(self) -> None:
+        for reporter in self.reporters.values():
+            reporter.close()
+        if self.nats is not None:
+            self.nats.close()
+
+    def report(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
+               futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
+        source = source or f"{provider}-reliability"
+        futures.append(self.reporter(provider, source).publish_now(rtype, rid, status, f"{status.lower()}",
+                                                                   time=timeutil.format(at), event_id=event_id))
+        self.record(ledger, provider, rid, status, at, event_id, rtype, source)
+
+    def report_nats(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
+                    futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
+        """The same report, published on NATS as an upstream provider does: the structured CloudEvent on
+        ``dcm.{type}``, with JetStream, as the provider's own NATS identity (``self.nats``)."""
+        assert self.nats is not None, "open_nats() first"
+        source = source or f"{provider}-reliability"
+        event = build_event(provider, rtype, rid, status, status.lower(), event_id=event_id,
+                            time=timeutil.format(at), source=source)
+        futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_message(event)[0],
+                                         uuid.uuid4().hex))  # one id per publication, its retries share it
+        self.record(ledger, provider, rid, status, at, event_id, rtype, source)
+
+    def record(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
+               rtype: str, source: str) -> None:
+        """One published report in the ledger: its identity, and its resource's newest status."""
+        key = f"{provider}/{rtype}/{rid}"
+        ledger.events[event_identity(provider, source, event_id)] = (key, status)
+        stamp = timeutil.format(at)
+        if key not in ledger.final or stamp > ledger.final[key][0]:
+            ledger.final[key] = (stamp, status)
+        ledger.published += 1
+
+    def malformed(self, ledger: Ledger, provider: str, rng: random.Random, pending: list) -> None:
+        future = self.publisher.publish(self.topic(provider), rng.choice(MALFORMED))
+        pending.append((self.topo.topic("ingress", provider), future))
+        ledger.published += 1
+
+    def burst(self, ledger: Ledger, n: int, rng: random.Random, tag: str, providers: list[str] = PROVIDERS,
+              duplicates: float = 0.10, reorder: float = 0.10, malformed: float = 0.05,
+              during: Callable[[int], None] | None = None, report: Callable[..., None] | None = None) -> None:
+        """About ``n`` messages: lifecycles of many resources, with duplicates, reordering, malformed ones;
+        each event published by ``report`` (default: the provider kit on Pub/Sub)."""
+        start = datetime.now(timezone.utc) - timedelta(hours=1)
+        plan: list[tuple] = []
+        i = 0
+        while len(plan) < n:
+            provider, rid = providers[i % len(providers)], f"{tag}-{i}"
+            steps = LIFECYCLE[: rng.randint(2, len(LIFECYCLE))]
+            for j, status in enumerate(steps):
+                plan.append(("event", provider, rid, status, start + timedelta(seconds=i * 0.001 + j), f"{rid}-{j}"))
+            i += 1
+        plan = plan[:n]
+        for k in range(len(plan) - 1):  # reorder: swap neighbours
+            if rng.random() < reorder:
+                plan[k], plan[k + 1] = plan[k + 1], plan[k]
+        extra = [p for p in plan if rng.random() < duplicates]  # the same events, published again
+        bad = [("malformed", providers[k % len(providers)]) for k in range(int(n * malformed))]
+        plan = plan + extra + bad
+        rng.shuffle(plan[len(plan) - len(extra) - len(bad):])
+        futures: list[Future] = []
+        invalid: list = []
+        for k, item in enumerate(plan):
+            if item[0] == "event":
+                (report or self.report)(ledger, *item[1:], futures)
+            else:
+                self.malformed(ledger, item[1], rng, invalid)
+            if during:
+                during(k)
+        for f in futures:
+            f.result(timeout=120)
+        ledger.invalid += [(topic, f.result(timeout=120)) for topic, f in invalid]
+
+    # ---- accounting ----------------------------------------------------------------------
+    def settle(self, ledger: Ledger, timeout: float) -> dict[str, int]:
+        """Wait until the counters account for every published message (or timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                s = queries.stats(self.db)
+            except (DeadlineExceeded, ServiceUnavailable):  # the emulator slow under load: look again
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+                continue
+            if s["received"] >= ledger.published or time.monotonic() > deadline:
+                return s
+            time.sleep(1)
+
+    def row(self, name: str, ledger: Ledger, started: float, timeout: float, note: str = "") -> Row:
+        s = self.settle(ledger, timeout)
+        lost = self.lost(ledger)
+        wrong = self.wrong(ledger)
+        return Row(name, ledger.published, s["applied"], s["unchanged"], s["duplicate"], s["stale"],
+                   s["deadlettered"], lost, wrong, 0, time.monotonic() - started, note)
+
+    def lost(self, ledger: Ledger) -> int:
+        refs = [self.db.collection("events").document(d) for d in ledger.events]
+        found = {s.id for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists}
+        missing = self.not_re_reported([d for d in ledger.events if d not in found], ledger)
+        open_dead = {e.get("key") for e in self.db.collection("deadletters").stream()}
+        lost = sum(1 for d in missing if ledger.events[d][0] not in open_dead)
+        entry_ids = [hashlib.sha256(f"{topic}\x00{mid}".encode()).hexdigest()[:32] for topic, mid in ledger.invalid]
+        refs = [self.db.collection("deadletters").document(e) for e in entry_ids]
+        stored = sum(1 for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists)
+        return lost + len(entry_ids) - stored
+
+    def not_re_reported(self, missing: list[str], ledger: Ledger) -> list[str]:
+        """The events of ``missing`` (no ledger entry) that are not re-reports their resource holds
+        (``unaccounted``)."""
+        keys = sorted({ledger.events[d][0] for d in missing})
+        refs = [self.db.collection("resources").document(ResourceKey.parse(k).doc_id) for k in keys]
+        docs = {s.to_dict()["key"]: s.to_dict() for chunk in chunks(refs, 300) for s in self.db.get_all(chunk)
+                if s.exists}
+        return unaccounted(missing, {d: ledger.events[d][0] for d in missing}, docs)
+
+    def wrong(self, ledger: Ledger, converge: float = CONVERGE_SECONDS) -> int:
+        """Resources whose newest state (what the API serves) or whose document (what lists and counts
+        read) is not the last status reported. A hot resource's document is written by the sweep once it
+        may (shared/sweep/handler.py): it has ``converge`` seconds to get there."""
+        deadline = time.monotonic() + converge
+        while True:
+            wrong = self._wrong(ledger)
+            if not wrong or time.monotonic() > deadline:
+                return wrong
+            time.sleep(1)
+
+    def _wrong(self, ledger: Ledger) -> int:
+        refs = {self.db.collection("resources").document(ResourceKey.parse(k).doc_id): v
+                for k, v in ledger.final.items()}
+        wrong = 0
+        for chunk in chunks(list(refs), 300):
+            for snap in self.db.get_all(chunk):
+                want = refs[snap.reference][-1] if snap.reference in refs else None
+                doc = snap.to_dict() if snap.exists else None
+                served = resources.newest(self.db, doc)
+                wrong += (doc or {}).get("status") != want or (served or {}).get("status") != want
+        return wrong
+
+
+def chunks(items: list, size: int):
+    for i in range(0, len(items), size):
+        yield items[i:i + size]

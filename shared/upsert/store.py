@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import Transient

@@ -22,6 +22,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from infra.local.natsserver import NATS_INGRESS, ingress_report
 from infra.local.emulators import Process
 from tests import samples
+from tests.agent_traffic import agent_traffic
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -193,29 +194,6 @@ def test_a_control_plane_consumer_reads_every_event_beside_the_ingress(e2e, uid)
         e2e.wait_for_status(f"osac/vm/{vm}", "RUNNING")  # and the ingress forwarded every one
     for vm in vms[10:]:
         e2e.wait_for_status(f"kubevirt/vm/{vm}", "RUNNING")
-
-
-AGENT = "agent-1"
-
-
-def agent_traffic(provider: str) -> list[tuple[str, bytes]]:
-    """What the environment-agent publishes under a provider's account, on its real subjects
-    (dcm-project/environment-agent, internal/cloudevent/types.go at 46e0e11, builder.go at a1886fa,
-    health/cepublisher.go and messaging/topics.go at 12f4e92): CloudEvents with source ``dcm/agents/{name}``,
-    data naming ``resource_id`` (not ``id``); ``dcm.agent.{name}[.cancel]`` carry the control-plane's requests."""
-
-    def ce(ce_type: str, data: dict[str, Any], source: str = f"dcm/agents/{AGENT}") -> bytes:
-        return orjson.dumps({"specversion": "1.0", "id": str(uuid.uuid4()), "source": source, "type": ce_type,
-                             "time": "2026-11-28T00:00:00Z", "datacontenttype": "application/json", "data": data})
-
-    return [
-        ("dcm.agents.responses", ce("dcm.agent.creation-acknowledged", {"resource_id": "vm-9", "status": "ACCEPTED"})),
-        ("dcm.agents.health", ce("dcm.agent.health.service-type-degraded", {
-            "agentId": AGENT, "agentName": AGENT, "topicName": AGENT, "serviceType": "vm",
-            "reason": "service provider health check failures exceeded threshold", "affectedProvider": provider})),
-        (f"dcm.agent.{AGENT}", ce("dcm.request.create", {"resource_id": "vm-9", "spec": {}}, "//dcm/control-plane")),
-        (f"dcm.agent.{AGENT}.cancel", ce("dcm.request.cancel", {"resource_id": "vm-9"}, "//dcm/control-plane")),
-    ]
 
 
 def test_the_environment_agents_traffic_is_left_to_its_subscribers_and_status_still_arrives(e2e, uid):

@@ -32,6 +32,7 @@ from shared.nats_ingress.health import Health
 from shared.nats_ingress.worker import Worker
 from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
+from tests.agent_traffic import agent_traffic
 from tests.fakes import FakePublisher
 
 PROVIDERS = ["aws", "kubevirt"]
@@ -210,28 +211,6 @@ def test_another_providers_event_with_the_same_nats_msg_id_is_stored_and_forward
     # a provider's own retry is still deduplicated in its own stream
     again = asyncio.run(publish(server, QUIET, [("dcm.vm", event(QUIET, "vm-b"), {"Nats-Msg-Id": "evt-123"})]))
     assert again[0].duplicate
-
-
-AGENT = "agent-1"
-
-
-def agent_traffic(provider: str) -> list[tuple[str, bytes]]:
-    """What the environment-agent publishes under a provider's account (dcm-project/environment-agent,
-    internal/cloudevent/types.go at 46e0e11, builder.go at a1886fa, health/cepublisher.go at 12f4e92): CloudEvents
-    with source ``dcm/agents/{name}``, data naming ``resource_id`` (not ``id``)."""
-
-    def ce(ce_type: str, data: dict[str, Any], source: str = f"dcm/agents/{AGENT}") -> bytes:
-        return orjson.dumps({"specversion": "1.0", "id": str(uuid.uuid4()), "source": source, "type": ce_type,
-                             "time": "2026-11-28T00:00:00Z", "datacontenttype": "application/json", "data": data})
-
-    return [
-        ("dcm.agents.responses", ce("dcm.agent.creation-acknowledged", {"resource_id": "vm-9", "status": "ACCEPTED"})),
-        ("dcm.agents.health", ce("dcm.agent.health.service-type-degraded", {
-            "agentId": AGENT, "agentName": AGENT, "topicName": AGENT, "serviceType": "vm",
-            "reason": "service provider health check failures exceeded threshold", "affectedProvider": provider})),
-        (f"dcm.agent.{AGENT}", ce("dcm.request.create", {"resource_id": "vm-9", "spec": {}}, "//dcm/control-plane")),
-        (f"dcm.agent.{AGENT}.cancel", ce("dcm.request.cancel", {"resource_id": "vm-9"}, "//dcm/control-plane")),
-    ]
 
 
 def test_only_status_subjects_are_read_the_agents_traffic_reaches_its_subscribers(server):

@@ -29,3 +29,15 @@ def agent_traffic(provider: str) -> list[tuple[str, bytes]]:
         (f"dcm.agent.{AGENT}", ce("dcm.request.create", {"resource_id": "vm-9", "spec": {}}, "//dcm/control-plane")),
         (f"dcm.agent.{AGENT}.cancel", ce("dcm.request.cancel", {"resource_id": "vm-9"}, "//dcm/control-plane")),
     ]
+
+
+async def listen_to_agent_subjects(platform: Any, received: list[Any]) -> None:
+    """Subscribe a platform-account connection, as a core subscriber would, to every agent subject under every
+    provider's prefix; what arrives is appended to ``received``."""
+
+    async def got(msg: Any) -> None:
+        received.append(msg)
+
+    await platform.subscribe("providers.*.dcm.agents.>", cb=got)
+    await platform.subscribe("providers.*.dcm.agent.>", cb=got)
+    await platform.flush()

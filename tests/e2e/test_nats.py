@@ -22,7 +22,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from infra.local.natsserver import NATS_INGRESS, ingress_report
 from infra.local.emulators import Process
 from tests import samples
-from tests.agent_traffic import agent_traffic
+from tests.agent_traffic import agent_traffic, listen_to_agent_subjects
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -207,12 +207,7 @@ def test_the_environment_agents_traffic_is_left_to_its_subscribers_and_status_st
     async def scenario() -> None:
         platform = await connect(e2e, None)
         try:
-            async def got(msg: Any) -> None:
-                received.append(msg)
-
-            await platform.subscribe("providers.*.dcm.agents.>", cb=got)
-            await platform.subscribe("providers.*.dcm.agent.>", cb=got)
-            await platform.flush()
+            await listen_to_agent_subjects(platform, received)
             await publish_all(e2e, "kubevirt", [(s, d, None) for s, d in traffic], jetstream=False)
             await publish_all(e2e, "kubevirt", [("dcm.vm", vm_event("kubevirt.localhost", vm, "Running"), None)])
             deadline = time.monotonic() + 30

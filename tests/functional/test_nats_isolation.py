@@ -32,7 +32,7 @@ from shared.nats_ingress.health import Health
 from shared.nats_ingress.worker import Worker
 from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
-from tests.agent_traffic import agent_traffic
+from tests.agent_traffic import agent_traffic, listen_to_agent_subjects
 from tests.fakes import FakePublisher
 
 PROVIDERS = ["aws", "kubevirt"]
@@ -223,12 +223,7 @@ def test_only_status_subjects_are_read_the_agents_traffic_reaches_its_subscriber
     async def body(worker: Worker) -> None:
         platform = await connect(server, None)
         try:
-            async def got(msg: Any) -> None:
-                received.append(msg)
-
-            await platform.subscribe("providers.*.dcm.agents.>", cb=got)
-            await platform.subscribe("providers.*.dcm.agent.>", cb=got)
-            await platform.flush()
+            await listen_to_agent_subjects(platform, received)
             traffic = agent_traffic(QUIET)
             await publish(server, QUIET, [(s, d, None) for s, d in traffic], jetstream=False)
             await publish(server, QUIET, [("dcm.vm", event(QUIET, "vm-after-agents"), None)])

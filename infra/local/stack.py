@@ -34,6 +34,11 @@ LOCAL_SETTINGS = {
     # took the emulator 5 s of CPU a tick on a test stack: `dcm-status stats` counts live whenever asked)
     "DCM_SUMMARY_EVERY_SECONDS": "30",
     "DCM_STATS_EVERY_SECONDS": "300",
+    # the trends (shared/state/trends.py): a minute counted once it is complete, not every period. Each is one
+    # count per provider and outcome over the sharded ledger, and the emulator scans the ledger once per shard
+    # of an "in": at 3,000 ledger entries one minute's counts for 15 providers took 45 s of its CPU (150 s
+    # wall), for one provider 2.1 s. The e2e stacks (15 providers) count none: tests/e2e/conftest.py
+    "DCM_TRENDS_EVERY_SECONDS": "60",
     # the freshness deadline's index ranges (production: 360, docs/scale.md): one. The emulator scans the
     # collection once for each value of an "in": at 3,000 resources a 5 s tick's stale query cost 0.9-1.2 s of
     # its CPU with 30 ranges, 0.22 s with one. The ranges' merge is tested at 360: tests/functional/test_sweep.py

@@ -174,6 +174,9 @@ class Settings:
     # sweep's alike; fewer on a local stack, whose emulator scans each value of an "in" on its own
     stale_shards: int = 360  # DCM_STALE_SHARDS, 1..360 (shared/state/model.py STALE_SHARDS)
     stats_every_seconds: int = 900  # DCM_STATS_EVERY_SECONDS
+    # DCM_TRENDS_EVERY_SECONDS: how often the sweep counts the current minute's trends (0: never; by default the
+    # summary's period). Each count is one aggregation per provider and outcome over the sharded ledger
+    trends_every_seconds: int = 60
     # the rate cards /v1/usage prices with, by name (DCM_RATE_CARDS: name=file,...; files of the deployment,
     # read at start: a request names a card, never a file)
     rate_cards: Mapping[str, RateCard] = field(default_factory=dict)
@@ -333,6 +336,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         summary_every_seconds=integer(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
         stale_shards=_stale_shards(env),
         stats_every_seconds=integer(env, "DCM_STATS_EVERY_SECONDS", 900),
+        trends_every_seconds=integer(env, "DCM_TRENDS_EVERY_SECONDS", integer(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
+                                     minimum=0),
         rate_cards=_rate_cards(env.get("DCM_RATE_CARDS", "")),
     )
 

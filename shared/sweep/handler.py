@@ -181,6 +181,7 @@ class Sweep:
         self.deadline = lambda provider: settings.stale_after(provider, "")
         self.watch = Watch(settings)
         self.summary_every = settings.summary_every_seconds
+        self.trends_every = settings.trends_every_seconds  # 0: no trends
         self.stats_every = settings.stats_every_seconds
         self.stale_space = tuple(range(settings.stale_shards))  # what upsert writes (Settings.stale_shards)
         self.window_days = settings.ledger_ttl_days  # the accounting's window: the ledger's retention
@@ -208,7 +209,8 @@ class Sweep:
             log.warning("sweep tick failed to write the aggregates' snapshot; the next tick writes it",
                         extra={"error": str(exc)})  # "sweep tick failed": the sweep_failures metric counts it
         try:
-            self.trends(now)
+            if self.trends_every:
+                self.trends(now)
         except Transient as exc:
             log.warning("sweep tick failed to write the trends; the next tick completes them",
                         extra={"error": str(exc)})
@@ -217,7 +219,7 @@ class Sweep:
         """The pipeline's counts per minute and provider (shared/state/trends.py): the current minute at the
         summary's pace, and the minutes the last writes left open; returns the minutes written."""
         with fs.guard("Firestore query"):
-            done = trends.record(self.db, self.providers, now_dt, self.summary_every, COUNTING)
+            done = trends.record(self.db, self.providers, now_dt, self.trends_every, COUNTING)
         if done:
             log.info("trends written", extra={"minutes": done})
         return done

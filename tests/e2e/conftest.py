@@ -165,6 +165,9 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
     shutil.copytree(REPO_ROOT / "schemas", schemas)
     saved = dict(os.environ)
     os.environ["DCM_SCHEMAS_DIR"] = str(schemas)
+    # no trends on the e2e stacks: their 15 providers' counts took the emulator 45 s of CPU a minute at 3,000
+    # ledger entries (infra/local/stack.py LOCAL_SETTINGS), and 503s followed; test_charts counts its provider's
+    os.environ["DCM_TRENDS_EVERY_SECONDS"] = "0"
     os.environ["DCM_HOOK_TIMEOUT_SECONDS"] = "5"  # a hanging webhook receiver is given up on sooner (test_callbacks)
     # provider "quiet" must report every 8 s (test_freshness); the others keep topology.yaml's hour
     profiles = {**load_topology().provider_profiles, QUIET: {"freshness": {"report_every": "8s", "grace": "2s"}}}

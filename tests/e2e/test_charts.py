@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 import requests
+from dcm_status_contracts import timeutil
 
+from shared.state import trends
 from shared.state.usage import report as usage_report
 from tests.e2e.conftest import wait_until
 from tests.e2e.test_billing import END, START, fleet, publish
@@ -161,6 +163,9 @@ def test_the_pipeline_chart_shows_a_burst_within_one_snapshot_period(e2e, uid, p
         f.result(timeout=30)
     for i in range(burst):
         e2e.wait_for_status(f"{provider}/vm/burst-{uid}-{i}", "RUNNING")
+    # the sweep's count of the trends, for this provider (the e2e stacks' sweeps count none: tests/e2e/conftest.py;
+    # a tick's trends are tests/functional/test_usage_api.py's)
+    trends.record(e2e.db, [provider], timeutil.now(), 0, {"timeout": 120})
     stored = time.monotonic()
     period = float(requests.get(e2e.api_url + "/v1/summary", timeout=30).json()["everySeconds"])
     # the next summary snapshot (at most one period away) brings the trends with it; a tick's slack on top

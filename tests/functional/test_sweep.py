@@ -395,3 +395,12 @@ def test_a_snapshot_batch_counts_and_deletes_only_its_own_providers_resources(up
     report(upsert, "a-2", "RUNNING", "2026-11-22T10:00:05Z", "aws-s1", aws(1), provider="aws")  # aws's batch now complete
     assert sorted(tick(sweep, publisher, upsert)) == ["aws/vm/a-old"]
     assert stored(firestore, "azure/vm/z-1") == "RUNNING" and stored(firestore, "aws/vm/a-1") == "RUNNING"
+
+
+@pytest.mark.parametrize("every, counted", [("60", True), ("0", False)])
+def test_a_tick_counts_the_trends_at_their_setting_and_none_at_zero(firestore, publisher, monkeypatch, every, counted):
+    """DCM_TRENDS_EVERY_SECONDS: the trends' pace, 0 for none (the e2e stacks: each provider's count scans the
+    emulator's ledger once per shard)."""
+    monkeypatch.setenv("DCM_TRENDS_EVERY_SECONDS", every)
+    Sweep(settings.from_env(), firestore, publisher)(PubSubMessage(b'{"tick": "t"}', {}, "t-trends", AT, "dcm-status-sweep"))
+    assert bool(list(firestore.collection("trends").stream())) is counted

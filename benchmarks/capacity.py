@@ -8,7 +8,7 @@ The design is read from its declarations, so a change to them changes the model:
 - terraform/data_model.tf (python-hcl2, as tests/deploy reads it): the composite indexes, the fields
   written at the event rate with sequentially increasing values and how each is kept off one index
   range (sharded or unindexed), the TTL fields;
-- the code's constants: shards (shared/state/model.py), the hot-document write rate, the sweep's and
+- the code's constants: shards (shared/state/documents.py), the hot-document write rate, the sweep's and
   the feed's batches.
 
 Per-event work is counted, not assumed: Firestore reads and writes, Pub/Sub publishes and function
@@ -41,7 +41,7 @@ from infra.topology import seconds  # noqa: E402
 from shared.api import served  # noqa: E402
 from shared.api import usage as usage_api  # noqa: E402
 from shared.runtime import settings  # noqa: E402
-from shared.state import model, trends  # noqa: E402
+from shared.state import documents, trends  # noqa: E402
 from shared.sweep import handler as sweep  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,7 +126,7 @@ class Design:
     indexes: list[dict[str, Any]]
     ttl: dict[str, str]
     shards: dict[str, dict[str, int]] = field(default_factory=dict)  # collection => shard field => shards
-    hot_rate: float = model.HOT_RATE
+    hot_rate: float = documents.HOT_RATE
     sizing: dict[str, float] = field(default_factory=lambda: function_defaults())
     ledger_days: int = 7  # DCM_LEDGER_TTL_DAYS (Terraform ledger_ttl_days): the feed's and the stats' window
     ingest_cpu_ms: float = INGEST_CPU_MS
@@ -206,7 +206,7 @@ def function_memory_gib(path: Path = VARIABLES) -> float:
 
 def sequential_indexed_fields(dm: dict[str, Any]) -> dict[str, dict[str, str]]:
     """collection => {field: sharded|unindexed}: what the data model declares (the test keeps it equal
-    to shared/state/model.py's SEQUENTIAL_FIELDS)."""
+    to shared/state/documents.py's SEQUENTIAL_FIELDS)."""
     return {c: dict(fields) for c, fields in dm["sequential"].items()}
 
 
@@ -224,7 +224,7 @@ def design(cpu_ms: tuple[float, float] = (INGEST_CPU_MS, UPSERT_CPU_MS),
                shared_subs=sum(1 for s in topo.subscriptions if s.provider is None),
                lane_topics_per_provider=sum(1 for t in topo.topics if t.provider == "p1" and t.key in lanes),
                lane_subs_per_provider=sum(1 for s in topo.subscriptions if s.provider == "p1" and s.topic_key in lanes),
-               shards={c: {f: model.SHARD_FIELDS[c][f] for f in fields} for c, fields in dm["shard_fields"].items()},
+               shards={c: {f: documents.SHARD_FIELDS[c][f] for f in fields} for c, fields in dm["shard_fields"].items()},
                max_subs_per_topic=max(per_topic.values()),
                report_every=seconds(topo.freshness["report_every"]),
                sequential=sequential_indexed_fields(dm), indexes=dm["indexes"], ttl=dm["ttl"],
@@ -240,7 +240,7 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
     heartbeat = f.resources / d.report_every
     rereports = heartbeat + (f.rereports or 0.0)
     return {"changes": f.changes, "rereports": rereports, "events": f.changes + rereports,
-            "heartbeat": heartbeat, "hot": min(f.changes + rereports, f.resources * 0.0001 * model.HOT_RATE)}
+            "heartbeat": heartbeat, "hot": min(f.changes + rereports, f.resources * 0.0001 * documents.HOT_RATE)}
 
 
 # field => which events write it (shared/upsert/decide.py: a change writes the feed entry and the
@@ -248,7 +248,7 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
 # update's ledger entry is its history entry, recordedAt: taken at the change rate)
 # writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep
 # deletes the field once it is quiet), at most HOT_RATE each; the busiest 0.01% of resources taken as hot.
-WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("events", "recordedAt"): "changes",
+WRITTEN_BY = {("events", documents.COMMITTED_AT): "changes", ("events", "recordedAt"): "changes",
               ("resources", "updatedAt"): "changes",
               ("resources", "staleAt"): "events", ("resources", "writtenAt"): "hot"}
 
@@ -287,7 +287,7 @@ def firestore_rows(f: Fleet, d: Design) -> list[Row]:
         for name, how in sorted(fields.items()):
             written = r[WRITTEN_BY.get((collection, name), "events")]
             composites = [c for c in d.composite(collection, name) if len(c) > 1]
-            if how == model.SHARDED:
+            if how == documents.SHARDED:
                 for shard in sorted({c[-2] for c in composites if c[-2] in shard_fields}):
                     behind = [c for c in composites if c[-2] == shard]
                     per_provider = all(c[0] == "provider" for c in behind)
@@ -306,8 +306,8 @@ def firestore_rows(f: Fleet, d: Design) -> list[Row]:
                     "only one resource's entries share a range"))
     rows.append(Row("one document: sustained writes/s (busiest resource)", 1, min(f.hottest, d.hot_rate),
                     "writes/s", S["bestpractices"], f"beyond {d.hot_rate}/s updates coalesce on the ledger"))
-    composites = sum(1 for i in d.indexes if i["collection"] == model.RESOURCES)
-    single = 2 * (RESOURCE_FIELDS - len(d.sequential[model.RESOURCES]))  # ascending and descending each
+    composites = sum(1 for i in d.indexes if i["collection"] == documents.RESOURCES)
+    single = 2 * (RESOURCE_FIELDS - len(d.sequential[documents.RESOURCES]))  # ascending and descending each
     rows.append(Row("index entries per resource document", 40_000, composites + single, "entries", S["quotas"],
                     f"{composites} composite + {single} single-field; the fan-out is write latency"))
     writes = r["changes"] * d.change["writes"] + r["rereports"] * d.rereport["writes"]
@@ -392,7 +392,7 @@ def run_rows(f: Fleet, d: Design) -> list[Row]:
 
 def read_rows(f: Fleet, d: Design) -> list[Row]:
     sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
-    stale_groups = math.ceil(d.shards[model.RESOURCES][model.STALE_SHARD] / model.MAX_IN)
+    stale_groups = math.ceil(d.shards[documents.RESOURCES][documents.STALE_SHARD] / documents.MAX_IN)
     summary, stats = summary_reads(f), stats_reads(f, d)
     every = snapshot_periods()
     platform = summary / every["summary"] + stats / every["stats"]  # reads/s, however many readers
@@ -438,7 +438,7 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
             (sweep_queries + stale_groups + summary_queries(f) / aggregates_workers()) * 0.020 + 2, "s",
             "infra/topology.yaml (sweep: schedule every minute)",
             f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + {stale_groups} freshness queries "
-            f"(staleShard in groups of {model.MAX_IN}) reading <= {sweep.FRESHNESS_BATCH} stale, "
+            f"(staleShard in groups of {documents.MAX_IN}) reading <= {sweep.FRESHNESS_BATCH} stale, "
             f"+ {summary_queries(f):,} counts, {aggregates_workers()} at once"),
     ]
 
@@ -611,7 +611,7 @@ def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
 
 def admitted_events(d: Design) -> float:
     """Events/s every event's sequential field (staleAt) takes at 70% of each of its index ranges."""
-    return d.shards[model.RESOURCES][model.STALE_SHARD] * 500 * TARGET
+    return d.shards[documents.RESOURCES][documents.STALE_SHARD] * 500 * TARGET
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,7 +34,7 @@ from shared.api.callbacks import Callbacks
 from shared.api.dcm import PREFIX as DCM_PREFIX
 from shared.api.dcm import DcmApi
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
-from shared.api.identity import Caller, TokenRule, caller_of, check_mutation, rule_for
+from shared.api.callers import Caller, TokenRule, caller_of, check_mutation, rule_for
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.api.served import Periods, Served, cache_control
@@ -103,7 +103,7 @@ def snapshot_response(snapshot: Snapshot, **more: Any) -> flask.Response:
 @dataclass(frozen=True)
 class Guards:
     """Who may do what (docs/api.md "Security"): who the caller is (local mode, or the token ``tokens``
-    verifies: shared/api/identity.py), the admins, the least grace a rotation keeps, and how many live streams
+    verifies: shared/api/callers.py), the admins, the least grace a rotation keeps, and how many live streams
     an instance and a caller hold open."""
 
     local_mode: bool = False

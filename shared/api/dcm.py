@@ -34,7 +34,7 @@ from shared.api import queries
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.runtime import firestore as fs
-from shared.state.model import RESOURCES
+from shared.state.documents import RESOURCES
 
 PREFIX = "/api/v1alpha1"
 HEALTH_PATH = f"{PREFIX}/health"

@@ -5,7 +5,7 @@ and the quotas a deployment declares are read the same way."""
 from __future__ import annotations
 
 from benchmarks import capacity
-from shared.state.model import (
+from shared.state.documents import (
     RESOURCE_SHARDS,
     SEQUENTIAL_FIELDS,
     SHARD,

@@ -38,7 +38,7 @@ from shared.api.callers import Caller, TokenRule, caller_of, check_mutation, rul
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.api.served import Periods, Served, cache_control
-from shared.api.reports import Reports
+from shared.api.reporting import Reporting
 from shared.callbacks import hooks, registration
 from shared.callbacks.registration import Scope
 from shared.runtime import auth, secretbox
@@ -133,7 +133,7 @@ class Api:
                  redaction: Redaction = Redaction.default(), periods: Periods = Periods(),
                  rate_cards: Mapping[str, RateCard] | None = None):
         self.db = db
-        self.reports = Reports(db, rate_cards or {}, READ_OPTIONS, json_response)  # /v1/usage, /v1/trends
+        self.reporting = Reporting(db, rate_cards or {}, READ_OPTIONS, json_response)  # /v1/usage, /v1/trends
         # the sweep's snapshots of the aggregates
         self.served = Served(db, providers, periods, READ_OPTIONS, retention_days)
         self.redaction = redaction  # output values every reader sees as "[redacted]" (docs/security.md)
@@ -301,12 +301,12 @@ class Api:
         Params(request.args, ())
         return snapshot_response(self.served.get(Kind.STATS), windowDays=self.feed.retention_days)
 
-    # ---- usage and trends (issue 40): shared/api/reports.py ----------------------------------------
+    # ---- usage and trends (issue 40): shared/api/reporting.py ----------------------------------------
     def _usage(self, request: flask.Request) -> flask.Response:
-        return self.reports.usage(request)
+        return self.reporting.usage(request)
 
     def _trends(self, request: flask.Request) -> flask.Response:
-        return self.reports.trends(request)
+        return self.reporting.trends(request)
 
     # ---- the DCM control-plane's read API --------------------------------------------------------
     def _dcm(self, request: flask.Request, rest: str) -> flask.Response:

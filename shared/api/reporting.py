@@ -17,7 +17,7 @@ from shared.state.usage import report as usage_report
 from shared.state.usage.rates import RateCard
 
 
-class Reports:
+class Reporting:
     """``/v1/usage`` and ``/v1/trends``: each answers a request with a response."""
 
     def __init__(self, db: Any, rate_cards: Mapping[str, RateCard], options: Mapping[str, Any],

@@ -41,7 +41,7 @@ from infra.local.stack import LocalStack  # noqa: E402
 from shared.api.queries import ResourceFilter, resource_page  # noqa: E402
 from shared.ingest.normalize import normalize_message  # noqa: E402
 from shared.runtime import settings  # noqa: E402
-from shared.state.model import COMMITTED_AT, LEDGER  # noqa: E402
+from shared.state.documents import COMMITTED_AT, LEDGER  # noqa: E402
 from shared.upsert.store import StateStore  # noqa: E402
 
 RESOURCES = int(os.environ.get("BENCH_RESOURCES", "10000"))
@@ -71,7 +71,7 @@ def seed(db: firestore.Client, n: int) -> float:
                             event_id=f"seed-{i}", metadata={"tenant": TENANTS[i % len(TENANTS)]})
         data, attrs = to_message(event)
         message = PubSubMessage(data, attrs, f"m-{i}", None, f"dcm-status-ingress-{provider}")
-        store.apply(status_update.decode(status_update.encode(normalize_message(message, env))))
+        store.apply(status_update.from_bytes(status_update.to_bytes(normalize_message(message, env))))
 
     started = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:

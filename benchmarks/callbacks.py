@@ -127,7 +127,7 @@ def direct_ceiling(db: firestore.Client, stack_settings: settings.Settings, crea
         for c in created:
             d = Delivery(c["callback"]["id"], {**item, "id": f"ceiling{threads}-{n}-{item['id']}"},
                          timeutil.now_str())
-            body, attributes = d.encode()
+            body, attributes = d.to_message()
             messages.append(PubSubMessage(body, attributes, "m", None, stack_settings.topic_callbacks_retry))
     t = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:

@@ -8,7 +8,7 @@ The design is read from its declarations, so a change to them changes the model:
 - terraform/data_model.tf (python-hcl2, as tests/deploy reads it): the composite indexes, the fields
   written at the event rate with sequentially increasing values and how each is kept off one index
   range (sharded or unindexed), the TTL fields;
-- the code's constants: shards (shared/state/model.py), the hot-document write rate, the sweep's and
+- the code's constants: shards (shared/state/documents.py), the hot-document write rate, the sweep's and
   the feed's batches.
 
 Per-event work is counted, not assumed: Firestore reads and writes, Pub/Sub publishes and function
@@ -26,213 +26,41 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import hcl2  # noqa: E402
-
-from infra.topology import load as load_topology  # noqa: E402
-from infra.topology import seconds  # noqa: E402
+from benchmarks.capacity_design import (  # noqa: E402  (the design it models)
+    FLEETS,
+    INGEST_CPU_MS,
+    MESSAGE_BYTES,
+    MONTH_SECONDS,
+    PUBLISH_BASELINE,
+    RESOURCE_FIELDS,
+    RUN_CPU_BASELINE,
+    RUN_MEMORY_BASELINE_GIB,
+    TARGET,
+    UPSERT_CPU_MS,
+    Design,
+    Fleet,
+    S,
+    aggregates_workers,
+    dashboard_with_charts,
+    deployment,
+    design,
+    function_memory_gib,
+    snapshot_periods,
+    summary_queries,
+    summary_reads,
+    trend_reads,
+)
 from shared.api import served  # noqa: E402
 from shared.api import usage as usage_api  # noqa: E402
-from shared.runtime import settings  # noqa: E402
-from shared.state import model, trends  # noqa: E402
+from shared.state import documents, trends  # noqa: E402
 from shared.sweep import handler as sweep  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-DATA_MODEL = REPO / "terraform" / "data_model.tf"
-VARIABLES = REPO / "terraform" / "variables.tf"
-TOPOLOGY_TF = REPO / "terraform" / "topology.tf"
-EXAMPLES = REPO / "terraform" / "examples"
-RUN_CPU_BASELINE = 1000  # vCPU: the regional quota the model assumes when the deployment asks for none
-RUN_MEMORY_BASELINE_GIB = 2000  # GiB: the regional memory quota beside it (the max-instances page's example)
-PUBLISH_BASELINE = 200_000_000  # B/s: Pub/Sub's publisher throughput per large region, by default
-HCL = hcl2.SerializationOptions(strip_string_quotes=True, explicit_blocks=False, with_comments=False)
-TARGET = 0.70  # a limit used beyond this is "over" (headroom for bursts and the ramp-up)
-MONTH_SECONDS = 30 * 24 * 3600
-
-# benchmarks/cost.py's counted figures per event (2026-11-25 run, on this branch; a publish counts the
-# provider's own): reads, writes, publishes, invocations. Refresh with --counted R,W,P,I for a change.
-# 2026-11-27 (issue 32): an applied change 3 -> 1 read, 5.5 -> 3.5 writes, 4.5 -> 3.5 invocations (the ledger read
-# only when it may matter, history on the ledger entry, billing one write, notify not invoked without a callback
-# that can match); a re-report 2 -> 1 read, 2 -> 1 write (its resource document only).
-COUNTED_CHANGE = {"reads": 1.0, "writes": 3.5, "publishes": 3.0, "invocations": 3.5}
-COUNTED_REREPORT = {"reads": 1.0, "writes": 1.0, "publishes": 2.0, "invocations": 2.0}
-MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
-RESOURCE_FIELDS = 33  # top-level fields of a resource document (shared/upsert/decide.py resource_document and the rest)
-# benchmarks/pipeline.py's CPU ms per event from /proc (2026-11-25, 600 events on the emulators): ingest 3.4,
-# upsert 5.8 (the emulators' own CPU not counted). Inputs: --ingest-cpu-ms, --upsert-cpu-ms.
-INGEST_CPU_MS, UPSERT_CPU_MS = 3.4, 5.8
-
-S = {  # the sources, as cited in docs/scale.md
-    "shard": "https://cloud.google.com/firestore/native/docs/solutions/shard-timestamp",
-    "bestpractices": "https://cloud.google.com/firestore/docs/best-practices",
-    "quotas": "https://cloud.google.com/firestore/quotas",
-    "ramp": "https://cloud.google.com/firestore/docs/best-practices#ramping_up_traffic",
-    "pubsub": "https://cloud.google.com/pubsub/quotas",
-    "push": "https://cloud.google.com/pubsub/docs/push",
-    "concurrency": "https://cloud.google.com/run/docs/about-concurrency",
-    "maxinst": "https://cloud.google.com/run/docs/configuring/max-instances-limits",
-    "count": "https://cloud.google.com/firestore/docs/query-data/aggregation-queries",
-    "pricing": "https://cloud.google.com/firestore/pricing",
-    "in": "https://cloud.google.com/firestore/docs/query-data/queries#in_not-in_and_array-contains-any",
-}
-
-
-@dataclass(frozen=True)
-class Fleet:
-    name: str
-    providers: int
-    resources: int
-    changes: float  # applied changes/s (peak)
-    rereports: float | None = None  # re-reports/s beyond the steady heartbeat; None: the heartbeat only
-    callbacks: float = 0.1  # webhook deliveries per change
-    readers: int = 10  # change-feed followers, each reading every change (and an empty poll a second)
-    hottest: float = 0.5  # events/s of the busiest resource
-    burst_seconds: float | None = None  # a re-report burst that lasts this long (a storm, a resync)
-    busiest_provider: float = 0.1  # the busiest provider's share of the events (at least 1 / providers)
-    deployment: str | None = None  # terraform/examples/<deployment>/main.tf: the variables it is deployed with
-
-
-FLEETS = (
-    Fleet("DCM lab", 10, 10_000, 10),
-    Fleet("region", 200, 1_000_000, 500, readers=100),
-    Fleet("hyperscale", 5_000, 10_000_000, 10_000, readers=100, deployment="hyperscale"),
-    Fleet("hyperscale resync", 5_000, 10_000_000, 10_000, rereports=100_000, readers=100,
-          burst_seconds=100, deployment="hyperscale"),
-    Fleet("storm (region re-reported in 10 min)", 200, 1_000_000, 500, rereports=1_000_000 / 600,
-          readers=100, burst_seconds=600),
-)
-
-
-@dataclass(frozen=True)
-class Design:
-    """What the declarations say."""
-
-    topics_per_provider: int
-    shared_topics: int
-    subs_per_provider: int
-    shared_subs: int
-    lane_topics_per_provider: int  # of them, the lanes' (terraform/topology.tf lane_topic_keys): var.lanes_project
-    lane_subs_per_provider: int
-    max_subs_per_topic: int
-    report_every: int
-    sequential: dict[str, dict[str, str]]
-    indexes: list[dict[str, Any]]
-    ttl: dict[str, str]
-    shards: dict[str, dict[str, int]] = field(default_factory=dict)  # collection => shard field => shards
-    hot_rate: float = model.HOT_RATE
-    sizing: dict[str, float] = field(default_factory=lambda: function_defaults())
-    ledger_days: int = 7  # DCM_LEDGER_TTL_DAYS (Terraform ledger_ttl_days): the feed's and the stats' window
-    ingest_cpu_ms: float = INGEST_CPU_MS
-    upsert_cpu_ms: float = UPSERT_CPU_MS
-    change: dict[str, float] = field(default_factory=lambda: dict(COUNTED_CHANGE))
-    rereport: dict[str, float] = field(default_factory=lambda: dict(COUNTED_REREPORT))
-
-    def composite(self, collection: str, order_by: str) -> list[tuple[str, ...]]:
-        return [tuple(f["field_path"] for f in i["fields"]) for i in self.indexes
-                if i["collection"] == collection and i["fields"][-1]["field_path"] == order_by]
-
-
-def data_model(path: Path = DATA_MODEL) -> dict[str, Any]:
-    """The data model's locals, with ``local.x`` references resolved and the indexes expanded as
-    data_model.tf expands them."""
-    with path.open() as f:
-        doc = hcl2.load(f, serialization_options=HCL)
-    local: dict[str, Any] = {}
-    for block in doc["locals"]:
-        local.update(block)
-    specs = [{**s, "equality": _resolve(s["equality"], local)} for s in local["firestore_index_specs"]]
-    return {"sequential": local["firestore_sequential_fields"], "ttl": local["firestore_ttl_fields"],
-            "shard": local["firestore_shard_field"], "indexes": _expand(specs, local["firestore_shard_field"]),
-            "shard_fields": {c: _resolve(fields, local) for c, fields in local["firestore_shard_fields"].items()}}
-
-
-def _resolve(value: Any, local: dict[str, Any]) -> Any:
-    if isinstance(value, list):
-        return [_resolve(v, local) for v in value]
-    if isinstance(value, str) and value.startswith("${local."):
-        return _resolve(local[value[len("${local."):-1]], local)
-    return value
-
-
-def lane_topic_keys(path: Path = TOPOLOGY_TF) -> list[str]:
-    """The topic keys whose topics (and subscriptions) live in var.lanes_project (terraform/topology.tf)."""
-    with path.open() as f:
-        doc = hcl2.load(f, serialization_options=HCL)
-    return next(block["lane_topic_keys"] for block in doc["locals"] if "lane_topic_keys" in block)
-
-
-def deployment(name: str | None) -> dict[str, Any]:
-    """The module inputs of terraform/examples/<name>/main.tf (what that deployment declares), {} for none."""
-    if not name:
-        return {}
-    with (EXAMPLES / name / "main.tf").open() as f:
-        doc = hcl2.load(f, serialization_options=HCL)
-    [module] = [args for block in doc["module"] for args in block.values()]
-    return module
-
-
-def _expand(specs: list[dict[str, Any]], shard: str) -> list[dict[str, Any]]:
-    out = []
-    for spec in specs:
-        for eq in spec["equality"]:
-            for order in spec["orders"]:
-                middle = [{"field_path": shard, "order": "ASCENDING"}] if spec.get("sharded") else []
-                fields = [{"field_path": eq, "order": "ASCENDING"}, *middle,
-                          {"field_path": spec["order_by"], "order": order}]
-                out.append({"collection": spec["collection"], "fields": fields})
-    return out
-
-
-def function_defaults(path: Path = VARIABLES) -> dict[str, float]:
-    """The declared per-function sizing defaults (variable function_defaults: optional(type, default))."""
-    with path.open() as f:
-        doc = hcl2.load(f, serialization_options=HCL)
-    [var] = [v["function_defaults"] for v in doc["variable"] if "function_defaults" in v]
-    return {name: float(value) for name, value in re.findall(r"(\w+) = optional\(number, ([0-9.]+)\)", var["type"])}
-
-
-def function_memory_gib(path: Path = VARIABLES) -> float:
-    """The declared memory of one function instance (function_defaults.available_memory, "512Mi"), in GiB."""
-    [(amount, unit)] = re.findall(r'available_memory\s*=\s*optional\(string, "([0-9.]+)(Mi|Gi)"\)', path.read_text())
-    return float(amount) / (1024 if unit == "Mi" else 1)
-
-
-def sequential_indexed_fields(dm: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """collection => {field: sharded|unindexed}: what the data model declares (the test keeps it equal
-    to shared/state/model.py's SEQUENTIAL_FIELDS)."""
-    return {c: dict(fields) for c, fields in dm["sequential"].items()}
-
-
-def design(cpu_ms: tuple[float, float] = (INGEST_CPU_MS, UPSERT_CPU_MS),
-           counted: tuple[float, ...] | None = None) -> Design:
-    topo = load_topology(providers=["p1", "p2"])
-    per_topic: dict[str, int] = {}
-    for sub in topo.subscriptions:
-        per_topic[sub.topic] = per_topic.get(sub.topic, 0) + 1
-    dm = data_model()
-    lanes = lane_topic_keys()
-    d = Design(topics_per_provider=sum(1 for t in topo.topics if t.provider == "p1"),
-               shared_topics=sum(1 for t in topo.topics if t.provider is None),
-               subs_per_provider=sum(1 for s in topo.subscriptions if s.provider == "p1"),
-               shared_subs=sum(1 for s in topo.subscriptions if s.provider is None),
-               lane_topics_per_provider=sum(1 for t in topo.topics if t.provider == "p1" and t.key in lanes),
-               lane_subs_per_provider=sum(1 for s in topo.subscriptions if s.provider == "p1" and s.topic_key in lanes),
-               shards={c: {f: model.SHARD_FIELDS[c][f] for f in fields} for c, fields in dm["shard_fields"].items()},
-               max_subs_per_topic=max(per_topic.values()),
-               report_every=seconds(topo.freshness["report_every"]),
-               sequential=sequential_indexed_fields(dm), indexes=dm["indexes"], ttl=dm["ttl"],
-               ingest_cpu_ms=cpu_ms[0], upsert_cpu_ms=cpu_ms[1])
-    if counted:
-        d.change.update(zip(("reads", "writes", "publishes", "invocations"), counted))
-    return d
-
 
 # ---- what the design puts against each limit ---------------------------------------------------------
 
@@ -240,7 +68,7 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
     heartbeat = f.resources / d.report_every
     rereports = heartbeat + (f.rereports or 0.0)
     return {"changes": f.changes, "rereports": rereports, "events": f.changes + rereports,
-            "heartbeat": heartbeat, "hot": min(f.changes + rereports, f.resources * 0.0001 * model.HOT_RATE)}
+            "heartbeat": heartbeat, "hot": min(f.changes + rereports, f.resources * 0.0001 * documents.HOT_RATE)}
 
 
 # field => which events write it (shared/upsert/decide.py: a change writes the feed entry and the
@@ -248,7 +76,7 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
 # update's ledger entry is its history entry, recordedAt: taken at the change rate)
 # writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep
 # deletes the field once it is quiet), at most HOT_RATE each; the busiest 0.01% of resources taken as hot.
-WRITTEN_BY = {("events", model.COMMITTED_AT): "changes", ("events", "recordedAt"): "changes",
+WRITTEN_BY = {("events", documents.COMMITTED_AT): "changes", ("events", "recordedAt"): "changes",
               ("resources", "updatedAt"): "changes",
               ("resources", "staleAt"): "events", ("resources", "writtenAt"): "hot"}
 
@@ -287,7 +115,7 @@ def firestore_rows(f: Fleet, d: Design) -> list[Row]:
         for name, how in sorted(fields.items()):
             written = r[WRITTEN_BY.get((collection, name), "events")]
             composites = [c for c in d.composite(collection, name) if len(c) > 1]
-            if how == model.SHARDED:
+            if how == documents.SHARDED:
                 for shard in sorted({c[-2] for c in composites if c[-2] in shard_fields}):
                     behind = [c for c in composites if c[-2] == shard]
                     per_provider = all(c[0] == "provider" for c in behind)
@@ -306,8 +134,8 @@ def firestore_rows(f: Fleet, d: Design) -> list[Row]:
                     "only one resource's entries share a range"))
     rows.append(Row("one document: sustained writes/s (busiest resource)", 1, min(f.hottest, d.hot_rate),
                     "writes/s", S["bestpractices"], f"beyond {d.hot_rate}/s updates coalesce on the ledger"))
-    composites = sum(1 for i in d.indexes if i["collection"] == model.RESOURCES)
-    single = 2 * (RESOURCE_FIELDS - len(d.sequential[model.RESOURCES]))  # ascending and descending each
+    composites = sum(1 for i in d.indexes if i["collection"] == documents.RESOURCES)
+    single = 2 * (RESOURCE_FIELDS - len(d.sequential[documents.RESOURCES]))  # ascending and descending each
     rows.append(Row("index entries per resource document", 40_000, composites + single, "entries", S["quotas"],
                     f"{composites} composite + {single} single-field; the fan-out is write latency"))
     writes = r["changes"] * d.change["writes"] + r["rereports"] * d.rereport["writes"]
@@ -391,8 +219,6 @@ def run_rows(f: Fleet, d: Design) -> list[Row]:
 
 
 def read_rows(f: Fleet, d: Design) -> list[Row]:
-    sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
-    stale_groups = math.ceil(d.shards[model.RESOURCES][model.STALE_SHARD] / model.MAX_IN)
     summary, stats = summary_reads(f), stats_reads(f, d)
     every = snapshot_periods()
     platform = summary / every["summary"] + stats / every["stats"]  # reads/s, however many readers
@@ -434,51 +260,20 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
             "dcm-status-changed instead"),
         Row("GET /v1/resources?sort=-updatedAt: reads per page of 50", None, 2 * 51, "reads", S["in"],
             "two shard groups read 51 each: independent of the fleet's size"),
-        Row("sweep tick duration (providers', freshness and summary queries at 20 ms), within its period", 60,
-            (sweep_queries + stale_groups + summary_queries(f) / aggregates_workers()) * 0.020 + 2, "s",
-            "infra/topology.yaml (sweep: schedule every minute)",
-            f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + {stale_groups} freshness queries "
-            f"(staleShard in groups of {model.MAX_IN}) reading <= {sweep.FRESHNESS_BATCH} stale, "
-            f"+ {summary_queries(f):,} counts, {aggregates_workers()} at once"),
+        sweep_tick_row(f, d),
     ]
 
 
-def trend_reads(f: Fleet) -> int:
-    """A tick's trend reads (shared/state/trends.py record): two windows (the minute completed, the current one),
-    4 aggregation queries per provider each (one read each up to 1,000 entries: a minute's), and the stored
-    minutes it looks at."""
-    return 2 * len(trends.Count) * f.providers + trends.CATCH_UP + 1
-
-
-def dashboard_with_charts(every: dict[str, int]) -> float:
-    """Reads/s of an open dashboard with the Pipeline chart: each snapshot once per period, and at each summary
-    snapshot the current minute's trend document (it holds the minute before's final counts)."""
-    return 1 / every["summary"] + 1 / every["stats"] + 1 / every["summary"]
-
-
-def snapshot_periods() -> dict[str, int]:
-    """How often the sweep writes each snapshot: the settings' production defaults (shared/runtime/settings.py)."""
-    s = settings.from_env({"DCM_PROJECT": "capacity"})
-    return {"summary": s.summary_every_seconds, "stats": s.stats_every_seconds}
-
-
-def aggregates_workers() -> int:
-    from shared.state import aggregates
-
-    return aggregates.COUNT_WORKERS
-
-
-def summary_queries(f: Fleet) -> int:
-    from shared.state import aggregates
-
-    combos = sum(len(aggregates.statuses(t)) for t in aggregates.registry().resource_types)
-    return 1 + combos + f.providers
-
-
-def summary_reads(f: Fleet) -> int:
-    """Each count reads 1 per 1,000 entries (at least 1): the total, the per type and status counts and
-    the per provider counts each add up to every resource."""
-    return 3 * math.ceil(f.resources / 1000) + summary_queries(f)
+def sweep_tick_row(f: Fleet, d: Design) -> Row:
+    """How long a sweep tick takes (its queries at 20 ms each, so many at once), against its minute."""
+    sweep_queries = f.providers / sweep.SILENCE_WORKERS  # a tick's provider queries, that many at once
+    stale_groups = math.ceil(d.shards[documents.RESOURCES][documents.STALE_SHARD] / documents.MAX_IN)
+    return Row("sweep tick duration (providers', freshness and summary queries at 20 ms), within its period", 60,
+               (sweep_queries + stale_groups + summary_queries(f) / aggregates_workers()) * 0.020 + 2, "s",
+               "infra/topology.yaml (sweep: schedule every minute)",
+               f"{f.providers:,} queries, {sweep.SILENCE_WORKERS} at once, + {stale_groups} freshness queries "
+               f"(staleShard in groups of {documents.MAX_IN}) reading <= {sweep.FRESHNESS_BATCH} stale, "
+               f"+ {summary_queries(f):,} counts, {aggregates_workers()} at once")
 
 
 def ledger_entries(f: Fleet, d: Design) -> float:
@@ -611,7 +406,7 @@ def degradation(f: Fleet, d: Design, over: list[Row]) -> list[str]:
 
 def admitted_events(d: Design) -> float:
     """Events/s every event's sequential field (staleAt) takes at 70% of each of its index ranges."""
-    return d.shards[model.RESOURCES][model.STALE_SHARD] * 500 * TARGET
+    return d.shards[documents.RESOURCES][documents.STALE_SHARD] * 500 * TARGET
 
 
 def main(argv: list[str] | None = None) -> None:

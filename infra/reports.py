@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from shared.deadletter.replay import event_identity_of
 from shared.deadletter.store import stored_attributes
 from shared.runtime import firestore as fs
-from shared.state.model import LEDGER
+from shared.state.documents import LEDGER
 
 
 def pipeline_outcome(db, entry: Mapping[str, Any]) -> str | None:

@@ -12,7 +12,7 @@
 # refuses them). The Cloud Run invoker check lets a caller in; the function
 # verifies who it is itself (the Google ID token of X-Serverless-Authorization
 # when sent, else of Authorization, against DCM_API_AUDIENCE: functions.tf;
-# or IAP's signed header), shared/api/identity.py.
+# or IAP's signed header), shared/api/callers.py.
 #
 # How an admin opens it (the admin's account, or a group of it, in api_invokers):
 #

@@ -81,9 +81,9 @@ locals {
   # index (firestore.tf: an exemption each; a map's exemption covers its subfields): "unindexed" ones are
   # never queried; "sharded" ones are queried only through composite indexes with the shard field in
   # front of them (below), which spread their writes over the shards. Mirrors SEQUENTIAL_FIELDS in
-  # shared/state/model.py (tests/deploy/test_terraform.py). The TTL fields (expireAt) are exempt above.
+  # shared/state/documents.py (tests/deploy/test_terraform.py). The TTL fields (expireAt) are exempt above.
   firestore_shard_field = "shard"
-  # collection => its shard fields (shared/state/model.py SHARD_FIELDS, with how many shards each): `shard`
+  # collection => its shard fields (shared/state/documents.py SHARD_FIELDS, with how many shards each): `shard`
   # for the sequential fields a change writes; `staleShard` for resources.staleAt alone, which every report
   # writes (a resync's re-reports included), so it spreads over more ranges (360) than a list may read.
   firestore_stale_shard_field = "staleShard"

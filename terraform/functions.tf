@@ -31,7 +31,7 @@ locals {
   # every push token against its audience (its own URL) and the push invoker's
   # email, and refuses to start without them (shared/runtime/auth.py); the api
   # takes no push and gets neither: it verifies its callers' Google ID tokens
-  # itself (shared/api/identity.py), against its own URL and
+  # itself (shared/api/callers.py), against its own URL and
   # var.api_token_audiences (DCM_API_AUDIENCE), or IAP's signed header against
   # var.api_iap_audience, and refuses to start without them. notify and the
   # api are told where the keyring of the webhook signing keys is (secrets.tf);
@@ -141,7 +141,7 @@ resource "google_cloudfunctions2_function" "function" {
       DCM_OUTPUT_REDACT = join(",", var.output_redact)
       # the rate cards /v1/usage prices with, by name (docs/billing.md "Usage over the API")
       DCM_RATE_CARDS = jsonencode(var.rate_cards)
-      # the api's guards (shared/api/identity.py, shared/api/app.py)
+      # the api's guards (shared/api/callers.py, shared/api/app.py)
       DCM_API_ADMINS                 = join(",", var.api_admins)
       DCM_API_IAP                    = tostring(var.api_iap)
       DCM_MAX_CALLBACKS_PER_CALLER   = tostring(var.max_callbacks_per_caller)
@@ -175,7 +175,7 @@ resource "google_cloudfunctions2_function" "function" {
     }
     precondition {
       condition     = !each.value.http || !var.api_iap || var.api_iap_audience != ""
-      error_message = "api_iap = true needs api_iap_audience, the audience of IAP's signed header (/projects/NUMBER/global/backendServices/ID): the api verifies it (shared/api/identity.py) and does not start without it."
+      error_message = "api_iap = true needs api_iap_audience, the audience of IAP's signed header (/projects/NUMBER/global/backendServices/ID): the api verifies it (shared/api/callers.py) and does not start without it."
     }
     precondition {
       condition     = !each.value.http || each.value.settings.timeout_seconds >= 30

@@ -310,7 +310,7 @@ variable "api_ingress_settings" {
 }
 
 variable "api_admins" {
-  description = "Identities (emails) that may change any webhook callback through the status API, not only the ones they registered (DCM_API_ADMINS, shared/api/identity.py). To reach the api at all they must also be in api_invokers (or a group of it)."
+  description = "Identities (emails) that may change any webhook callback through the status API, not only the ones they registered (DCM_API_ADMINS, shared/api/callers.py). To reach the api at all they must also be in api_invokers (or a group of it)."
   type        = list(string)
   default     = []
 

@@ -32,6 +32,18 @@ def split_by(values: tuple[str, ...]) -> list[str]:
 def billing() -> None:
     """Usage from status changes: resource-hours in billable states, and cost."""
 
+
+def report_window(start: str, end: str, now):
+    """--from and --to as times, or the parameter at fault: the window ends after it starts, and starts before now."""
+    start_dt, end_dt = parse_time(start, now, "--from"), parse_time(end, now, "--to")
+    if end_dt <= start_dt:
+        raise click.BadParameter("--to must be after --from", param_hint="--to")
+    if start_dt >= now:
+        raise click.BadParameter(f"the window starts in the future ({timeutil.format(start_dt)[:19]}Z, now is "
+                                 f"{timeutil.format(now)[:19]}Z): there is no usage yet", param_hint="--from")
+    return start_dt, end_dt
+
+
 @billing.command("report")
 @click.option("--from", "start", required=True,
               help="Window start: YYYY-MM-DD (UTC midnight), RFC 3339, or a duration ago (7d).")
@@ -63,12 +75,7 @@ def report_cmd(start, end, by, rates_path, api_url, rate_card, whole, provider, 
     if as_json and as_csv:
         raise click.UsageError("--json and --csv are exclusive")
     now = timeutil.now()
-    start_dt, end_dt = parse_time(start, now, "--from"), parse_time(end, now, "--to")
-    if end_dt <= start_dt:
-        raise click.BadParameter("--to must be after --from", param_hint="--to")
-    if start_dt >= now:
-        raise click.BadParameter(f"the window starts in the future ({timeutil.format(start_dt)[:19]}Z, now is "
-                                 f"{timeutil.format(now)[:19]}Z): there is no usage yet", param_hint="--from")
+    start_dt, end_dt = report_window(start, end, now)
     dims = split_by(by)
     if api_url:
         for given, name in ((rates_path, "--rates (give --rate-card NAME)"), (whole, "--total"),

@@ -61,7 +61,7 @@ def watch(provider: str | None, resource_type: str | None, status: str | None, a
             for received in response.received_messages:
                 m = received.message
                 try:
-                    change = status_changed.decode(PubSubMessage(m.data, dict(m.attributes), m.message_id))
+                    change = status_changed.from_message(PubSubMessage(m.data, dict(m.attributes), m.message_id))
                 except Rejected:
                     continue
                 if ((provider and change.provider != provider.lower())

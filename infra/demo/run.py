@@ -34,7 +34,7 @@ from shared.api.queries import groups
 from shared.state.usage.rates import RateCard
 from shared.state.usage.report import aggregate
 from shared.deadletter.store import DeadLetterStore
-from shared.state.model import CHANGE, LEDGER
+from shared.state.documents import CHANGE, LEDGER
 
 
 def _progress(console: Console) -> Progress:

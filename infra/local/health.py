@@ -27,7 +27,7 @@ class Condition(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Health:
+class StackHealth:
     component: str
     where: str
     status: Condition
@@ -49,38 +49,38 @@ def _probe(proc: Process) -> Condition:
     return Condition.UP if proc.alive() and answers_http(proc.host) else Condition.DOWN
 
 
-def stack_health(paths: StackPaths, state: StackState, topology: Topology) -> list[Health]:
+def stack_health(paths: StackPaths, state: StackState, topology: Topology) -> list[StackHealth]:
     """Every process of the stack: alive, answering, restarted how often."""
-    rows = [Health("pubsub-emulator", state.pubsub_host, _probe(Process(**state.pubsub))),
-            Health("firestore-emulator", state.firestore_host, _probe(Process(**state.firestore)))]
+    rows = [StackHealth("pubsub-emulator", state.pubsub_host, _probe(Process(**state.pubsub))),
+            StackHealth("firestore-emulator", state.firestore_host, _probe(Process(**state.firestore)))]
     if state.firestore_proxy:
         proxy = Process(**state.firestore_proxy)
         status = ((Condition.OUTAGE if paths.outage_flag.exists() else Condition.UP) if proxy.alive()
                   else Condition.DOWN)
-        rows.append(Health("firestore-proxy", proxy.host, status))
+        rows.append(StackHealth("firestore-proxy", proxy.host, status))
     return rows + function_health(paths, state, topology) + nats_health(paths, state)
 
 
-def function_health(paths: StackPaths, state: StackState, topology: Topology) -> list[Health]:
+def function_health(paths: StackPaths, state: StackState, topology: Topology) -> list[StackHealth]:
     rows = []
     for name in topology.functions:
         f = state.functions.get(name)
         if f is None:
-            rows.append(Health(f"function {name}", "-", Condition.DOWN))
+            rows.append(StackHealth(f"function {name}", "-", Condition.DOWN))
             continue
         keeper = Process(**f)
         rows.append(_kept_health(paths, f"function {name}", f"http://{keeper.host}", f, keeper.host, name))
     return rows
 
 
-def nats_health(paths: StackPaths, state: StackState) -> list[Health]:
+def nats_health(paths: StackPaths, state: StackState) -> list[StackHealth]:
     """nats-server and the NATS ingress: alive, answering, restarted how often; the ingress's lag."""
     if not state.nats:
         return []
     server = _kept_health(paths, natsserver.NATS_SERVER, state.nats_url, state.nats,
                           f"127.0.0.1:{state.nats_http_port}")
     if not state.nats_ingress:
-        return [server, Health(natsserver.NATS_INGRESS, "-", Condition.DOWN)]
+        return [server, StackHealth(natsserver.NATS_INGRESS, "-", Condition.DOWN)]
     host = Process(**state.nats_ingress).host
     ingress = _kept_health(paths, natsserver.NATS_INGRESS, f"http://{host}/healthz", state.nats_ingress, host)
     if ingress.status is Condition.UP:
@@ -89,7 +89,7 @@ def nats_health(paths: StackPaths, state: StackState) -> list[Health]:
 
 
 def _kept_health(paths: StackPaths, component: str, where: str, keeper: dict, probe: str,
-                 name: str | None = None) -> Health:
+                 name: str | None = None) -> StackHealth:
     """A process under a keeper (``name``: its keeper's, when not the component's): UP, RESTARTING,
     UNSUPERVISED or DOWN, and its restarts."""
     answers = answers_http(probe)
@@ -97,4 +97,4 @@ def _kept_health(paths: StackPaths, component: str, where: str, keeper: dict, pr
         status = Condition.UP if answers else Condition.RESTARTING
     else:
         status = Condition.UNSUPERVISED if answers else Condition.DOWN
-    return Health(component, where, status, supervise.restart_count(paths.pidfile(name or component)))
+    return StackHealth(component, where, status, supervise.restart_count(paths.pidfile(name or component)))

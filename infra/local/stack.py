@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from infra import nats_accounts
 from infra.local import delivery, emulators, health, natsserver, supervise
 from infra.local.emulators import Process
-from infra.local.health import Health
+from infra.local.health import StackHealth
 from infra.local.state import DEFAULT_PROJECT, REPO_ROOT, StackPaths, StackState, default_state_dir, load_state, \
     save_state
 from infra.topology import Topology, load, read
@@ -112,14 +112,14 @@ class LocalStack:
         """The pid of the server `name`'s keeper runs now (it restarts it under another pid)."""
         return supervise.server_pid(self.paths.pidfile(name))
 
-    def health(self, state: StackState) -> list[Health]:
+    def health(self, state: StackState) -> list[StackHealth]:
         """Every process of the stack: alive, answering, restarted how often."""
         return health.stack_health(self.paths, state, self.topology(state))
 
-    def function_health(self, state: StackState) -> list[Health]:
+    def function_health(self, state: StackState) -> list[StackHealth]:
         return health.function_health(self.paths, state, self.topology(state))
 
-    def unwell_functions(self, state: StackState) -> list[Health]:
+    def unwell_functions(self, state: StackState) -> list[StackHealth]:
         """The functions not up and supervised."""
         return [h for h in self.function_health(state) if h.status is not health.Condition.UP]
 

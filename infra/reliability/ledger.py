@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.state.model import DOCUMENT_RE_REPORTS, RE_REPORTED
+from shared.state.documents import DOCUMENT_RE_REPORTS, RE_REPORTED
 
 
 @dataclass

@@ -27,7 +27,7 @@ from infra.local.state import REPO_ROOT
 from infra.local.supervise import children, listening
 from infra.reliability.harness import Harness
 from infra.reliability.ledger import Ledger, Row
-from shared.state.model import HISTORY_OUTCOMES, LEDGER
+from shared.state.documents import HISTORY_OUTCOMES, LEDGER
 
 
 def burst(h: Harness, n: int, rng: random.Random) -> Row:

@@ -34,12 +34,11 @@ from shared.api.callbacks import Callbacks
 from shared.api.dcm import PREFIX as DCM_PREFIX
 from shared.api.dcm import DcmApi
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
-from shared.api.identity import Caller, TokenRule, caller_of, check_mutation, rule_for
+from shared.api.callers import Caller, TokenRule, caller_of, check_mutation, rule_for
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.api.served import Periods, Served, cache_control
-from shared.api.trends import TrendsRequest
-from shared.api.usage import CSV_TYPE, Format, Kept, UsageRequest, page
+from shared.api.reporting import Reporting
 from shared.callbacks import hooks, registration
 from shared.callbacks.registration import Scope
 from shared.runtime import auth, secretbox
@@ -47,9 +46,7 @@ from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.entrypoint import problem
 from shared.runtime.logs import get_logger
-from shared.state import trends as trend_store
 from shared.state.snapshots import Kind, NotYet, Snapshot
-from shared.state.usage import report as usage_report
 from shared.state.usage.rates import RateCard
 
 log = get_logger("api")
@@ -103,7 +100,7 @@ def snapshot_response(snapshot: Snapshot, **more: Any) -> flask.Response:
 @dataclass(frozen=True)
 class Guards:
     """Who may do what (docs/api.md "Security"): who the caller is (local mode, or the token ``tokens``
-    verifies: shared/api/identity.py), the admins, the least grace a rotation keeps, and how many live streams
+    verifies: shared/api/callers.py), the admins, the least grace a rotation keeps, and how many live streams
     an instance and a caller hold open."""
 
     local_mode: bool = False
@@ -136,8 +133,7 @@ class Api:
                  redaction: Redaction = Redaction.default(), periods: Periods = Periods(),
                  rate_cards: Mapping[str, RateCard] | None = None):
         self.db = db
-        self.rate_cards = dict(rate_cards or {})  # /v1/usage's ?rates=NAME: the deployment's cards (DCM_RATE_CARDS)
-        self.usage = Kept(self._compute_usage)  # a window's usage, computed once per instance per few minutes
+        self.reporting = Reporting(db, rate_cards or {}, READ_OPTIONS, json_response)  # /v1/usage, /v1/trends
         # the sweep's snapshots of the aggregates
         self.served = Served(db, providers, periods, READ_OPTIONS, retention_days)
         self.redaction = redaction  # output values every reader sees as "[redacted]" (docs/security.md)
@@ -305,41 +301,12 @@ class Api:
         Params(request.args, ())
         return snapshot_response(self.served.get(Kind.STATS), windowDays=self.feed.retention_days)
 
-    # ---- usage and trends (issue 40) ------------------------------------------------------------
-    def _compute_usage(self, start: Any, end: Any) -> tuple[list[usage_report.ResourceUsage], Any]:
-        now = timeutil.now()
-        return usage_report.resource_usage(self.db, start, end, now=now, options=READ_OPTIONS), min(end, now)
-
+    # ---- usage and trends (issue 40): shared/api/reporting.py ----------------------------------------
     def _usage(self, request: flask.Request) -> flask.Response:
-        """Billing's usage rows (docs/billing.md "Usage over the API"): the same rows as ``dcm-status billing
-        report --by ... --json`` for the window, paged as JSON or all as CSV."""
-        p = Params(request.args, ("from", "to", "by", "rates", "format", "pageSize", "pageToken"))
-        ask = UsageRequest.parse(p, request.headers.get("Accept", ""), timeutil.now().date(), self.rate_cards)
-        card = self.rate_cards.get(ask.rates) if ask.rates else None
-        computed = self.usage.get(*ask.window)
-        rows = usage_report.aggregate(computed.usages, [ask.by.column], daily=True, rates=card)
-        if ask.format is Format.CSV:
-            header = usage_report.columns_for([ask.by.column], daily=True, rated=card is not None)
-            response = flask.Response(usage_report.to_csv(rows, header, line_end="\r\n"), 200,
-                                      content_type=f"{CSV_TYPE}; charset=utf-8; header=present")
-            response.headers["Content-Disposition"] = (f'attachment; filename="usage-{ask.start}-{ask.end}-'
-                                                       f'{ask.by.value}.csv"')
-            response.headers["Cache-Control"] = "no-store"
-            return response
-        chunk, token = page(rows, ask.by, ask.page_size, ask.page_token)
-        return json_response({"from": ask.start.isoformat(), "to": ask.end.isoformat(), "by": ask.by.value,
-                              "column": ask.by.column, "countedUntil": timeutil.format(computed.counted_until),
-                              "rates": ask.rates, "currency": card.currency if card else None,
-                              "rows": chunk, "nextPageToken": token, "total": usage_report.totals(rows)})
+        return self.reporting.usage(request)
 
     def _trends(self, request: flask.Request) -> flask.Response:
-        """The sweep's per-minute counts (shared/state/trends.py), oldest first."""
-        p = Params(request.args, ("since", "step", "provider"))
-        ask = TrendsRequest.parse(p, timeutil.now())
-        minutes = trend_store.read(self.db, ask.since, ask.until, READ_OPTIONS)
-        return json_response({"since": timeutil.format(ask.since), "until": timeutil.format(ask.until),
-                              "step": ask.step, **trend_store.bucket(minutes, ask.since, ask.until, ask.step,
-                                                                   ask.provider)})
+        return self.reporting.trends(request)
 
     # ---- the DCM control-plane's read API --------------------------------------------------------
     def _dcm(self, request: flask.Request, rest: str) -> flask.Response:

@@ -1,12 +1,12 @@
 """The callbacks' registry (shared/callbacks/registry.py) as the api serves it: who acts is the api's
-caller (shared/api/identity.py), and, called with none, the operator (the CLI, with Firestore
+caller (shared/api/callers.py), and, called with none, the operator (the CLI, with Firestore
 credentials: an admin)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from shared.api.identity import LOCAL, Caller, require_identity
+from shared.api.callers import LOCAL, Caller, require_identity
 from shared.callbacks.registry import Registry
 
 OPERATOR = "operator"  # the owner the operator's CLI records (outside the local stack)

@@ -34,7 +34,7 @@ from shared.api import queries
 from shared.api.params import Params
 from shared.api.queries import ResourceFilter, Sort
 from shared.runtime import firestore as fs
-from shared.state.model import RESOURCES
+from shared.state.documents import RESOURCES
 
 PREFIX = "/api/v1alpha1"
 HEALTH_PATH = f"{PREFIX}/health"
@@ -68,7 +68,7 @@ class StatusCase(enum.Enum):
         return (raw if isinstance(raw, str) else doc["status"]).strip().lower()
 
 
-class Health(enum.Enum):
+class DcmHealth(enum.Enum):
     OK = "ok"
     UNHEALTHY = "unhealthy"
 
@@ -199,13 +199,13 @@ def find_instance(db: Any, instance_id: str, query: InstanceQuery, options: Mapp
     return instance_of(doc, query.case)
 
 
-def health_of(db: Any) -> tuple[Health, dict[str, str]]:
+def health_of(db: Any) -> tuple[DcmHealth, dict[str, str]]:
     """Whether the state store answers (one point read of a document that need not exist, within 1 s)."""
     try:
         db.collection(RESOURCES).document("health").get(timeout=HEALTH_TIMEOUT, retry=None)
     except (Transient, gexc.GoogleAPICallError, *fs.TRANSIENT_ERRORS):
-        return Health.UNHEALTHY, {"firestore": Check.UNAVAILABLE.value}
-    return Health.OK, {"firestore": Check.OK.value}
+        return DcmHealth.UNHEALTHY, {"firestore": Check.UNAVAILABLE.value}
+    return DcmHealth.OK, {"firestore": Check.OK.value}
 
 
 # ---- the routes ------------------------------------------------------------------------------------
@@ -244,6 +244,6 @@ class DcmApi:
         DcmParams(request.args, ())
         health, checks = health_of(self.db)
         response = self.respond({"status": health.value, "path": HEALTH_PATH, "checks": checks})
-        if health is Health.UNHEALTHY:
+        if health is DcmHealth.UNHEALTHY:
             response.status_code = 503
         return response

@@ -29,7 +29,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.runtime import firestore as fs
 from shared.runtime.logs import get_logger
-from shared.state.model import CHANGE, COMMITTED_AT, LEDGER, SHARD_SPACE
+from shared.state.documents import CHANGE, COMMITTED_AT, LEDGER, SHARD_SPACE
 from shared.state.resources import shard_groups
 
 log = get_logger("api.feed")

@@ -21,7 +21,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.runtime import firestore as fs
 from shared.state import aggregates, resources
-from shared.state.model import (
+from shared.state.documents import (
     DEADLETTERS,
     HISTORY_FIELDS,
     LEDGER,
@@ -62,7 +62,7 @@ def history_page(db: firestore.Client, key: ResourceKey, limit: int = 50, token:
                  options: Mapping[str, Any] | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """One page of a resource's history, newest observation first, and the next page's token. History is
     the resource's ledger entries that carry it (applied, stale: only they have ``observedAt``), shown as
-    their history fields (shared/state/model.py)."""
+    their history fields (shared/state/documents.py)."""
     ledger = db.collection(LEDGER)
     query = (_history_of(ledger, key).order_by("observedAt", direction=firestore.Query.DESCENDING)
              .order_by("__name__", direction=firestore.Query.DESCENDING))
@@ -136,7 +136,7 @@ def resource_page(db: firestore.Client, where: ResourceFilter, sort: str = Sort.
     sort = Sort.SEARCH if where.search else sort
     field = {Sort.SEARCH: "resourceId", Sort.RECENT: "updatedAt"}.get(sort)
     descending = sort == Sort.RECENT
-    # updatedAt is sharded (shared/state/model.py): every shard read, in groups merged in the same order
+    # updatedAt is sharded (shared/state/documents.py): every shard read, in groups merged in the same order
     queries = (resources.shard_groups(where.query(db), RESOURCE_SHARD_SPACE) if sort == Sort.RECENT
                else [where.query(db)])
     after = _after(db, sort, field, token)
@@ -168,13 +168,13 @@ def _ordered(query: Any, field: str | None, descending: bool, after: dict[str, A
 
 
 def _token(kind: str, *values: str) -> str:
-    return tokens.encode([kind, *values])
+    return tokens.to_token([kind, *values])
 
 
 def _token_values(token: str, kind: str, n: int) -> list[str]:
     """The values of a page token the API handed out; the last is always a document id."""
     try:
-        got = tokens.decode(token)
+        got = tokens.from_token(token)
     except ValueError as exc:
         raise InvalidRequest("pageToken: not a page token of this list", "pageToken") from exc
     if (not isinstance(got, list) or len(got) != n + 1 or got[0] != kind

@@ -137,7 +137,7 @@ def page(rows: Sequence[Mapping[str, Any]], by: By, size: int, token: str | None
     after: tuple[str, str] | None = None
     if token is not None:
         try:
-            got = tokens.decode(token)
+            got = tokens.from_token(token)
         except ValueError:
             got = None
         if (not isinstance(got, list) or len(got) != 4 or got[0] != "usage" or got[1] != by.value
@@ -149,7 +149,7 @@ def page(rows: Sequence[Mapping[str, Any]], by: By, size: int, token: str | None
         start = next((i for i, r in enumerate(rows) if _sort_key(r, by.column) > after), len(rows))
     chunk = list(rows[start:start + size])
     more = start + size < len(rows)
-    next_token = tokens.encode(["usage", by.value, *_sort_key(chunk[-1], by.column)]) if more and chunk else None
+    next_token = tokens.to_token(["usage", by.value, *_sort_key(chunk[-1], by.column)]) if more and chunk else None
     return chunk, next_token
 
 

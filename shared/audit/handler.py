@@ -28,7 +28,7 @@ from typing import Any
 from dcm_status_contracts import provider_event, status_changed, timeutil
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.provider_event import ProviderTransition
-from dcm_status_contracts.status_changed import Change
+from dcm_status_contracts.status_changed import ChangeEventView
 from google.api_core import exceptions as gexc
 
 from shared.runtime import firestore as fs
@@ -48,7 +48,7 @@ class Audited(enum.StrEnum):
     IGNORED = "ignored"  # not a stop (the subscription filter is not enforced everywhere)
 
 
-def record_of(change: Change, now: str) -> dict[str, Any]:
+def record_of(change: ChangeEventView, now: str) -> dict[str, Any]:
     return {
         "key": change.key,
         "at": change.at,
@@ -75,8 +75,8 @@ class Audit:
     def __call__(self, message: PubSubMessage) -> Audited:
         """Rejected (dead-lettered by the entry point) if the message is not the event its topic carries."""
         if message.topic == self.providers_topic:
-            return self.record_provider(provider_event.decode(message))
-        change = status_changed.decode(message)
+            return self.record_provider(provider_event.from_message(message))
+        change = status_changed.from_message(message)
         if change.new_status != STATUS or not change.transition:  # the emulator ignores the subscription filter;
             log.info("change ignored: not %s", STATUS, extra={  # new outputs of a stopped resource are no stop
                 "labels": {"outcome": Audited.IGNORED.value}, "eventId": change.event_id, "key": change.key,
@@ -88,7 +88,7 @@ class Audit:
             "eventId": change.event_id, "key": change.key, "at": change.at, "late": change.late})
         return outcome
 
-    def record(self, change: Change) -> Audited:
+    def record(self, change: ChangeEventView) -> Audited:
         return self._create(self.db.collection(COLLECTION).document(change.event_id),
                             record_of(change, timeutil.now_str()))
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from dcm_status_contracts import status_changed
 from dcm_status_contracts.model import CommonStatus, PubSubMessage
-from dcm_status_contracts.status_changed import Change
+from dcm_status_contracts.status_changed import ChangeEventView
 
 from shared.billing.store import BillingStore
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
-from shared.state.model import PlatformReason
+from shared.state.documents import PlatformReason
 
 log = get_logger("billing")
 
@@ -41,10 +41,10 @@ class Billing:
     def build(cls, runtime: Runtime) -> "Billing":
         return cls(BillingStore(runtime.firestore))
 
-    def __call__(self, message: PubSubMessage) -> Change:
-        return self.apply(status_changed.decode(message))
+    def __call__(self, message: PubSubMessage) -> ChangeEventView:
+        return self.apply(status_changed.from_message(message))
 
-    def apply(self, change: Change) -> Change:
+    def apply(self, change: ChangeEventView) -> ChangeEventView:
         if change.new_status == CommonStatus.UNKNOWN and change.reason == PlatformReason.NOT_REPORTED:
             # The platform's "not reported lately" is no observed state: usage goes on as last known
             # until the provider reports again (then its report, at its own time, is the next transition).

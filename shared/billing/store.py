@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dcm_status_contracts import timeutil
-from dcm_status_contracts.status_changed import Change
+from dcm_status_contracts.status_changed import ChangeEventView
 from google.cloud import firestore
 
 from shared.runtime import firestore as fs
@@ -38,7 +38,7 @@ class BillingStore(TransitionReader):
     def __init__(self, db: firestore.Client, options: Mapping[str, Any] | None = None):
         super().__init__(db, fs.read_options() if options is None else options)
 
-    def record(self, change: Change) -> None:
+    def record(self, change: ChangeEventView) -> None:
         """Store one change: one document write (idempotent); Transient when Firestore fails."""
         now = timeutil.now_str()
         doc = transition_document(change, now)

@@ -7,7 +7,7 @@ address actually connected to (egress.py). A callback's signing secret is
 returned once, when it is created or rotated, and never shown again.
 
 Who acts is a ``Party`` (the api's caller, or the operator); ``identify`` names it, or says why
-nobody can be named (the api's rule: shared/api/identity.py ``require_identity``).
+nobody can be named (the api's rule: shared/api/callers.py ``require_identity``).
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from shared.callbacks.registration import Callback, Filter, Scope, SigningSecret
 from shared.runtime import firestore as fs
 from shared.runtime import secretbox
 from shared.state import aggregates
-from shared.state.model import CALLBACKS
+from shared.state.documents import CALLBACKS
 
 MAX_LISTED = 1000
 
 
 class Party(Protocol):
-    """Who acts on a callback: the api's caller (shared/api/identity.py ``Caller``), or the operator."""
+    """Who acts on a callback: the api's caller (shared/api/callers.py ``Caller``), or the operator."""
 
     def owns(self, owner: str | None) -> bool: ...
 

@@ -30,7 +30,7 @@ from shared.callbacks.egress import HookResponse
 from shared.callbacks.registration import Callback, Scope, SigningSecret
 from shared.runtime import firestore as fs
 from shared.runtime.secretbox import Keyring
-from shared.state.model import CALLBACKS, CHANGE, COMMITTED_AT, DELIVERIES, LEDGER
+from shared.state.documents import CALLBACKS, CHANGE, COMMITTED_AT, DELIVERIES, LEDGER
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from dcm_status_contracts.errors import InvalidRequest
 from google.cloud import firestore
 
 from shared.callbacks.registration import Callback, Filter, Scope
-from shared.state.model import CALLBACK_SUMMARY, CALLBACKS, SUMMARIES
+from shared.state.documents import CALLBACK_SUMMARY, CALLBACKS, SUMMARIES
 
 MAX_FILTERS = 200  # distinct filters listed; more: every change "may match" (the document stays < 250 KB)
 

@@ -1,7 +1,7 @@
 """The change feed: every change event in commit order, from a cursor. No I/O.
 
 An entry of the feed is a ledger entry that carries a change event
-(shared/state/model.py); its position is ``(committedAt, entry id)``.
+(shared/state/documents.py); its position is ``(committedAt, entry id)``.
 ``committedAt`` is the server's time of the write, which is *not* the moment
 the write becomes visible: a write stamped ``t`` may show up after one stamped
 ``t' > t`` (measured on the emulator, and Firestore documents its request time
@@ -39,14 +39,14 @@ class Cursor:
     entry_id: str
 
     def encode(self) -> str:
-        return tokens.encode([timeutil.format(self.committed_at), self.entry_id])
+        return tokens.to_token([timeutil.format(self.committed_at), self.entry_id])
 
     @classmethod
     def decode(cls, text: str, parameter: str = "after") -> "Cursor":
         if len(text) > MAX_CURSOR_CHARS:
             raise InvalidRequest(f"{parameter}: not a cursor of this feed (too long)", parameter)
         try:
-            committed_at, entry_id = tokens.decode(text)
+            committed_at, entry_id = tokens.from_token(text)
             if not isinstance(entry_id, str) or not isinstance(committed_at, str):
                 raise ValueError("cursor fields")
             return cls(timeutil.parse(committed_at), entry_id)

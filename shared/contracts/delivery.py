@@ -42,7 +42,7 @@ class Delivery:
         """The delivery's id, stable over retries and replays: the ``webhook-id`` a receiver dedupes by."""
         return f"{self.change['id']}.{self.callback_id}"
 
-    def encode(self) -> tuple[bytes, dict[str, str]]:
+    def to_message(self) -> tuple[bytes, dict[str, str]]:
         data = orjson.dumps({"version": VERSION, "callbackId": self.callback_id,
                              "firstAttemptAt": self.first_attempt_at, "change": dict(self.change)})
         return data, {"callbackId": self.callback_id, "deliveryId": self.id, "key": str(self.change["key"]),
@@ -58,7 +58,7 @@ class Delivery:
             return started
 
 
-def decode(message: PubSubMessage) -> Delivery:
+def from_message(message: PubSubMessage) -> Delivery:
     """The delivery a message carries, or Rejected (``malformed_internal``): our own contract broken."""
     def broken(why: str) -> Rejected:
         return Rejected(Reason.MALFORMED_INTERNAL, f"callback delivery: {why}", {"contract": "delivery"},

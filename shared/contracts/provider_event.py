@@ -64,7 +64,7 @@ class ProviderTransition:
                 "lastSeenAt": self.last_seen_at, "deadlineSeconds": self.deadline_seconds}
 
 
-def encode(event: ProviderTransition) -> tuple[bytes, dict[str, str]]:
+def to_message(event: ProviderTransition) -> tuple[bytes, dict[str, str]]:
     """The message body (a JSON CloudEvent) and its attributes."""
     body, attributes = to_structured(CloudEvent({
         "id": event.event_id, "source": EVENT_SOURCE, "type": event.state.event_type,
@@ -73,7 +73,7 @@ def encode(event: ProviderTransition) -> tuple[bytes, dict[str, str]]:
     return body, {**attributes, "provider": event.provider, "state": event.state.value}
 
 
-def decode(message: PubSubMessage) -> ProviderTransition:
+def from_message(message: PubSubMessage) -> ProviderTransition:
     """The provider event a message carries, or Rejected saying why it can never be read."""
     try:
         event = orjson.loads(message.data)

@@ -1,6 +1,6 @@
 """The status-changed event: the fan-out contract, versioned, both directions.
 
-``build`` is upsert's side; ``decode`` (-> ``Change``) is every consumer's.
+``build`` is upsert's side; ``from_message`` (-> ``ChangeEventView``) is every consumer's.
 
 A structured CloudEvent (``type = dcm.status.changed``, ``dataschema =
 https://schemas.dcm.org/events/status-changed-v{MAJOR}.json``) whose data says
@@ -37,7 +37,7 @@ EVENT_TYPE = "dcm.status.changed"
 EVENT_SOURCE = "dcm/status/upsert"
 # 1.1: cause.publishedAt and cause.sequence added; 1.2: recreated, flapping; 1.3: output_spec and outputs (in
 # resource and changes, hidden values as "[redacted]"), and a change of them alone is announced (old and new
-# status and transition time then equal: ``Change.transition`` is False)
+# status and transition time then equal: ``ChangeEventView.transition`` is False)
 VERSION = "1.3"
 SUPPORTED_MAJOR = 1
 LABEL_KEYS = ("tenant", "region", "environment")
@@ -134,7 +134,7 @@ def notify_wanted(attributes: Mapping[str, str]) -> bool:
 
 # ---- the consumer's side ---------------------------------------------------------------
 @dataclass(frozen=True)
-class Change:
+class ChangeEventView:
     """One status change as a consumer sees it."""
 
     event_id: str  # the CloudEvent id: dedup id of the causing provider event
@@ -224,7 +224,7 @@ def _check_data(event: Mapping[str, Any], data: Mapping[str, Any]) -> None:
                        key=data.get("key") if isinstance(data.get("key"), str) else None)
 
 
-def decode(message: PubSubMessage) -> Change:
+def from_message(message: PubSubMessage) -> ChangeEventView:
     """The change a message of the changed topic carries, or Rejected saying why it can never be read.
 
     Any MINOR version of the supported MAJOR is accepted (minor bumps only add fields).
@@ -249,7 +249,7 @@ def decode(message: PubSubMessage) -> Change:
     except ValueError as exc:
         raise Rejected(Reason.SCHEMA_INVALID, f"change event time: {exc}", {"schema": SCHEMA_URI},
                        key=data["key"]) from exc
-    return Change(
+    return ChangeEventView(
         event_id=event["id"],
         key=data["key"],
         provider=data["provider"],

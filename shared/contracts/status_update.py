@@ -1,8 +1,8 @@
 """The normalised status update: ingest -> upsert on ``dcm-status-normalized``.
 
 An internal contract, versioned and schema-checked like the public ones
-(``schemas/internal/status-update-v1.json``): ``encode`` is ingest's side,
-``decode`` upsert's. A message that breaks the contract is ``malformed_internal``;
+(``schemas/internal/status-update-v1.json``): ``to_bytes`` is ingest's side,
+``from_bytes`` upsert's. A message that breaks the contract is ``malformed_internal``;
 one of another major version is ``unknown_schema`` (ingest and upsert deployed
 at different versions: replay it once upsert reads that version).
 """
@@ -82,7 +82,7 @@ _FIELDS = tuple(f.name for f in fields(StatusUpdate))
 
 def to_document(update: StatusUpdate) -> dict[str, Any]:
     """The update as the message's JSON object. Its fields as they are (``dataclasses.asdict`` deep-copied
-    every map, a quarter of ingest's own CPU per event for a copy ``encode`` drops at once: issue 32); the
+    every map, a quarter of ingest's own CPU per event for a copy ``to_bytes`` drops at once: issue 32); the
     only nested dataclass, the key, is spelled out."""
     doc = {name: getattr(update, name) for name in _FIELDS}
     doc.update(version=VERSION, key=str(update.key), provider=update.key.provider,
@@ -90,11 +90,11 @@ def to_document(update: StatusUpdate) -> dict[str, Any]:
     return doc
 
 
-def encode(update: StatusUpdate) -> bytes:
+def to_bytes(update: StatusUpdate) -> bytes:
     return orjson.dumps(to_document(update))
 
 
-def decode(data: bytes) -> StatusUpdate:
+def from_bytes(data: bytes) -> StatusUpdate:
     """The update a normalised message carries, or Rejected (malformed_internal / unknown_schema)."""
     try:
         doc = orjson.loads(data)

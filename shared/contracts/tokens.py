@@ -10,12 +10,12 @@ from typing import Any
 import orjson
 
 
-def encode(value: Any) -> str:
+def to_token(value: Any) -> str:
     return base64.urlsafe_b64encode(orjson.dumps(value)).decode().rstrip("=")
 
 
-def decode(text: str) -> Any:
-    """The value ``encode`` made, or ValueError."""
+def from_token(text: str) -> Any:
+    """The value ``to_token`` made, or ValueError."""
     try:
         return orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     except (binascii.Error, orjson.JSONDecodeError) as exc:

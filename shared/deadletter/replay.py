@@ -26,7 +26,7 @@ from google.cloud import firestore
 
 from shared.deadletter.store import DeadLetterStore, stored_attributes
 from shared.runtime.publishing import publish
-from shared.state.model import EntryState
+from shared.state.documents import EntryState
 
 MAX_REPLAYS = 3
 REPLAY_ATTEMPT = dl.REPLAY_ATTEMPT

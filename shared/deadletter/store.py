@@ -25,7 +25,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.deadletter.triage import Classification
 from shared.runtime import firestore as fs
-from shared.state.model import DEADLETTERS, EntryState
+from shared.state.documents import DEADLETTERS, EntryState
 
 # A Firestore document holds at most 1 MiB: the original's bytes, and room for up to 100 attributes and the rest.
 MAX_STORED_BYTES = limits.FIRESTORE_MAX_DOCUMENT_BYTES - 200_000

@@ -36,7 +36,7 @@ class Ingest:
         for update in normalize(admit(message, self.origins), self.settings):
             key = str(update.key)
             publish(self.publisher, self.settings.lane_path(update.key.provider),
-                    status_update.encode(update),
+                    status_update.to_bytes(update),
                     {"key": key, "provider": update.key.provider, "resourceType": update.key.resource_type,
                      "status": update.status},
                     ordering_key=key)

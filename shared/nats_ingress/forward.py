@@ -35,7 +35,7 @@ from dcm_status_contracts.model import clip
 from google.api_core import exceptions as gexc
 from google.api_core import retry as retries
 
-from shared.nats_ingress.health import Health
+from shared.nats_ingress.health import IngressHealth
 from shared.nats_ingress.route import REJECTED_BY, Inbound, Outbound, as_pubsub, known_provider, route
 from shared.runtime import tracing
 from shared.runtime.logs import get_logger
@@ -46,7 +46,7 @@ log = get_logger("nats_ingress")
 FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 1.0, 10.0
 
 
-class Outcome(enum.StrEnum):
+class ForwardOutcome(enum.StrEnum):
     FORWARDED = "forwarded"  # on the provider's ingress topic, acked
     DEAD_LETTERED = "dead_lettered"  # on the dead-letter topic with its reason, acked
     RETRYING = "retrying"  # nak'ed with a delay: JetStream delivers it again
@@ -64,7 +64,7 @@ def permanent(exc: BaseException) -> bool:
     return isinstance(exc, PERMANENT)
 
 
-class Delivery(Protocol):
+class JetStreamAcks(Protocol):
     """A delivered message's acknowledgements (nats-py's ``Msg`` has these)."""
 
     async def ack(self) -> None: ...
@@ -82,7 +82,7 @@ class Plan:
     """What to publish for one delivered message: its forward, or its dead letter (with why)."""
 
     inbound: Inbound
-    delivery: Delivery
+    delivery: JetStreamAcks
     outbound: Outbound | None
     rejection: Rejected | None = None
     provider: str | None = None
@@ -120,32 +120,32 @@ def refusal(exc: BaseException, delivered: int, max_deliver: int) -> Rejected | 
 
 
 class Forwarder:
-    def __init__(self, settings: Settings, nats: NatsSettings, publisher: Any, health: Health):
+    def __init__(self, settings: Settings, nats: NatsSettings, publisher: Any, health: IngressHealth):
         self.settings, self.nats, self.publisher, self.health = settings, nats, publisher, health
 
-    def plan(self, inbound: Inbound, delivery: Delivery) -> Plan:
+    def plan(self, inbound: Inbound, delivery: JetStreamAcks) -> Plan:
         try:
             outbound = route(inbound, self.nats, self.settings)
             return Plan(inbound, delivery, outbound, provider=outbound.provider)
         except Rejected as exc:
             return Plan(inbound, delivery, None, exc, known_provider(inbound.subject, self.nats, self.settings))
 
-    async def forward(self, batch: Sequence[tuple[Inbound, Delivery]]) -> list[Outcome]:
+    async def forward(self, batch: Sequence[tuple[Inbound, JetStreamAcks]]) -> list[ForwardOutcome]:
         """Publish the batch, then settle each message (ack or nak) by its own result, each resource's updates
         in NATS's order: a resource's later update in the batch goes in a later wave, once the earlier one is
         settled; the next batch is fetched once this one is. No Pub/Sub ordering key: the ingest subscriptions
         deliver unordered (upsert orders by event time), and the client publishes one request per key, a
         quarter of the throughput (benchmarks/nats_ingress.py)."""
         plans = [self.plan(inbound, delivery) for inbound, delivery in batch]
-        outcomes: dict[int, Outcome] = {}
+        outcomes: dict[int, ForwardOutcome] = {}
         held: set[str] = set()  # resources whose earlier update goes again later: so do their next ones
         for wave in waves(plans):
             results = await asyncio.gather(*(self._settle_after(plans[i], held) for i in wave))
             outcomes.update(zip(wave, results))
-            held |= {resource_key(plans[i]) for i, o in zip(wave, results) if o is Outcome.RETRYING} - {""}
+            held |= {resource_key(plans[i]) for i, o in zip(wave, results) if o is ForwardOutcome.RETRYING} - {""}
         return [outcomes[i] for i in range(len(plans))]
 
-    async def _settle_after(self, plan: Plan, held: set[str]) -> Outcome:
+    async def _settle_after(self, plan: Plan, held: set[str]) -> ForwardOutcome:
         attributes = {"messaging.system": "nats", "messaging.message.id": plan.inbound.message_id,
                       "dcm.provider": plan.provider or "unknown", "dcm.key": resource_key(plan)}
         with tracing.continuing(REJECTED_BY, plan.inbound.headers, edge=True, attributes=attributes) as span:
@@ -156,14 +156,14 @@ class Forwarder:
             span.set_attribute("dcm.outcome", outcome.value)
             return outcome
 
-    async def _settle(self, plan: Plan) -> Outcome:
+    async def _settle(self, plan: Plan) -> ForwardOutcome:
         if plan.outbound is not None:
             try:
                 await self._publish(self.settings.topic_path(plan.outbound.topic), plan.outbound.data,
                                     plan.outbound.attributes)
                 await plan.delivery.ack()
                 self.health.forwarded(plan.inbound)
-                return Outcome.FORWARDED
+                return ForwardOutcome.FORWARDED
             except Exception as exc:  # any failure of the publish: never acked unpublished
                 rejection = refusal(exc, plan.inbound.delivered, self.nats.max_deliver)
                 if rejection is None:
@@ -171,7 +171,7 @@ class Forwarder:
                 plan = Plan(plan.inbound, plan.delivery, plan.outbound, rejection, plan.provider)
         return await self._dead_letter(plan)
 
-    async def _dead_letter(self, plan: Plan) -> Outcome:
+    async def _dead_letter(self, plan: Plan) -> ForwardOutcome:
         assert plan.rejection is not None
         topic = plan.outbound.topic if plan.outbound else (
             self.settings.ingress_topic(plan.provider) if plan.provider else None)
@@ -189,7 +189,7 @@ class Forwarder:
             "labels": {"reason": plan.rejection.reason.value, "provider": plan.provider or "unknown",
                        "function": REJECTED_BY},
             "messageId": plan.inbound.message_id, "subject": plan.inbound.subject[:200]})
-        return Outcome.DEAD_LETTERED
+        return ForwardOutcome.DEAD_LETTERED
 
     async def _publish_dead_letter(self, plan: Plan, attributes: Mapping[str, str]) -> None:
         """The dead letter; refused for good (an attribute no check foresaw), once more with ours alone."""
@@ -203,7 +203,7 @@ class Forwarder:
             dropped = len(attributes) - len(ours) + int(attributes.get(dl.ATTRIBUTES_DROPPED, "0") or 0)
             await self._publish(path, plan.inbound.data, {**ours, dl.ATTRIBUTES_DROPPED: str(dropped)})
 
-    async def _abandon(self, plan: Plan, exc: BaseException) -> Outcome:
+    async def _abandon(self, plan: Plan, exc: BaseException) -> ForwardOutcome:
         """Pub/Sub refuses even the dead letter with the platform's attributes alone, for good: acked (never
         nak'ed for ever, holding its provider's budget), said in an error line; the stream keeps it until
         ``max_age`` (limits retention: an ack removes nothing)."""
@@ -213,16 +213,16 @@ class Forwarder:
                   "stream", extra={"labels": {"provider": plan.provider or "unknown", "function": REJECTED_BY},
                                    "messageId": plan.inbound.message_id, "subject": plan.inbound.subject[:200],
                                    "streamSequence": plan.inbound.stream_sequence, "error": repr(exc)[:500]})
-        return Outcome.ABANDONED
+        return ForwardOutcome.ABANDONED
 
-    async def _retry(self, plan: Plan, error: str) -> Outcome:
+    async def _retry(self, plan: Plan, error: str) -> ForwardOutcome:
         delay = backoff(plan.inbound.delivered)
         await plan.delivery.nak(delay=delay)
         self.health.failed(error)
         log.warning("not forwarded, JetStream delivers it again in %.0f s", delay, extra={
             "labels": {"provider": plan.provider or "unknown", "function": REJECTED_BY},
             "messageId": plan.inbound.message_id, "delivered": plan.inbound.delivered, "error": error[:500]})
-        return Outcome.RETRYING
+        return ForwardOutcome.RETRYING
 
     async def _publish(self, topic_path: str, data: bytes, attributes: Mapping[str, str]) -> str:
         """Publish and wait for Pub/Sub's confirmation (its message id), at most ``publish_timeout_seconds``;

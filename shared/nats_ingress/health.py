@@ -19,7 +19,7 @@ from shared.nats_ingress.route import Inbound
 HEALTH_PATH = "/healthz"
 
 
-class Health:
+class IngressHealth:
     """The ingress's live counters, shared by its loop and its health server (thread-safe)."""
 
     def __init__(self) -> None:
@@ -62,7 +62,7 @@ class Health:
             return {"status": "ok" if self._state["connected"] else "disconnected", **self._state}
 
 
-def serve(health: Health, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+def serve(health: IngressHealth, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
     """Answer ``GET /healthz`` on ``port`` from a daemon thread; returns the server (``shutdown()`` ends it)."""
 
     class Handler(BaseHTTPRequestHandler):

@@ -36,7 +36,7 @@ from nats.js.api import (AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy
 from nats.js.errors import NotFoundError
 
 from shared.nats_ingress.forward import Forwarder
-from shared.nats_ingress.health import Health, serve
+from shared.nats_ingress.health import IngressHealth, serve
 from shared.nats_ingress.route import Inbound
 from shared.runtime import settings as settings_module
 from shared.runtime import tracing
@@ -118,7 +118,7 @@ async def ensure_stream_and_consumer(js: Any, n: NatsSettings, providers: Sequen
             log.info("durable consumer created", extra={"stream": n.stream_of(provider), "consumer": n.consumer})
 
 
-async def connect(n: NatsSettings, health: Health, name: str = "dcm-nats-ingress") -> Any:
+async def connect(n: NatsSettings, health: IngressHealth, name: str = "dcm-nats-ingress") -> Any:
     """A connection that reconnects without limit, its state told to ``health`` (no credential logged)."""
 
     async def disconnected() -> None:
@@ -165,11 +165,11 @@ async def disconnect(nc: Any) -> None:
 
 
 class Worker:
-    def __init__(self, settings: Settings, n: NatsSettings, publisher: Any, health: Health | None = None):
+    def __init__(self, settings: Settings, n: NatsSettings, publisher: Any, health: IngressHealth | None = None):
         if not settings.providers:
             raise ConfigError("DCM_PROVIDERS names no provider: the NATS ingress reads a stream per provider")
         self.settings, self.nats = settings, n
-        self.health = health or Health()
+        self.health = health or IngressHealth()
         self.forwarder = Forwarder(settings, n, publisher, self.health)
         self.stopping = asyncio.Event()
 

@@ -90,7 +90,7 @@ class Deliver:
         self.clock = clock
 
     def __call__(self, message: PubSubMessage) -> DeliveryOutcome:
-        d = delivery_contract.decode(message)
+        d = delivery_contract.from_message(message)
         found = self.store.get(d.callback_id, d.id)
         if found is None or found[0].disabled:
             log.warning("delivery dropped: its callback was removed or disabled", extra={

@@ -32,7 +32,7 @@ class FanOut:
         without a read."""
         if not status_changed.notify_wanted(message.attributes):
             return []
-        change = status_changed.decode(message)
+        change = status_changed.from_message(message)
         if change.late:
             return []
         item = self.store.change_item(change.event_id)
@@ -41,7 +41,7 @@ class FanOut:
         first = timeutil.format(self.clock())
         sent = []
         for cb in self.store.matching(item):
-            data, attributes = Delivery(cb.id, item, first).encode()
+            data, attributes = Delivery(cb.id, item, first).to_message()
             publish(self.publisher, self.settings.topic_path(self.settings.topic_callbacks), data, attributes)
             sent.append(attributes["deliveryId"])
         if sent:

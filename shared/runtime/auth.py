@@ -13,7 +13,7 @@ verification off.
 
 Google's signing certificates are fetched once and kept for as long as their
 Cache-Control max-age says, not on every push (``KeyCache``; the api's check of its
-callers, shared/api/identity.py, uses the same caches).
+callers, shared/api/callers.py, uses the same caches).
 """
 
 from __future__ import annotations

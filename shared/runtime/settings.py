@@ -24,7 +24,7 @@ from dcm_status_contracts.ingress import (
 )
 from dcm_status_contracts.outputs import Redaction
 
-from shared.state.model import STALE_SHARDS, FlapPolicy
+from shared.state.documents import STALE_SHARDS, FlapPolicy
 from shared.state.usage.rates import RateCard, RateCardError
 
 
@@ -143,7 +143,7 @@ class Settings:
     hook_ports: tuple[int, ...] = ()  # ports a hook may call beside its scheme's 443/80 (DCM_HOOK_PORTS)
     callback_keys_secret: str | None = None  # the keyring's Secret Manager version (DCM_CALLBACK_KEYS_SECRET)
     callback_keys_file: str | None = None  # ... or its file, locally (DCM_CALLBACK_KEYS_FILE): secretbox.py
-    # The api's callers (shared/api/identity.py) and what each may hold (docs/api.md "Security")
+    # The api's callers (shared/api/callers.py) and what each may hold (docs/api.md "Security")
     api_admins: tuple[str, ...] = ()  # identities that may change any callback (DCM_API_ADMINS, comma-separated)
     api_iap: bool = False  # behind IAP: the caller is IAP's signed X-Goog-IAP-JWT-Assertion (DCM_API_IAP)
     # the audiences a caller's Google ID token may be for (DCM_API_AUDIENCE, comma-separated: Terraform sets the
@@ -172,7 +172,7 @@ class Settings:
     summary_every_seconds: int = 60  # DCM_SUMMARY_EVERY_SECONDS: the sweep's period
     # the index ranges of the resources' freshness deadline (staleShard: docs/scale.md), upsert's and the
     # sweep's alike; fewer on a local stack, whose emulator scans each value of an "in" on its own
-    stale_shards: int = 360  # DCM_STALE_SHARDS, 1..360 (shared/state/model.py STALE_SHARDS)
+    stale_shards: int = 360  # DCM_STALE_SHARDS, 1..360 (shared/state/documents.py STALE_SHARDS)
     stats_every_seconds: int = 900  # DCM_STATS_EVERY_SECONDS
     # DCM_TRENDS_EVERY_SECONDS: how often the sweep counts the current minute's trends (0: never; by default the
     # summary's period). Each count is one aggregation per provider and outcome over the sharded ledger

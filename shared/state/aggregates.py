@@ -23,7 +23,7 @@ from dcm_status_contracts.schemas import registry
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state import resources
-from shared.state.model import (
+from shared.state.documents import (
     DEADLETTERS,
     DOCUMENT_RE_REPORTS,
     DUPLICATES,

@@ -2,7 +2,7 @@
 
 Before, an applied or stale update wrote a history entry ``resources/{key}/history/{dedupId}`` beside its
 ledger entry ``events/{dedupId}`` (which expired with the TTL). Now the ledger entry carries the history
-fields and no ``expireAt`` (shared/state/model.py), and the history API and ``?at=`` read the ledger by key.
+fields and no ``expireAt`` (shared/state/documents.py), and the history API and ``?at=`` read the ledger by key.
 ``fold_history`` moves every old history entry there:
 
 - its ledger entry still exists: the history fields (and the resource's ``shard``, which /v1/stats counts
@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from dcm_status_contracts.model import ResourceKey
 from google.cloud import firestore
 
-from shared.state.model import HISTORY, HISTORY_FIELDS, LEDGER, SHARD, SHARDS, shard_of
+from shared.state.documents import HISTORY, HISTORY_FIELDS, LEDGER, SHARD, SHARDS, shard_of
 
 FOLDED = "recordedAt"  # a ledger entry with it is history already
 

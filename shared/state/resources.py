@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.state.model import (
+from shared.state.documents import (
     COMMITTED_AT,
     LEDGER,
     MAX_IN,
@@ -55,7 +55,7 @@ def newest(db: firestore.Client, doc: Mapping[str, Any] | None, **options: Any) 
 def shard_groups(query: Any, space: Sequence[int], shard_field: str = SHARD) -> list[Any]:
     """``query`` over every shard of ``space``: one query per MAX_IN shards (``shard_field in [...]``;
     Firestore merges those shards' index ranges in the query's order). Order, bound and limit each the
-    same way, then ``merged`` (shared/state/model.py says why the sequential fields are sharded)."""
+    same way, then ``merged`` (shared/state/documents.py says why the sequential fields are sharded)."""
     return [query.where(filter=FieldFilter(shard_field, "in", list(space[i:i + MAX_IN])))
             for i in range(0, len(space), MAX_IN)]
 

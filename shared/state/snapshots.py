@@ -30,7 +30,7 @@ import orjson
 from dcm_status_contracts import timeutil
 from google.api_core import exceptions as gexc
 
-from shared.state.model import AGGREGATES
+from shared.state.documents import AGGREGATES
 
 OUTDATED_AFTER_PERIODS = 3  # a snapshot older than this many periods is outdated: its writer is not running
 CLAIM_TIMEOUT = timedelta(seconds=60)  # a claim without a snapshot this old: its claimer died; taken over

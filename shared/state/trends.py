@@ -30,7 +30,7 @@ from dcm_status_contracts import timeutil
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state import aggregates, resources
-from shared.state.model import DEADLETTERS, DUPLICATES, LEDGER, SHARD_SPACE, TRENDS
+from shared.state.documents import DEADLETTERS, DUPLICATES, LEDGER, SHARD_SPACE, TRENDS
 
 MINUTE = timedelta(minutes=1)
 CATCH_UP = 5  # minutes a tick completes at most (the ones before the current)

@@ -8,7 +8,7 @@ now + report_every + grace, ``Settings.stale_after``) gets a synthesised UNKNOWN
 ``NotReported``, its last known status and last report kept (``extra``), at the deadline (so the
 provider's next report, later than that, restores it). The query reads the index on (staleShard,
 ``staleAt``) up to now, every shard (``staleAt`` has its own shard field, written by every report:
-shared/state/model.py; twelve queries of 30 shards, merged):
+shared/state/documents.py; twelve queries of 30 shards, merged):
 only the resources past their deadline, at most ``FRESHNESS_BATCH`` a tick (the rest on the next ones);
 with none stale it costs one read a query, at 10,000 resources as at 1,000,000.
 
@@ -80,7 +80,7 @@ from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
 from shared.runtime.settings import Settings
 from shared.state import aggregates, resources, snapshots, trends
-from shared.state.model import (
+from shared.state.documents import (
     DOCUMENT_WRITES,
     HOT_QUIET,
     PROVIDERS,
@@ -289,7 +289,7 @@ class Sweep:
 
     def _announce(self, event: ProviderTransition, now: str) -> None:
         """Publish first, then record: a failed record republishes the same event (same id) next tick."""
-        body, attributes = provider_event.encode(event)
+        body, attributes = provider_event.to_message(event)
         publish(self.publisher, self.providers_topic, body, attributes)
         with fs.guard("Firestore write"):
             self.db.collection(PROVIDERS).document(event.provider).set(
@@ -314,7 +314,7 @@ class Sweep:
         now = timeutil.format(now_dt)
         for doc in stale:  # a failed publish raises: the tick is redelivered, the same ids published again
             update = not_reported(doc, now, doc["provider"] in silent)
-            publish(self.publisher, self.lane(doc["provider"]), status_update.encode(update),
+            publish(self.publisher, self.lane(doc["provider"]), status_update.to_bytes(update),
                     {"key": doc["key"], "provider": doc["provider"], "resourceType": doc["resourceType"],
                      "status": CommonStatus.UNKNOWN.value}, ordering_key=doc["key"])
         if stale:
@@ -386,7 +386,7 @@ class Sweep:
         gone = not_in_snapshot(batch, held)
         docs = {d["key"]: d for d in held}
         for key in gone:  # a failed publish raises: the tick is redelivered and the batch reconciled again
-            publish(self.publisher, self.lane(doc["provider"]), status_update.encode(deletion(docs[key], batch, now)),
+            publish(self.publisher, self.lane(doc["provider"]), status_update.to_bytes(deletion(docs[key], batch, now)),
                     {"key": key, "provider": doc["provider"], "resourceType": docs[key]["resourceType"],
                      "status": CommonStatus.DELETED.value}, ordering_key=key)
         self._close(snap, "reconciled", now, listed=listed, deleted=len(gone))

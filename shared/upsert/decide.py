@@ -30,7 +30,7 @@ from dcm_status_contracts.resync import ResyncMark
 from dcm_status_contracts.status_changed import ChangeEvent
 from dcm_status_contracts.status_update import StatusUpdate
 
-from shared.state.model import (
+from shared.state.documents import (
     COMMITTED_AT,
     DOCUMENT_RE_REPORTS,
     DOCUMENT_WRITES,

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from dcm_status_contracts.outputs import Redaction
 from dcm_status_contracts.status_changed import ChangeEvent
 
-from shared.state.model import (
+from shared.state.documents import (
     RESOURCE_SHARDS,
     SHARDS,
     STALE_SHARDS,
@@ -36,7 +36,7 @@ class Policy:
     (Settings.stale_after); None: never. ``flapping``: how many changes in what window flag a resource.
     ``redaction``: the output values change events show as ``[redacted]`` (the document and its history keep
     them). ``shards``, ``resource_shards``, ``stale_shards``: how many index ranges the change feed's, the
-    resource documents' and their freshness deadline's sequential fields spread over (shared/state/model.py;
+    resource documents' and their freshness deadline's sequential fields spread over (shared/state/documents.py;
     the readers read every shard of their space: a count beyond it is refused)."""
 
     ledger_ttl: timedelta = timedelta(days=7)

@@ -23,7 +23,7 @@ from shared.callbacks.view import CallbackView
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
-from shared.state.model import Outcome
+from shared.state.documents import Outcome
 from shared.upsert.decision import Result
 from shared.upsert.store import StateStore
 
@@ -60,7 +60,7 @@ class Upsert:
                    CallbackView(runtime.firestore, s.callback_view_ttl_seconds).wanted)
 
     def __call__(self, message: PubSubMessage) -> Result:
-        return self.apply(status_update.decode(message.data))
+        return self.apply(status_update.from_bytes(message.data))
 
     def announced(self, change: ChangeEvent) -> dict[str, str]:
         """The change event's attributes as published: with ``notify`` ("0": no webhook callback can match

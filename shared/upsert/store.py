@@ -1,7 +1,7 @@
 """The observed state in Firestore: one atomic commit per status update. This module reads what the
 decision needs and carries its writes out (shared/upsert/decide.py decides, without I/O).
 
-Collections (shared/state/model.py):
+Collections (shared/state/documents.py):
 
 - ``resources/{provider~type~id}``: the current observed state of a resource. A re-report of
   unchanged state (a resync, a heartbeat) is one write: the resource's order and last-seen fields, and the
@@ -42,7 +42,7 @@ from google.cloud import firestore
 
 from shared.runtime import firestore as fs
 from shared.state import resources
-from shared.state.model import LEDGER, RESOURCE_SHARDS, RESOURCES, SHARDS, STALE_SHARDS, FlapPolicy
+from shared.state.documents import LEDGER, RESOURCE_SHARDS, RESOURCES, SHARDS, STALE_SHARDS, FlapPolicy
 from shared.upsert.decide import decide, maybe_ahead
 from shared.upsert.decision import Decision, Increment, Ledger, Policy, Result, Server, Stored, Unread, Write, WriteOp
 

@@ -298,7 +298,7 @@ def test_every_pushed_function_gets_its_push_settings_and_only_notify_and_the_ap
         assert got[name]["DCM_PUSH_SERVICE_ACCOUNT"] == PUSH_INVOKER, name
     for name in http:
         assert "DCM_PUSH_AUDIENCE" not in got[name] and "DCM_PUSH_SERVICE_ACCOUNT" not in got[name], name
-        # it verifies its callers' ID tokens (shared/api/identity.py): its own URL, then gcloud's client
+        # it verifies its callers' ID tokens (shared/api/callers.py): its own URL, then gcloud's client
         assert got[name]["DCM_API_AUDIENCE"] == f"https://{name}.example,32555940559.apps.googleusercontent.com"
         assert got[name]["DCM_API_IAP_AUDIENCE"] == ""
     assert {name for name, env in got.items() if env.get("DCM_CALLBACK_KEYS_SECRET") == KEYS_SECRET} == \
@@ -369,7 +369,7 @@ def test_api_invokers_accept_iam_members(terraform):
 @pytest.mark.parametrize("variables, message", [({"api_iap_audience": "https://api.example"}, "api_iap_audience must"),
                                                 ({"api_token_audiences": ["a,b"]}, "api_token_audiences:")])
 def test_the_apis_token_audiences_are_checked_and_iap_needs_its_own(config: tf.Config, terraform, variables, message):
-    """The api verifies its callers' tokens against these (shared/api/identity.py, docs/security.md item 14)."""
+    """The api verifies its callers' tokens against these (shared/api/callers.py, docs/security.md item 14)."""
     with pytest.raises(AssertionError, match=message):
         tf.evaluate({"v": "var.api_iap_audience"}, variables, terraform)
     assert tf.evaluate({"v": "var.api_iap_audience"}, {"api_iap_audience": "/projects/123/global/backendServices/4"},
@@ -576,7 +576,7 @@ def test_lanes_live_in_the_lanes_project_and_everything_else_here(terraform):
 
 def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
     from shared.deadletter.store import DEADLETTERS
-    from shared.state.model import DELIVERIES, DUPLICATES, LEDGER
+    from shared.state.documents import DELIVERIES, DUPLICATES, LEDGER
 
     got = tf.evaluate({"ttl": "local.firestore_ttl_fields", "indexes": "local.firestore_indexes",
                        "database": "local.firestore_database"}, terraform=terraform)
@@ -610,7 +610,7 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
 
     from shared.api.feed import FeedFilter
     from shared.api.queries import ResourceFilter
-    from shared.state.model import (
+    from shared.state.documents import (
         COMMITTED_AT,
         DEADLETTERS,
         HISTORY,
@@ -666,7 +666,7 @@ def test_no_sequential_field_is_indexed_but_behind_a_shard(config: tf.Config, te
     """The fields written at the event rate with increasing values: the data model declares the very list
     the code (and benchmarks/capacity.py) knows; each has its single-field index exempted; a composite
     index orders by it only behind the shard field (or a resource's key: one resource's entries)."""
-    from shared.state.model import SEQUENTIAL_FIELDS, SHARD, SHARD_FIELDS, SHARDED
+    from shared.state.documents import SEQUENTIAL_FIELDS, SHARD, SHARD_FIELDS, SHARDED
 
     got = tf.evaluate({"sequential": "local.firestore_sequential_fields", "shard": "local.firestore_shard_field",
                        "shard_fields": "local.firestore_shard_fields",

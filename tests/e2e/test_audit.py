@@ -7,7 +7,7 @@ every change event; it must record the STOPPED one and ignore the RUNNING one.
 from __future__ import annotations
 
 import pytest
-from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import status_changed
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey
 from google.cloud.firestore_v1.base_query import FieldFilter
@@ -25,8 +25,8 @@ def test_audit_records_stopped_and_ignores_running(e2e, uid):
     running = status_update(key, "RUNNING", "2026-03-01T09:00:00Z", f"a-{uid}-1", meta)
     stopped = status_update(key, "STOPPED", "2026-03-01T17:00:00Z", f"a-{uid}-2", meta)
     run_doc = resource_document(running, running.observed_at)
-    run_ev = change_events.build(running, None, run_doc, late=False)
-    stop_ev = change_events.build(stopped, run_doc, resource_document(stopped, stopped.observed_at), late=False)
+    run_ev = status_changed.build(running, None, run_doc, late=False)
+    stop_ev = status_changed.build(stopped, run_doc, resource_document(stopped, stopped.observed_at), late=False)
     topic = e2e.topic_path(CHANGED)
     for ev in (run_ev, stop_ev, stop_ev):  # the stop is delivered twice
         e2e.publisher.publish(topic, ev.body, **ev.attributes).result(timeout=30)

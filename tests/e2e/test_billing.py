@@ -1,7 +1,7 @@
 """Billing end to end on the emulators: change events -> billing function -> Firestore -> report.
 
 Change events are published straight to the changed topic (built with
-shared.change_events.build, exactly as upsert builds them), duplicated and
+shared.status_changed.build, exactly as upsert builds them), duplicated and
 shuffled; one test goes through the whole pipeline (provider -> ingest ->
 upsert -> changed -> billing). Expected usage is written out by hand, in
 seconds, and compared exactly.
@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import status_changed
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.status_update import StatusUpdate
@@ -56,16 +56,16 @@ class Resource:
     late: list[tuple[str, str]]  # announced late (refused as stale for the current state)
     expected: dict[str, int]  # UTC day -> billable seconds in [START, END)
 
-    def events(self) -> list[change_events.ChangeEvent]:
+    def events(self) -> list[status_changed.ChangeEvent]:
         out, old = [], None
         for i, (at, status) in enumerate(self.steps):
             upd = status_update(self.key, status, at, f"{self.key.resource_id}-{i}", self.metadata)
             new = resource_document(upd, upd.observed_at)
-            out.append(change_events.build(upd, old, new, late=False))
+            out.append(status_changed.build(upd, old, new, late=False))
             old = new
         for i, (at, status) in enumerate(self.late):
             upd = status_update(self.key, status, at, f"{self.key.resource_id}-late-{i}", self.metadata)
-            out.append(change_events.build(upd, None, resource_document(upd, upd.observed_at), late=True))
+            out.append(status_changed.build(upd, None, resource_document(upd, upd.observed_at), late=True))
         return out
 
 
@@ -105,7 +105,7 @@ def fleet(uid: str, tenant: str) -> list[Resource]:
     ]
 
 
-def publish(e2e, events: list[change_events.ChangeEvent]) -> None:
+def publish(e2e, events: list[status_changed.ChangeEvent]) -> None:
     topic = e2e.topic_path(CHANGED)
     futures = [e2e.publisher.publish(topic, ev.body, **ev.attributes) for ev in events]
     for f in futures:

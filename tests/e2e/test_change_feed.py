@@ -7,7 +7,7 @@ visible after one stamped later (shared/contracts/change_feed.py; measured on th
 emulator: 6 to 32 of 1,200 concurrent writes skipped by a follower with no settle
 time). The follower's sequence must be exactly what was committed, in commit order.
 
-The feed is sharded (shared/state/model.py): the 60 resources spread over the shards, each change in
+The feed is sharded (shared/state/documents.py): the 60 resources spread over the shards, each change in
 its resource's shard, and a cursor taken anywhere in the sequence resumes exactly after it.
 """
 
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from shared.state.model import COMMITTED_AT, LEDGER, SHARD, shard_of
+from shared.state.documents import COMMITTED_AT, LEDGER, SHARD, shard_of
 from tests.e2e.conftest import wait_until
 
 STATUSES = ("PROVISIONING", "RUNNING", "STOPPING", "STOPPED", "RUNNING")

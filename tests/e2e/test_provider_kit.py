@@ -16,7 +16,7 @@ from dcm_status_sdk import Reporter, ReporterConfig
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.local.state import REPO_ROOT
-from shared.state.model import LEDGER
+from shared.state.documents import LEDGER
 from tests import clean_venv
 from tests.e2e.conftest import E2EStack, wait_until
 

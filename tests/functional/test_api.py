@@ -29,7 +29,7 @@ from shared.api.feed import ChangeFeed, FeedFilter
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.state import aggregates
-from shared.state.model import SHARDS
+from shared.state.documents import SHARDS
 from shared.upsert.store import StateStore
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, bind_all
@@ -42,7 +42,7 @@ def seed(db, provider: str, rtype: str, rid: str, status: str, time: str, event_
                                                 event_id=event_id, time=time, last_transition_time=time,
                                                 metadata=metadata or None, resource_specific=resource_specific))
     message = PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}")
-    update = status_update.decode(status_update.encode(normalize_message(message, settings.from_env())))
+    update = status_update.from_bytes(status_update.to_bytes(normalize_message(message, settings.from_env())))
     return StateStore(db, shards=shards).apply(update)
 
 

@@ -23,7 +23,7 @@ from werkzeug.test import EnvironBuilder
 
 from shared.api.app import Api, Guards
 from shared.api.callbacks import Callbacks
-from shared.api.identity import Caller, TokenRule, Verdict, caller_of, same_origin
+from shared.api.callers import Caller, TokenRule, Verdict, caller_of, same_origin
 from tests.google_tokens import API_URL, IAP_AUDIENCE, Google, Signer, bearer, unsigned
 
 HOOK = "https://hooks.example.com/cb/PATH-SECRET?key=QUERY-SECRET"
@@ -254,12 +254,12 @@ def test_a_cursor_or_page_token_naming_no_document_is_a_400(api):
     bad = ["a/b", "..", ".", "__x__", "x" * 1501]
     for doc_id in bad:
         for path, parameter in [
-            ("/v1/resources?pageToken=" + tokens.encode(["key", doc_id]), "pageToken"),
-            ("/v1/resources?sort=-updatedAt&pageToken=" + tokens.encode(["-updatedAt", "t", doc_id]), "pageToken"),
-            ("/v1/resources?q=i&pageToken=" + tokens.encode(["resourceId", "i", doc_id]), "pageToken"),
-            ("/v1/resources/aws/vm/i-1/history?pageToken=" + tokens.encode(["history", "t", doc_id]), "pageToken"),
-            ("/v1/changes?after=" + tokens.encode(["2099-01-01T00:00:00Z", doc_id]), "after"),
-            ("/v1/changes/stream?after=" + tokens.encode(["2099-01-01T00:00:00Z", doc_id]), "after"),
+            ("/v1/resources?pageToken=" + tokens.to_token(["key", doc_id]), "pageToken"),
+            ("/v1/resources?sort=-updatedAt&pageToken=" + tokens.to_token(["-updatedAt", "t", doc_id]), "pageToken"),
+            ("/v1/resources?q=i&pageToken=" + tokens.to_token(["resourceId", "i", doc_id]), "pageToken"),
+            ("/v1/resources/aws/vm/i-1/history?pageToken=" + tokens.to_token(["history", "t", doc_id]), "pageToken"),
+            ("/v1/changes?after=" + tokens.to_token(["2099-01-01T00:00:00Z", doc_id]), "after"),
+            ("/v1/changes/stream?after=" + tokens.to_token(["2099-01-01T00:00:00Z", doc_id]), "after"),
         ]:
             if len(path) > 2200:
                 continue
@@ -290,7 +290,7 @@ token_parts = st.lists(st.one_of(text, st.sampled_from(["key", "-updatedAt", "re
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parts=token_parts, raw=text)
 def test_fuzzed_tokens_cursors_ids_and_hooks_never_answer_500(api, parts, raw):
-    encoded = tokens.encode(parts)
+    encoded = tokens.to_token(parts)
     for path in (f"/v1/resources?pageToken={encoded}", f"/v1/resources?sort=-updatedAt&pageToken={encoded}",
                  f"/v1/changes?after={encoded}", f"/v1/resources/aws/vm/i-1/history?pageToken={encoded}"):
         assert api.client.get(path).status_code < 500, path

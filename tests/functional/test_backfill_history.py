@@ -8,7 +8,7 @@ from dcm_status_contracts import timeutil
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state.history import fold_history
-from shared.state.model import HISTORY_FIELDS, LEDGER
+from shared.state.documents import HISTORY_FIELDS, LEDGER
 from tests.functional.test_api import seed
 
 DOC = "aws~vm~b-1"

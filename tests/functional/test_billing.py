@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import status_changed
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.status_update import StatusUpdate
@@ -77,7 +77,7 @@ def status_update(key: ResourceKey, status: str, at: str, event_id: str, metadat
 
 
 def lifecycle(key: str, steps: list[tuple[str, str, dict[str, str]]],
-              late: list[tuple[str, str, dict[str, str]]] = ()) -> list[change_events.ChangeEvent]:
+              late: list[tuple[str, str, dict[str, str]]] = ()) -> list[status_changed.ChangeEvent]:
     """The change events upsert announces for ``steps`` (time order: each with the one before as its old
     side), then for ``late`` (refused as stale for the current state: late, no old side)."""
     k = ResourceKey.parse(key)
@@ -85,15 +85,15 @@ def lifecycle(key: str, steps: list[tuple[str, str, dict[str, str]]],
     for i, (at, status, metadata) in enumerate(steps):
         upd = status_update(k, status, at, f"{k.resource_id}-{i}", metadata)
         new = resource_document(upd, upd.observed_at)
-        out.append(change_events.build(upd, old, new, late=False))
+        out.append(status_changed.build(upd, old, new, late=False))
         old = new
     for i, (at, status, metadata) in enumerate(late):
         upd = status_update(k, status, at, f"{k.resource_id}-late-{i}", metadata)
-        out.append(change_events.build(upd, None, resource_document(upd, upd.observed_at), late=True))
+        out.append(status_changed.build(upd, None, resource_document(upd, upd.observed_at), late=True))
     return out
 
 
-def deliver(billing, events: list[change_events.ChangeEvent]) -> None:
+def deliver(billing, events: list[status_changed.ChangeEvent]) -> None:
     for i, ev in enumerate(events):
         assert post_push(billing, CHANGED, ev.body, dict(ev.attributes), message_id=f"m-{i}").status_code == 200
 

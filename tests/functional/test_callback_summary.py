@@ -15,7 +15,7 @@ from shared.callbacks.summary import CallbackSummary
 from shared.callbacks.view import CallbackView
 from shared.notify.handler import Notify
 from shared.runtime import secretbox
-from shared.state.model import CALLBACK_SUMMARY, CALLBACKS, SUMMARIES
+from shared.state.documents import CALLBACK_SUMMARY, CALLBACKS, SUMMARIES
 from shared.upsert.handler import Upsert
 from shared.upsert.store import StateStore
 from tests.fakes import runtime_of
@@ -99,7 +99,7 @@ def test_a_rotation_or_a_refused_change_leaves_the_summary_as_it_was(firestore, 
     before = stored(firestore)
     registry.rotate(shown["id"])
     assert stored(firestore)["revision"] == before["revision"]
-    from shared.api.identity import Caller
+    from shared.api.callers import Caller
     with pytest.raises(Exception, match="only its owner"):
         registry.remove(shown["id"], Caller("someone-else@example.com"))
     assert stored(firestore)["revision"] == before["revision"] and summary(firestore).may_match(change())
@@ -132,7 +132,7 @@ def published_notify(publisher) -> list[str]:
 
 def test_upsert_marks_each_change_event_by_whether_a_callback_may_want_it(firestore, publisher, registry):
     upsert = Upsert(StateStore(firestore), publisher, CHANGED, CallbackView(firestore, ttl=0).wanted)
-    apply = lambda status, at, eid: upsert.apply(status_update.decode(normalized(status, at, eid)))  # noqa: E731
+    apply = lambda status, at, eid: upsert.apply(status_update.from_bytes(normalized(status, at, eid)))  # noqa: E731
     apply("RUNNING", "2026-01-01T10:00:00Z", "e1")  # no callback at all
     registry.add(HOOK, {"status": "STOPPED", "label": "tenant:acme"})
     apply("STARTING", "2026-01-01T10:01:00Z", "e2")  # a filter for STOPPED only
@@ -149,9 +149,9 @@ def test_upsert_without_a_view_and_a_failing_view_both_say_maybe(firestore, publ
             raise RuntimeError("firestore down (fake)")
 
     Upsert(StateStore(firestore), publisher, CHANGED).apply(
-        status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")))
+        status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")))
     Upsert(StateStore(firestore), publisher, CHANGED, CallbackView(Down(), ttl=10).wanted).apply(
-        status_update.decode(normalized("STOPPED", "2026-01-01T10:01:00Z", "e2")))
+        status_update.from_bytes(normalized("STOPPED", "2026-01-01T10:01:00Z", "e2")))
     assert published_notify(publisher) == ["1", "1"]
 
 
@@ -165,7 +165,7 @@ class NoReads:
 
 def test_notify_acks_a_change_marked_0_without_reading_anything(firestore, publisher):
     upsert = Upsert(StateStore(firestore), publisher, CHANGED, CallbackView(firestore, ttl=0).wanted)
-    upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")))
+    upsert.apply(status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")))
     [out] = publisher.on("dcm-status-changed")
     assert out.attributes["notify"] == "0"
     settings = runtime_of(DCM_PROJECT=PROJECT).settings
@@ -178,7 +178,7 @@ def test_notify_reads_a_change_without_the_attribute_as_before(firestore, publis
     """An older upsert (a rolling deploy) or a replayed message: no attribute is "maybe"."""
     registry.add(HOOK, {})
     upsert = Upsert(StateStore(firestore), publisher, CHANGED)
-    result = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")))
+    result = upsert.apply(status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:00:00Z", "e1")))
     settings = runtime_of(DCM_PROJECT=PROJECT).settings
     bare = {k: v for k, v in result.change.attributes.items() if k != status_changed.NOTIFY_ATTRIBUTE}
     message = PubSubMessage(result.change.body, bare, "c-1", None, settings.topic_changed)

@@ -14,7 +14,7 @@ import pytest
 from dcm_status_contracts import status_update, timeutil
 
 from shared.runtime import settings
-from shared.state.model import HOT_BURST, HOT_QUIET, HOT_RATE, Outcome
+from shared.state.documents import HOT_BURST, HOT_QUIET, HOT_RATE, Outcome
 from shared.state.resources import newest
 from shared.sweep import handler as sweep_handler
 from shared.sweep.handler import Sweep
@@ -32,7 +32,7 @@ def counting(firestore):
 
 
 def apply_burst(upsert: Upsert, n: int, start: int = 0) -> list[Outcome]:
-    return [upsert.apply(status_update.decode(normalized(["RUNNING", "STOPPED"][i % 2],
+    return [upsert.apply(status_update.from_bytes(normalized(["RUNNING", "STOPPED"][i % 2],
                                                          f"2026-01-01T10:{i // 60:02d}:{i % 60:02d}Z", f"h{i}")))
             .outcome for i in range(start, start + n)]
 
@@ -51,7 +51,7 @@ def make_hot(upsert: Upsert, rid: str, n: int = 8) -> str:
     for i in range(n):
         event_id = f"{rid}-{i}"
         update = normalized(["RUNNING", "STOPPED"][i % 2], f"2026-01-01T10:00:{i:02d}Z", event_id, rid=rid)
-        assert upsert.apply(status_update.decode(update)).outcome is Outcome.APPLIED
+        assert upsert.apply(status_update.from_bytes(update)).outcome is Outcome.APPLIED
     return event_id
 
 
@@ -59,7 +59,7 @@ def test_a_burst_coalesces_into_bounded_document_writes_and_loses_no_update(fire
                                                                              monkeypatch):
     # a token a minute: the burst outruns the document however slow this machine is (at 1/s a loaded one
     # can refill it in time to write the last update, and the coalesced read goes untested)
-    monkeypatch.setattr("shared.state.model.HOT_RATE", 1 / 60)
+    monkeypatch.setattr("shared.state.documents.HOT_RATE", 1 / 60)
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
     started = time.monotonic()
     outcomes = apply_burst(upsert, 40)
@@ -83,14 +83,14 @@ def test_a_burst_coalesces_into_bounded_document_writes_and_loses_no_update(fire
 def test_an_older_update_of_a_hot_resource_is_stale_against_its_coalesced_state(firestore, counting, publisher):
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
     apply_burst(upsert, 20)
-    late = upsert.apply(status_update.decode(normalized("STOPPED", "2026-01-01T10:00:15Z", "h15-late")))
+    late = upsert.apply(status_update.from_bytes(normalized("STOPPED", "2026-01-01T10:00:15Z", "h15-late")))
     assert late.outcome is Outcome.STALE  # older than h19, which only the ledger holds
     assert newest(firestore, firestore.document(DOC).get().to_dict())["eventId"] == "h19"
 
 
 def test_the_sweep_writes_a_hot_document_when_it_may_then_lets_it_cool(firestore, counting, publisher, monkeypatch):
     rate = 1 / 60  # a token a minute: the burst outruns the document however slow this machine is (at 1/s a
-    monkeypatch.setattr("shared.state.model.HOT_RATE", rate)  # loaded one wrote h19, and the sweep had nothing to do)
+    monkeypatch.setattr("shared.state.documents.HOT_RATE", rate)  # loaded one wrote h19, and the sweep had nothing to do)
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
     apply_burst(upsert, 20)
     sweep = Sweep(settings.from_env(), firestore, FakePublisher())

@@ -28,7 +28,7 @@ from google.api_core import exceptions as gexc
 from infra import nats_accounts
 from infra.local import emulators, natsserver
 from infra.topology import load
-from shared.nats_ingress.health import Health
+from shared.nats_ingress.health import IngressHealth
 from shared.nats_ingress.worker import Worker
 from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
@@ -137,7 +137,7 @@ async def with_ingress(server: Server, publisher: Publisher, body: Callable[[Wor
     n = nats_settings.nats_from_env({**topology.nats.env(), "NATS_URL": server.url,
                                        "NATS_USER": server.credentials.platform.user,
                                        "NATS_PASSWORD": server.credentials.platform.password})
-    worker = Worker(settings, n, publisher, Health())
+    worker = Worker(settings, n, publisher, IngressHealth())
     task = asyncio.create_task(worker.run())
     try:
         await until(lambda: worker.health.snapshot()["connected"] or task.done(), "the ingress connected")

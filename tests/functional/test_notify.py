@@ -29,7 +29,7 @@ from shared.notify.deliver import DeliveryOutcome
 from shared.notify.handler import Notify
 from shared.runtime import secretbox
 from shared.runtime.secretbox import Keyring, KeySource
-from shared.state.model import CALLBACKS, DELIVERIES
+from shared.state.documents import CALLBACKS, DELIVERIES
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, bind_all, client_for, post_push
 from tests.functional.test_api import seed
@@ -113,7 +113,7 @@ def test_a_change_is_fanned_out_to_each_callback_that_asks_for_it(firestore, pub
     CallbackStore(firestore).disable(off["id"], "test")
     sent = fan_out(firestore, publisher, settings, changed)
     assert sorted(m.attributes["callbackId"] for m in sent) == sorted([mine["id"], acme["id"]])
-    d = delivery.decode(sent[0])
+    d = delivery.from_message(sent[0])
     assert d.change["key"] == "aws/vm/i-1" and d.change["cursor"] and d.change["committedAt"]
     assert {"attribute": "/status", "old": "PROVISIONING", "new": "RUNNING"} in d.change["changes"]
     assert all(m.topic == settings.topic_callbacks for m in sent)
@@ -216,9 +216,9 @@ def test_through_the_entry_point_a_retry_is_a_500_and_exhausted_is_dead_lettered
     [message] = fan_out(firestore, publisher, settings, changed)
     retry_topic = settings.topic_callbacks_retry
     assert post_push(client, retry_topic, message.data, dict(message.attributes)).status_code == 500
-    d = delivery.decode(message)
+    d = delivery.from_message(message)
     old = delivery.Delivery(d.callback_id, d.change, timeutil.format(timeutil.now() - timedelta(seconds=61)))
-    data, attributes = old.encode()
+    data, attributes = old.to_message()
     assert post_push(client, retry_topic, data, attributes).status_code == 200
     [dead] = [m for m in publisher.messages if m.topic.endswith(settings.topic_deadletter)]
     assert dead.attributes[dl.REASON] == "callback_exhausted" and dead.data == data
@@ -362,9 +362,9 @@ def test_a_dead_letter_of_exhausted_deliveries_never_holds_the_hooks_path_query_
     hook = "http://127.0.0.1:9/hooks/SECRET-PATH?key=SECRET-QUERY"
     shown, _ = registry.put_resource("aws/vm/i-1", hook, token="SECRET-TOKEN", retry_seconds=60)
     [message] = fan_out(firestore, publisher, settings, changed)
-    d = delivery.decode(message)
+    d = delivery.from_message(message)
     old = delivery.Delivery(d.callback_id, d.change, timeutil.format(timeutil.now() - timedelta(seconds=61)))
-    data, attributes = old.encode()
+    data, attributes = old.to_message()
     capsys.readouterr()
     assert post_push(client, settings.topic_callbacks_retry, data, attributes).status_code == 200
     [dead] = [m for m in publisher.messages if m.topic.endswith(settings.topic_deadletter)]

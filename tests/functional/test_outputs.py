@@ -17,7 +17,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
-from shared.state.model import Outcome
+from shared.state.documents import Outcome
 from shared.state.resources import newest
 from shared.upsert.handler import Upsert
 from shared.upsert.store import StateStore
@@ -34,7 +34,7 @@ def normalized(status: str, time: str, event_id: str, rid: str = "i-1", transiti
     data, attrs = to_message(build_event("aws", "vm", rid, status, event_id=event_id, time=time,
                                                 last_transition_time=time if transition else None, **maps))
     msg = PubSubMessage(data, attrs, f"in-{event_id}", time, "dcm-status-ingress-aws")
-    return status_update.encode(normalize_message(msg, settings.from_env()))
+    return status_update.to_bytes(normalize_message(msg, settings.from_env()))
 
 
 def history(db, rid: str = "i-1") -> list[dict[str, Any]]:
@@ -101,10 +101,10 @@ def test_a_hot_resource_carries_its_maps_on_the_ledger(firestore, publisher):
     upsert = Upsert(StateStore(firestore), publisher, "projects/p/topics/dcm-status-changed")
     last = make_hot(upsert, "hot-1")
     assert firestore.document("resources/aws~vm~hot-1").get().to_dict()["hot"] is True
-    update = status_update.decode(normalized("STOPPED", "2026-01-01T10:00:30Z", "hot-o", rid="hot-1",
+    update = status_update.from_bytes(normalized("STOPPED", "2026-01-01T10:00:30Z", "hot-o", rid="hot-1",
                                              transition=False, output_spec={"host": "h2"}))
     assert upsert.apply(update).outcome is Outcome.APPLIED
-    kept = status_update.decode(normalized("STOPPED", "2026-01-01T10:00:31Z", "hot-k", rid="hot-1",
+    kept = status_update.from_bytes(normalized("STOPPED", "2026-01-01T10:00:31Z", "hot-k", rid="hot-1",
                                            transition=False))
     assert upsert.apply(kept).outcome is Outcome.UNCHANGED
     state = newest(firestore, firestore.document("resources/aws~vm~hot-1").get().to_dict())

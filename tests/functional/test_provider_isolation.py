@@ -110,7 +110,7 @@ def test_a_redelivery_across_the_deploy_is_a_duplicate_and_its_pending_change_is
     forwarded, _ = through_ingest(ingest, publisher, AZURE, data, attrs, "m-1")
     apply(upsert, forwarded, "n-1")
     [change] = publisher.on("dcm-status-changed")
-    update = status_update.decode(forwarded[0].data)
+    update = status_update.from_bytes(forwarded[0].data)
     record = firestore.collection("events").document(update.dedup_id).get().to_dict()["change"]
     firestore.collection("events").document(update.dedup_id).delete()  # as if the old version had written it
     legacy = _legacy_entry(firestore, update, record)
@@ -135,7 +135,7 @@ def test_a_legacy_entry_of_another_resource_is_not_taken_for_this_event(ingest, 
         forwarded, _ = through_ingest(ingest, publisher, AWS, data, attrs, n)
         stored.append(forwarded)
     apply(upsert, stored[0], "n-1")
-    azure_update = status_update.decode(stored[1][0].data)
+    azure_update = status_update.from_bytes(stored[1][0].data)
     _legacy_entry(firestore, status_update.StatusUpdate(**{**azure_update.__dict__, "key": type(azure_update.key)(
         "azure", "vm", "web-1")}), None)
     apply(upsert, stored[1], "n-2")  # aws's out-of-order event: stale, recorded, whatever azure's entry says
@@ -153,7 +153,7 @@ def test_a_provider_set_replay_marker_is_not_carried_into_the_update(ingest, pub
     forged = {dl.REPLAY_OF: "0" * 32, dl.REPLAYED_AT: "2026-01-01T00:00:00Z", dl.REPLAY_TOPIC: AZURE,
               dl.REASON: "oversize", "DCM-Replay-Of": "1" * 32}
     [out], _ = through_ingest(ingest, publisher, AWS, data, {**attrs, **forged}, "m-1")
-    update = status_update.decode(out.data)
+    update = status_update.from_bytes(out.data)
     assert update.replay_of is None and update.key.provider == "aws"
 
 
@@ -215,7 +215,7 @@ def test_a_replayed_event_is_applied_as_its_providers_and_keeps_its_marker(inges
     data, attrs = to_message(build_event("azure", "vm", "web-1", "RUNNING", source=SOURCE, form="current"))
     replayed = {**attrs, dl.REPLAY_OF: "a" * 32, dl.REPLAY_TOPIC: AZURE, dl.REPLAYED_AT: "2026-03-01T10:00:00Z"}
     [out], _ = through_ingest(ingest, publisher, "dcm-status-replay", data, replayed, "r-1")
-    update = status_update.decode(out.data)
+    update = status_update.from_bytes(out.data)
     assert update.replay_of == "a" * 32 and update.key.provider == "azure"
     assert out.topic.endswith("/dcm-status-normalized-azure")
 

@@ -29,7 +29,7 @@ def update(rid: str, status: str, time: str, event_id: str, mark: ResyncMark | N
 
 
 def post(client, u, message_id: str):
-    return SHAPES["push"](client, "dcm-status-normalized-aws", status_update.encode(u), {}, message_id)
+    return SHAPES["push"](client, "dcm-status-normalized-aws", status_update.to_bytes(u), {}, message_id)
 
 
 def doc(db, path: str) -> dict | None:

@@ -1,6 +1,6 @@
 """The sharded change feed on the Firestore emulator, and each of its failure modes.
 
-``committedAt`` is sharded (shared/state/model.py): each entry carries its resource's shard, and the
+``committedAt`` is sharded (shared/state/documents.py): each entry carries its resource's shard, and the
 feed reads every shard at once, merged in commit order, so its cursor is one position (committedAt,
 entry id), as before. Named here: entries spread over shards and pages, a cursor of the format
 handed out before the sharding, a change of the writers' shard count, a writer committing late within
@@ -18,7 +18,7 @@ from dcm_status_contracts.errors import InvalidRequest
 from google.cloud.firestore import DELETE_FIELD
 
 from shared.api.feed import ChangeFeed
-from shared.state.model import COMMITTED_AT, LEDGER, MAX_IN, RESOURCE_SHARDS, SHARD, SHARDS, shard_of
+from shared.state.documents import COMMITTED_AT, LEDGER, MAX_IN, RESOURCE_SHARDS, SHARD, SHARDS, shard_of
 from shared.state.resources import backfill_shards, merged
 from shared.upsert.store import StateStore
 from tests.functional.test_api import seed
@@ -67,7 +67,7 @@ def test_a_cursor_of_the_format_handed_out_before_the_sharding_resumes_exactly(f
     write(firestore, [f"old-{i}" for i in range(6)], 0)
     served = follow(ChangeFeed(firestore, 7, settle=0))
     middle = served[2]
-    saved = tokens.encode([middle["committedAt"], Cursor.decode(middle["cursor"]).entry_id])  # as before
+    saved = tokens.to_token([middle["committedAt"], Cursor.decode(middle["cursor"]).entry_id])  # as before
     assert saved == middle["cursor"]
     assert follow(ChangeFeed(firestore, 7, settle=0), Cursor.decode(saved)) == served[3:]
 
@@ -75,7 +75,7 @@ def test_a_cursor_of_the_format_handed_out_before_the_sharding_resumes_exactly(f
 @pytest.mark.parametrize("token", [[1, "x"], ["2026-03-01T10:00:00Z", "id", 3], {"shard": 1}, "no"])
 def test_a_cursor_of_any_other_format_is_a_clear_400(token):
     with pytest.raises(InvalidRequest, match="not a cursor of this feed"):
-        Cursor.decode(tokens.encode(token))
+        Cursor.decode(tokens.to_token(token))
 
 
 def test_a_change_of_the_writers_shard_count_loses_and_repeats_nothing(firestore):

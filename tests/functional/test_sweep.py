@@ -21,7 +21,7 @@ from google.cloud.firestore import DELETE_FIELD
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
 from shared.state import resources, snapshots
-from shared.state.model import (
+from shared.state.documents import (
     MAX_IN,
     RESOURCE_SHARDS,
     SHARD,
@@ -45,7 +45,7 @@ def report(upsert, rid: str, status: str, time: str, event_id: str, mark: Resync
     data, attrs = to_message(event)
     update = normalize_message(PubSubMessage(data, attrs, f"in-{event_id}", time, f"dcm-status-ingress-{provider}"),
                                settings.from_env())
-    response = SHAPES["push"](upsert, f"dcm-status-normalized-{provider}", status_update.encode(update), {}, event_id)
+    response = SHAPES["push"](upsert, f"dcm-status-normalized-{provider}", status_update.to_bytes(update), {}, event_id)
     assert response.status_code == 200
 
 
@@ -196,7 +196,7 @@ def past_deadline(db, *rids: str) -> None:
 def provider_events(publisher) -> list[tuple[str, str]]:
     from dcm_status_contracts import provider_event
 
-    return [(e.provider, e.state.value) for e in (provider_event.decode(PubSubMessage(m.data, m.attributes, "p"))
+    return [(e.provider, e.state.value) for e in (provider_event.from_message(PubSubMessage(m.data, m.attributes, "p"))
                                                   for m in publisher.on("dcm-status-providers"))]
 
 
@@ -292,13 +292,13 @@ def test_under_a_freshness_backlog_a_provider_behind_it_is_looked_at_once_its_ne
 
 
 def test_a_report_newer_than_a_deletion_is_announced_as_a_re_creation(upsert, firestore, publisher):
-    from dcm_status_contracts.status_changed import decode
+    from dcm_status_contracts.status_changed import from_message
 
     report(upsert, "re", "RUNNING", "2026-11-22T09:00:00Z", "re-1")
     report(upsert, "re", "DELETED", "2026-11-22T09:10:00Z", "re-2")
     report(upsert, "re", "PROVISIONING", "2026-11-22T09:05:00Z", "re-late")  # older than the deletion: stale
     report(upsert, "re", "RUNNING", "2026-11-22T09:20:00Z", "re-3")
-    changes = [decode(PubSubMessage(m.data, m.attributes, "c")) for m in publisher.on("dcm-status-changed")]
+    changes = [from_message(PubSubMessage(m.data, m.attributes, "c")) for m in publisher.on("dcm-status-changed")]
     assert [(c.old_status, c.new_status, c.late, c.recreated) for c in changes] == [
         (None, "RUNNING", False, False), ("RUNNING", "DELETED", False, False),
         (None, "PROVISIONING", True, False), ("DELETED", "RUNNING", False, True)]
@@ -307,14 +307,14 @@ def test_a_report_newer_than_a_deletion_is_announced_as_a_re_creation(upsert, fi
 
 def test_a_resource_changing_more_than_the_policy_allows_is_flagged_flapping_then_calms(upsert, firestore,
                                                                                        publisher):
-    from dcm_status_contracts.status_changed import decode
+    from dcm_status_contracts.status_changed import from_message
 
     policy = settings.from_env().flapping  # topology.yaml: more than 5 changes in 600 s
     statuses = ["RUNNING", "FAILED"] * 4
     for i, status in enumerate(statuses):  # 8 changes, one a minute
         report(upsert, "flap", status, f"2026-11-22T09:{i:02d}:00Z", f"flap-{i}")
     report(upsert, "flap", "RUNNING", "2026-11-22T10:00:00Z", "flap-calm")  # an hour later: calm again
-    changes = [decode(PubSubMessage(m.data, m.attributes, "c")) for m in publisher.on("dcm-status-changed")]
+    changes = [from_message(PubSubMessage(m.data, m.attributes, "c")) for m in publisher.on("dcm-status-changed")]
     flags = [c.flapping["changes"] if c.flapping else 0 for c in changes]
     assert flags == [0] * policy.changes + [6, 6, 6, 0]  # the window holds at most changes + 1
     assert [c.new_status for c in changes] == statuses + ["RUNNING"]  # every change announced: billing is exact

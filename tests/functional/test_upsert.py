@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 from dcm_status_contracts import deadletter as dl
-from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import status_changed
 from dcm_status_contracts import status_update
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.schemas import registry
@@ -26,7 +26,7 @@ def normalized(status: str, time: str, event_id: str, ingress_id: str | None = N
                                          last_transition_time=time if transition else None,
                                          metadata={"tenant": "acme"}))
     msg = PubSubMessage(data, attrs, ingress_id or f"in-{event_id}", time, "dcm-status-ingress-aws")
-    return status_update.encode(normalize_message(msg, settings.from_env()))
+    return status_update.to_bytes(normalize_message(msg, settings.from_env()))
 
 
 def post(client, body: bytes, message_id: str = "n-1"):
@@ -54,10 +54,10 @@ def test_first_report_creates_the_resource_and_announces_it(upsert, firestore, p
     assert doc["status"] == "RUNNING" and doc["updates"] == 1
     [out] = publisher.on("dcm-status-changed")
     event = orjson.loads(out.data)
-    assert event["type"] == change_events.EVENT_TYPE
+    assert event["type"] == status_changed.EVENT_TYPE
     assert event["data"]["oldStatus"] is None and event["data"]["newStatus"] == "RUNNING"
     assert out.attributes["newStatus"] == "RUNNING" and out.attributes["provider"] == "aws"
-    registry().get(change_events.SCHEMA_URI).check(event["data"])
+    registry().get(status_changed.SCHEMA_URI).check(event["data"])
 
 
 def test_status_change_lists_changed_attributes(upsert, firestore, publisher):
@@ -150,7 +150,7 @@ def test_concurrent_updates_of_one_resource_lose_nothing(firestore, publisher):
     from shared.upsert.store import StateStore
 
     store = StateStore(firestore)
-    updates = [status_update.decode(normalized(status, f"2026-01-01T10:{i:02d}:00Z", f"c{i}"))
+    updates = [status_update.from_bytes(normalized(status, f"2026-01-01T10:{i:02d}:00Z", f"c{i}"))
                for i, status in enumerate(["RUNNING", "STOPPED"] * 6)]
 
     def delivered(update):  # a writer that lost every attempt raises Transient: Pub/Sub delivers it again
@@ -197,16 +197,16 @@ def test_a_re_report_costs_one_write_no_history_and_no_change_event(firestore, p
     (ledger, resource, history), then 2 (ledger, resource last-seen); now 1: the resource's order and last-seen
     fields, and the re-report's dedup id in its ring (no ledger entry), and no change event."""
     from shared.upsert.handler import Upsert
-    from shared.state.model import Outcome
+    from shared.state.documents import Outcome
     from shared.upsert.store import StateStore
 
     counting = CountingBatches(firestore)
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
-    first = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "r1", message="up",
+    first = upsert.apply(status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:00:00Z", "r1", message="up",
                                                          transition=False)))
     assert first.outcome is Outcome.APPLIED and len(counting.writes) == 2
     counting.writes.clear()
-    again = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:05:00Z", "r2", message="up",
+    again = upsert.apply(status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:05:00Z", "r2", message="up",
                                                          transition=False)))
     assert again.outcome is Outcome.UNCHANGED and again.change is None
     assert counting.writes == ["update"]
@@ -215,7 +215,7 @@ def test_a_re_report_costs_one_write_no_history_and_no_change_event(firestore, p
     assert doc["lastTransitionTime"] == "2026-01-01T10:00:00.000000Z" and doc["updates"] == 1
     assert len(history(firestore)) == 1 and len(publisher.on("dcm-status-changed")) == 1
     # a changed message is no re-report: it is applied (history), still no change event (same status)
-    changed = upsert.apply(status_update.decode(normalized("RUNNING", "2026-01-01T10:06:00Z", "r3", message="slow",
+    changed = upsert.apply(status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:06:00Z", "r3", message="slow",
                                                            transition=False)))
     assert changed.outcome is Outcome.APPLIED and changed.change is None
 
@@ -224,22 +224,22 @@ def test_an_applied_and_a_stale_update_write_one_ledger_entry_that_is_their_hist
     """Issue 32: the history entry is the ledger entry (no resources/{key}/history write): an applied update
     writes the entry and the document, a stale one the entry alone; both keep the history fields and no
     TTL (kept as long as history); a re-report's entry carries no history and still expires."""
-    from shared.state.model import HISTORY_FIELDS
+    from shared.state.documents import HISTORY_FIELDS
     from shared.upsert.handler import Upsert
-    from shared.state.model import Outcome
+    from shared.state.documents import Outcome
     from shared.upsert.store import StateStore
 
     counting = CountingBatches(firestore)
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
-    applied = status_update.decode(normalized("STOPPED", "2026-01-01T11:00:00Z", "h2", message="down"))
+    applied = status_update.from_bytes(normalized("STOPPED", "2026-01-01T11:00:00Z", "h2", message="down"))
     assert upsert.apply(applied).outcome is Outcome.APPLIED
     assert sorted(p.split("/")[0] for p in counting.paths) == ["events", "resources"]
     counting.paths.clear()
-    stale = status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "h1", message="up"))
+    stale = status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:00:00Z", "h1", message="up"))
     assert upsert.apply(stale).outcome is Outcome.STALE
     assert counting.paths == [f"events/{stale.dedup_id}"]
     counting.paths.clear()
-    again = status_update.decode(normalized("STOPPED", "2026-01-01T11:05:00Z", "h3", message="down",
+    again = status_update.from_bytes(normalized("STOPPED", "2026-01-01T11:05:00Z", "h3", message="down",
                                             transition=False))
     assert upsert.apply(again).outcome is Outcome.UNCHANGED
     assert [p.split("/")[0] for p in counting.paths] == ["resources"]  # a re-report: its document only
@@ -258,12 +258,12 @@ def test_an_applied_and_a_stale_update_write_one_ledger_entry_that_is_their_hist
 def test_a_duplicate_finds_the_ledger_entry_that_carries_history(firestore, publisher):
     """The entry of an applied (or stale) update is never expired: a redelivery or re-publication of that
     event is a duplicate however late it comes, and it adds nothing to the history."""
-    from shared.state.model import Outcome
+    from shared.state.documents import Outcome
     from shared.upsert.store import StateStore
 
     store = StateStore(firestore)
-    update = status_update.decode(normalized("RUNNING", "2026-01-01T10:00:00Z", "d1"))
-    stale = status_update.decode(normalized("STOPPED", "2026-01-01T09:00:00Z", "d0"))
+    update = status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:00:00Z", "d1"))
+    stale = status_update.from_bytes(normalized("STOPPED", "2026-01-01T09:00:00Z", "d0"))
     assert store.apply(update).outcome is Outcome.APPLIED and store.apply(stale).outcome is Outcome.STALE
     for u in (update, stale):
         again = store.apply(u)

@@ -12,7 +12,7 @@ from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.query import Query
 
 from shared.api import queries
-from shared.state.model import DOCUMENT_RE_REPORTS, RE_REPORT_RING, RE_REPORTED, Outcome
+from shared.state.documents import DOCUMENT_RE_REPORTS, RE_REPORT_RING, RE_REPORTED, Outcome
 from shared.upsert.handler import Upsert
 from shared.upsert.store import StateStore
 from tests.functional.test_hot_resource import make_hot
@@ -73,12 +73,12 @@ def upsert(counting, publisher) -> Upsert:
 def cool(monkeypatch) -> None:
     """The document's write tokens refill at once: many quick updates of one resource never make it hot (a hot
     resource's re-reports are ledger entries, not in the ring: test_a_hot_resource_s_re_report_...)."""
-    monkeypatch.setattr("shared.state.model.HOT_RATE", 1000.0)
+    monkeypatch.setattr("shared.state.documents.HOT_RATE", 1000.0)
 
 
 def update(status: str, time: str, event_id: str, ingress_id: str | None = None, message: str = "up",
            transition: bool = False, rid: str = "i-1") -> status_update.StatusUpdate:
-    return status_update.decode(normalized(status, time, event_id, ingress_id, message=message,
+    return status_update.from_bytes(normalized(status, time, event_id, ingress_id, message=message,
                                            transition=transition, rid=rid))
 
 
@@ -243,7 +243,7 @@ def test_a_ledger_entry_the_document_no_longer_shows_is_a_create_conflict_then_a
 
 def test_a_hot_resource_s_re_report_rides_on_its_ledger_entry_and_its_copy_is_a_duplicate(
         firestore, counting, publisher, reads, monkeypatch):
-    monkeypatch.setattr("shared.state.model.HOT_RATE", 1 / 60)  # stays hot however slow this machine is
+    monkeypatch.setattr("shared.state.documents.HOT_RATE", 1 / 60)  # stays hot however slow this machine is
     upsert = Upsert(StateStore(counting), publisher, CHANGED)
     last = make_hot(upsert, "hot-1")
     assert firestore.document("resources/aws~vm~hot-1").get().to_dict()["hot"] is True

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.api.app import check_identity_configured, token_rule
-from shared.api.identity import (IAP_HEADER, MAX_TOKEN_CHARS, SERVERLESS_HEADER, Caller, Source, TokenRule, Verdict,
+from shared.api.callers import (IAP_HEADER, MAX_TOKEN_CHARS, SERVERLESS_HEADER, Caller, Source, TokenRule, Verdict,
                                  caller_of, claims_of, presented, require_identity, rule_for)
 from shared.runtime import auth
 from shared.runtime import settings as settings_module

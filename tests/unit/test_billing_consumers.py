@@ -11,7 +11,7 @@ import pytest
 from cloudevents.http import CloudEvent
 from dcm_status_contracts.errors import Reason, Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
-from dcm_status_contracts.status_changed import Change, decode
+from dcm_status_contracts.status_changed import ChangeEventView, from_message
 from google.api_core import exceptions as gexc
 
 from shared.audit import handler as audit
@@ -53,7 +53,7 @@ def through_entry_point(name, handler, message: PubSubMessage, publisher: FakePu
 
 # ---- decode ---------------------------------------------------------------------------
 def test_decode_changed():
-    c = decode(message_of("changed"))
+    c = from_message(message_of("changed"))
     assert (c.key, c.provider, c.resource_type, c.resource_id) == ("aws/vm/i-0abc123", "aws", "vm", "i-0abc123")
     assert (c.old_status, c.new_status, c.late) == ("PROVISIONING", "RUNNING", False)
     assert c.at == "2026-03-01T09:00:00.000000Z" and c.old_at == "2026-03-01T08:59:00.000000Z"
@@ -64,19 +64,19 @@ def test_decode_changed():
 
 
 def test_decode_canonicalises_times():
-    c = decode(message_of("changed", newTransitionTime="2026-03-01T10:00:00+01:00"))
+    c = from_message(message_of("changed", newTransitionTime="2026-03-01T10:00:00+01:00"))
     assert c.at == "2026-03-01T09:00:00.000000Z"
 
 
 def test_decode_accepts_any_minor_version_and_unknown_fields():
-    c = decode(message_of("late", version="1.7", addedInMinor={"x": 1}))
+    c = from_message(message_of("late", version="1.7", addedInMinor={"x": 1}))
     assert c.late is True and c.version == "1.7"
 
 
 def test_labels_only_when_present():
     msg = as_message(build("created"))
     msg["event"]["data"]["resource"]["metadata"] = {"tenant": "t1", "region": "", "owner": "bob"}
-    c = decode(PubSubMessage(orjson.dumps(msg["event"]), {}, "m"))
+    c = from_message(PubSubMessage(orjson.dumps(msg["event"]), {}, "m"))
     assert c.labels == {"tenant": "t1"}
 
 
@@ -88,19 +88,19 @@ def test_labels_only_when_present():
 ])
 def test_decode_rejects_what_is_not_a_change_event(data, reason):
     with pytest.raises(Rejected) as info:
-        decode(PubSubMessage(data, {}, "m"))
+        from_message(PubSubMessage(data, {}, "m"))
     assert info.value.reason is reason
 
 
 def test_decode_rejects_an_unknown_major_version():
     with pytest.raises(Rejected) as info:
-        decode(message_of("changed", version="2.0"))
+        from_message(message_of("changed", version="2.0"))
     assert info.value.reason is Reason.UNKNOWN_SCHEMA and info.value.key == "aws/vm/i-0abc123"
 
 
 def test_decode_rejects_invalid_data_with_the_path():
     with pytest.raises(Rejected) as info:
-        decode(message_of("changed", newTransitionTime="yesterday"))
+        from_message(message_of("changed", newTransitionTime="yesterday"))
     assert info.value.reason is Reason.SCHEMA_INVALID
     assert info.value.detail["path"] == "/data/newTransitionTime"
 
@@ -108,10 +108,10 @@ def test_decode_rejects_invalid_data_with_the_path():
 # ---- billing ----------------------------------------------------------------------------
 class FakeBillingStore:
     def __init__(self, fail: bool = False):
-        self.recorded: list[Change] = []
+        self.recorded: list[ChangeEventView] = []
         self.fail = fail
 
-    def record(self, change: Change) -> None:
+    def record(self, change: ChangeEventView) -> None:
         if self.fail:
             raise Transient("Firestore down")
         self.recorded.append(change)
@@ -119,7 +119,7 @@ class FakeBillingStore:
 
 def test_not_reported_lately_is_no_transition_for_billing_a_provider_reason_of_the_same_word_is():
     fake = FakeBillingStore()
-    base = decode(message_of("changed"))
+    base = from_message(message_of("changed"))
     quiet = replace(base, new_status="UNKNOWN", reason="NotReported", old_status="RUNNING")
     Billing(fake).apply(quiet)  # the platform's: usage goes on as last known (RUNNING)
     Billing(fake).apply(replace(quiet, reason="NodeLost"))  # a provider's UNKNOWN is a real observation
@@ -138,7 +138,7 @@ def test_billing_records_the_transition():
 
 def test_new_outputs_alone_are_no_transition_for_billing_nor_a_stop_for_audit():
     fake = FakeBillingStore()
-    outputs_only = decode(message_of("outputs"))
+    outputs_only = from_message(message_of("outputs"))
     assert not outputs_only.transition
     Billing(fake).apply(outputs_only)
     assert fake.recorded == []
@@ -169,7 +169,7 @@ def test_billing_dead_letters_and_acks_a_bad_message(dead_letters):
 def test_the_transition_document_carries_what_readers_filter_on():
     """No parent document is written: the transition alone names its resource, and carries every field the
     report's collection-group query filters on (GROUP_FILTER_FIELDS)."""
-    c = decode(message_of("changed"))
+    c = from_message(message_of("changed"))
     doc = transition_document(c, "now")
     assert doc["status"] == "RUNNING" and doc["at"] == c.at and doc["eventId"] == c.event_id
     assert doc["atUs"] == epoch_us(EPOCH) + 1772355600 * 1_000_000
@@ -219,7 +219,7 @@ def test_audit_records_a_stop_once():
     assert Audit(db)(msg) is Audited.RECORDED
     assert Audit(db)(msg) is Audited.DUPLICATE
     [(doc_id, doc)] = db.docs.items()
-    assert doc_id == decode(msg).event_id
+    assert doc_id == from_message(msg).event_id
     assert {k: doc[k] for k in ("key", "at", "oldStatus", "provider", "tenant", "late")} == {
         "key": "aws/vm/i-0abc123", "at": "2026-03-01T09:00:00.000000Z", "oldStatus": "RUNNING",
         "provider": "aws", "tenant": "acme", "late": False}
@@ -275,16 +275,16 @@ def _update(status: str, at: str, event_id: str, tenant: str = "acme"):
     return update(status, status.lower(), at, at, event_id, "", tenant=tenant)
 
 
-def _emitted(upd, old_upd, late=False) -> Change:
-    from dcm_status_contracts import status_changed as change_events
+def _emitted(upd, old_upd, late=False) -> ChangeEventView:
+    from dcm_status_contracts import status_changed
 
     from shared.upsert.decide import resource_document
     old = resource_document(old_upd, "now") if old_upd else None
-    ev = change_events.build(upd, old, resource_document(upd, "now"), late=late)
-    return decode(PubSubMessage(ev.body, dict(ev.attributes), "m"))
+    ev = status_changed.build(upd, old, resource_document(upd, "now"), late=late)
+    return from_message(PubSubMessage(ev.body, dict(ev.attributes), "m"))
 
 
-def _stored(changes: list[Change]) -> list[dict]:
+def _stored(changes: list[ChangeEventView]) -> list[dict]:
     from shared.billing.store import implied_document
     docs = []
     for c in changes:

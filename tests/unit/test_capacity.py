@@ -4,8 +4,8 @@ and the quotas a deployment declares are read the same way."""
 
 from __future__ import annotations
 
-from benchmarks import capacity
-from shared.state.model import (
+from benchmarks import capacity, capacity_design
+from shared.state.documents import (
     RESOURCE_SHARDS,
     SEQUENTIAL_FIELDS,
     SHARD,
@@ -18,8 +18,8 @@ from shared.state.model import (
 
 
 def test_the_models_sequential_indexed_fields_are_what_the_data_model_declares():
-    declared = capacity.data_model()
-    assert capacity.sequential_indexed_fields(declared) == SEQUENTIAL_FIELDS
+    declared = capacity_design.data_model()
+    assert capacity_design.sequential_indexed_fields(declared) == SEQUENTIAL_FIELDS
     assert declared["shard"] == SHARD
     assert declared["shard_fields"] == {c: sorted(fields) for c, fields in SHARD_FIELDS.items()}
     assert capacity.design().shards == {"events": {SHARD: SHARDS},
@@ -116,7 +116,7 @@ def test_no_limit_of_the_first_three_fleets_and_the_resync_is_used_beyond_the_ta
 def test_the_memory_row_reads_each_instances_declared_memory(tmp_path):
     """A service's instances are bounded by the regional memory quota as by the CPU one: the model takes each
     instance's memory from the Terraform variable, so a larger instance shows as more memory used."""
-    declared = capacity.VARIABLES.read_text()
+    declared = capacity_design.VARIABLES.read_text()
     bigger = tmp_path / "variables.tf"
     bigger.write_text(declared.replace('available_memory                 = optional(string, "512Mi")',
                                        'available_memory                 = optional(string, "2Gi")'))

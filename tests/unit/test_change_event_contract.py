@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 import pytest
-from dcm_status_contracts import status_changed as change_events
+from dcm_status_contracts import status_changed
 from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.outputs import Redaction
 from dcm_status_contracts.schemas import registry, schemas_dir
@@ -46,7 +46,7 @@ def update(status: str, raw: str, at: str, observed: str, event_id: str, message
         published_at=observed, output_spec=output_spec)
 
 
-def build(kind: str) -> change_events.ChangeEvent:
+def build(kind: str) -> status_changed.ChangeEvent:
     """The change event upsert emits for each kind, built as upsert builds it."""
     provisioning = update("PROVISIONING", "pending", "2026-03-01T08:59:00.000000Z", "2026-03-01T08:59:00.000000Z",
                           "ev-1", "Instance is pending.")
@@ -55,31 +55,31 @@ def build(kind: str) -> change_events.ChangeEvent:
     stopped = update("STOPPED", "stopped", "2026-03-01T08:59:30.000000Z", "2026-03-01T08:59:30.000000Z",
                      "ev-0", "Instance stopped.")
     if kind == "created":  # first sight of a resource: oldStatus null
-        return change_events.build(provisioning, None, resource_document(provisioning, NOW), late=False)
+        return status_changed.build(provisioning, None, resource_document(provisioning, NOW), late=False)
     if kind == "changed":
         old = resource_document(provisioning, NOW)
-        return change_events.build(running, old, resource_document(running, NOW), late=False)
+        return status_changed.build(running, old, resource_document(running, NOW), late=False)
     if kind == "late":  # refused as stale for the current state: announced with late=true, no old state
-        return change_events.build(stopped, None, resource_document(stopped, NOW), late=True)
+        return status_changed.build(stopped, None, resource_document(stopped, NOW), late=True)
     if kind == "recreated":  # a report newer than the resource's deletion: it exists again
         deleted = update("DELETED", "terminated", "2026-03-01T08:59:30.000000Z", "2026-03-01T08:59:30.000000Z",
                          "ev-d", "Instance terminated.")
-        return change_events.build(running, resource_document(deleted, NOW), resource_document(running, NOW),
+        return status_changed.build(running, resource_document(deleted, NOW), resource_document(running, NOW),
                                    late=False)
     if kind == "flapping":  # more changes in the window than the policy allows (as upsert stores it)
         new = {**resource_document(running, NOW), "flapping": {"changes": 6, "windowSeconds": 600}}
-        return change_events.build(running, resource_document(provisioning, NOW), new, late=False)
+        return status_changed.build(running, resource_document(provisioning, NOW), new, late=False)
     if kind == "outputs":  # new output maps alone (since 1.3): same status, same transition time; a hidden value
         before = update("RUNNING", "running", "2026-03-01T09:00:00.000000Z", "2026-03-01T09:00:01.000000Z", "ev-2",
                         "Instance is running.", {"host": "10.0.1.5", "port": 5432, "password": "old-secret"})
         after = update("RUNNING", "running", "2026-03-01T09:00:00.000000Z", "2026-03-01T09:05:00.000000Z", "ev-3",
                        "Instance is running.", {"host": "10.0.1.6", "port": 5432, "password": "new-secret"})
-        return change_events.build(after, resource_document(before, NOW), resource_document(after, NOW), late=False,
+        return status_changed.build(after, resource_document(before, NOW), resource_document(after, NOW), late=False,
                                    redaction=Redaction.default())
     raise ValueError(kind)
 
 
-def as_message(event: change_events.ChangeEvent) -> dict[str, Any]:
+def as_message(event: status_changed.ChangeEvent) -> dict[str, Any]:
     return {"attributes": dict(event.attributes), "event": orjson.loads(event.body)}
 
 
@@ -124,7 +124,7 @@ def test_sample_validates_against_its_schema(kind):
     sample = load_sample(kind)
     schema = registry().get(sample["event"]["dataschema"])
     assert schema.violations(sample["event"]["data"]) == []
-    assert sample["event"]["dataschema"] == change_events.SCHEMA_URI
+    assert sample["event"]["dataschema"] == status_changed.SCHEMA_URI
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -144,7 +144,7 @@ def test_version_follows_the_schema_file(kind):
     event = as_message(build(kind))["event"]
     major = int(event["data"]["version"].split(".")[0])
     assert event["dataschema"].endswith(f"status-changed-v{major}.json")
-    assert event["data"]["version"] == change_events.VERSION
+    assert event["data"]["version"] == status_changed.VERSION
     assert load_sample(kind)["event"]["data"]["version"].split(".")[0] == str(major)
 
 
@@ -193,11 +193,11 @@ def test_shape_check_catches_drift():
 
 def test_consumers_read_every_sample():
     from dcm_status_contracts.model import PubSubMessage
-    from dcm_status_contracts.status_changed import decode
+    from dcm_status_contracts.status_changed import from_message
 
     for kind in KINDS:
         sample = load_sample(kind)
-        change = decode(PubSubMessage(orjson.dumps(sample["event"]), sample["attributes"], "1"))
+        change = from_message(PubSubMessage(orjson.dumps(sample["event"]), sample["attributes"], "1"))
         assert change.new_status == sample["event"]["data"]["newStatus"]
         assert change.labels == {"tenant": "acme", "region": "eu-west-1", "environment": "prod"}
         assert (change.recreated, change.flapping) == (sample["event"]["data"]["recreated"],

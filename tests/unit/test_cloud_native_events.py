@@ -10,8 +10,8 @@ from dcm_status_contracts import cloud_native_event as cne
 from dcm_status_contracts.errors import Rejected
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.pubsub_binding import to_message
-from dcm_status_contracts.status_update import decode as decode_update
-from dcm_status_contracts.status_update import encode as encode_update
+from dcm_status_contracts.status_update import from_bytes
+from dcm_status_contracts.status_update import to_bytes
 
 from shared.ingest.normalize import normalize
 from shared.runtime import settings
@@ -47,7 +47,7 @@ def test_every_sample_normalises_as_its_file_says(path):
         assert update.resource_specific.get("metrics", {}) == want.get("metrics", {})
         if "redfish" in want:
             assert update.resource_specific["redfish"] == want["redfish"]  # intact
-        assert decode_update(encode_update(update)) == update  # crosses the internal topic as it is
+        assert from_bytes(to_bytes(update)) == update  # crosses the internal topic as it is
 
 
 def test_the_resources_of_one_event_are_separate_updates_and_a_redelivery_is_the_same_ones():

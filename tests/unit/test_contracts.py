@@ -23,16 +23,16 @@ def update(resource_id: str = "i-1") -> status_update.StatusUpdate:
 
 def test_status_update_round_trips_with_its_version():
     original = update()
-    body = orjson.loads(status_update.encode(original))
+    body = orjson.loads(status_update.to_bytes(original))
     assert body["version"] == status_update.VERSION and body["key"] == "aws/vm/i-1"
-    assert status_update.decode(status_update.encode(original)) == original
+    assert status_update.from_bytes(status_update.to_bytes(original)) == original
 
 
 def test_another_major_version_is_unknown_schema_not_malformed():
-    body = orjson.loads(status_update.encode(update()))
+    body = orjson.loads(status_update.to_bytes(update()))
     body["version"] = status_update.VERSION + 1
     with pytest.raises(Rejected) as info:
-        status_update.decode(orjson.dumps(body))
+        status_update.from_bytes(orjson.dumps(body))
     assert info.value.reason is Reason.UNKNOWN_SCHEMA and info.value.key == "aws/vm/i-1"
 
 
@@ -42,10 +42,10 @@ def test_another_major_version_is_unknown_schema_not_malformed():
     (lambda b: b.update(observed_at="yesterday"), "/observed_at"),
 ])
 def test_a_broken_internal_message_is_malformed_internal_with_the_path(change, path):
-    body = orjson.loads(status_update.encode(update()))
+    body = orjson.loads(status_update.to_bytes(update()))
     change(body)
     with pytest.raises(Rejected) as info:
-        status_update.decode(orjson.dumps(body))
+        status_update.from_bytes(orjson.dumps(body))
     assert info.value.reason is Reason.MALFORMED_INTERNAL
     assert info.value.detail["path"].startswith(path) and info.value.key == "aws/vm/i-1"
 
@@ -53,7 +53,7 @@ def test_a_broken_internal_message_is_malformed_internal_with_the_path(change, p
 @pytest.mark.parametrize("data", [b"not json", b"[1]"])
 def test_not_an_object_is_malformed_internal(data):
     with pytest.raises(Rejected) as info:
-        status_update.decode(data)
+        status_update.from_bytes(data)
     assert info.value.reason is Reason.MALFORMED_INTERNAL
 
 

@@ -36,7 +36,7 @@ def test_a_freshness_setting_that_cannot_be_read_is_a_configuration_error(text):
 
 
 def test_flapping_is_more_changes_than_the_policy_allows_within_the_window_of_the_newest():
-    from shared.state.model import FlapPolicy
+    from shared.state.documents import FlapPolicy
 
     policy = FlapPolicy(changes=2, window_seconds=60)
     times = []

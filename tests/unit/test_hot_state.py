@@ -1,4 +1,4 @@
-"""The pure parts of hot-resource coalescing (shared/state/model.py): the document's write tokens,
+"""The pure parts of hot-resource coalescing (shared/state/documents.py): the document's write tokens,
 and which of the document and the coalesced states is the newest."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from dcm_status_contracts import timeutil
 
-from shared.state.model import (
+from shared.state.documents import (
     HOT_BURST,
     HOT_RATE,
     newest_state,

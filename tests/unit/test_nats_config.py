@@ -194,7 +194,7 @@ def test_a_refused_nats_url_never_shows_its_password():
 
 def test_connect_gives_nats_py_every_server(monkeypatch):
     from shared.nats_ingress import worker
-    from shared.nats_ingress.health import Health
+    from shared.nats_ingress.health import IngressHealth
 
     seen: dict[str, Any] = {}
 
@@ -205,5 +205,5 @@ def test_connect_gives_nats_py_every_server(monkeypatch):
     monkeypatch.setattr(worker.nats, "connect", fake_connect)
     n = nats_settings.nats_from_env({"NATS_URL": "tls://a:4222,tls://b:4222", "NATS_USER": "platform",
                                        "NATS_PASSWORD": "pw"})
-    asyncio.run(worker.connect(n, Health()))
+    asyncio.run(worker.connect(n, IngressHealth()))
     assert seen["servers"] == ["tls://a:4222", "tls://b:4222"] and seen["user"] == "platform"

@@ -18,8 +18,8 @@ from dcm_status_contracts.pubsub_binding import BindingMode, mode_of
 
 from infra import nats_accounts
 from infra.topology import load
-from shared.nats_ingress.forward import Forwarder, Outcome, backoff, permanent
-from shared.nats_ingress.health import Health
+from shared.nats_ingress.forward import Forwarder, ForwardOutcome, backoff, permanent
+from shared.nats_ingress.health import IngressHealth
 from shared.nats_ingress.route import MSG_ID, STREAM_SEQUENCE, SUBJECT, Inbound, route
 from shared.runtime import nats_settings
 from shared.runtime import settings as settings_module
@@ -135,8 +135,8 @@ class FakeDelivery:
         self.naks.append(delay)
 
 
-def forward(message: Inbound, publisher: FakePublisher) -> tuple[Outcome, FakeDelivery, Health]:
-    delivery, health = FakeDelivery(), Health()
+def forward(message: Inbound, publisher: FakePublisher) -> tuple[ForwardOutcome, FakeDelivery, IngressHealth]:
+    delivery, health = FakeDelivery(), IngressHealth()
     [outcome] = asyncio.run(Forwarder(SETTINGS, NATS, publisher, health).forward([(message, delivery)]))
     return outcome, delivery, health
 
@@ -144,7 +144,7 @@ def forward(message: Inbound, publisher: FakePublisher) -> tuple[Outcome, FakeDe
 def test_acked_only_once_pubsub_has_it():
     publisher = FakePublisher()
     outcome, delivery, health = forward(inbound(), publisher)
-    assert outcome is Outcome.FORWARDED and delivery.acked and not delivery.naks
+    assert outcome is ForwardOutcome.FORWARDED and delivery.acked and not delivery.naks
     assert [p[0] for p in publisher.published] == ["dcm-status-ingress-osac"]
     assert health.snapshot()["forwarded"] == 1
 
@@ -152,7 +152,7 @@ def test_acked_only_once_pubsub_has_it():
 def test_a_failed_publish_is_nakd_with_a_backoff_never_acked():
     publisher = FakePublisher(fail_topics={"dcm-status-ingress-osac"})
     outcome, delivery, health = forward(inbound(delivered=2), publisher)
-    assert outcome is Outcome.RETRYING and not delivery.acked and delivery.naks == [backoff(2)]
+    assert outcome is ForwardOutcome.RETRYING and not delivery.acked and delivery.naks == [backoff(2)]
     assert "UNAVAILABLE" in health.snapshot()["lastError"]
 
 
@@ -164,9 +164,9 @@ def test_a_batch_publishes_each_resources_updates_in_natss_order_in_waves():
     """No Pub/Sub ordering key (one request per key): a resource's later update waits for its earlier one."""
     batch = [update("vm-1", 0), update("vm-2", 0), update("vm-1", 1), update("vm-1", 2), update("vm-3", 0)]
     publisher = FakePublisher()
-    outcomes = asyncio.run(Forwarder(SETTINGS, NATS, publisher, Health()).forward(
+    outcomes = asyncio.run(Forwarder(SETTINGS, NATS, publisher, IngressHealth()).forward(
         [(inbound(data, seq=i), FakeDelivery()) for i, data in enumerate(batch)]))
-    assert outcomes == [Outcome.FORWARDED] * 5
+    assert outcomes == [ForwardOutcome.FORWARDED] * 5
     assert [data for _, data, _ in publisher.published] == [batch[0], batch[1], batch[4], batch[2], batch[3]]
 
 
@@ -175,9 +175,9 @@ def test_a_resources_update_waits_when_its_earlier_one_is_delivered_again():
     publisher = FakePublisher()
     publisher.fail_data = {batch[0]}
     deliveries = [FakeDelivery() for _ in batch]
-    outcomes = asyncio.run(Forwarder(SETTINGS, NATS, publisher, Health()).forward(
+    outcomes = asyncio.run(Forwarder(SETTINGS, NATS, publisher, IngressHealth()).forward(
         [(inbound(data, seq=i), d) for i, (data, d) in enumerate(zip(batch, deliveries))]))
-    assert outcomes == [Outcome.RETRYING, Outcome.RETRYING, Outcome.FORWARDED]
+    assert outcomes == [ForwardOutcome.RETRYING, ForwardOutcome.RETRYING, ForwardOutcome.FORWARDED]
     assert [data for _, data, _ in publisher.published] == [batch[2]]  # vm-1's second never overtakes its first
     assert deliveries[1].naks and not deliveries[1].acked
 
@@ -185,7 +185,7 @@ def test_a_resources_update_waits_when_its_earlier_one_is_delivered_again():
 def test_still_not_forwarded_after_max_deliver_it_is_dead_lettered_and_acked():
     publisher = FakePublisher(fail_topics={"dcm-status-ingress-osac"})
     outcome, delivery, _ = forward(inbound(delivered=NATS.max_deliver), publisher)
-    assert outcome is Outcome.DEAD_LETTERED and delivery.acked
+    assert outcome is ForwardOutcome.DEAD_LETTERED and delivery.acked
     [(topic, data, attrs)] = publisher.published
     assert topic == "dcm-status-deadletter" and data == osac_event()
     assert attrs[dl.REASON] == Reason.DELIVERY_EXHAUSTED.value and attrs[dl.PROVIDER] == "osac"
@@ -195,13 +195,13 @@ def test_still_not_forwarded_after_max_deliver_it_is_dead_lettered_and_acked():
 def test_pubsub_down_for_the_dead_letter_too_the_message_is_held():
     publisher = FakePublisher(fail_topics={"dcm-status-ingress-osac", "dcm-status-deadletter"})
     outcome, delivery, _ = forward(inbound(delivered=NATS.max_deliver + 4), publisher)
-    assert outcome is Outcome.RETRYING and not delivery.acked and delivery.naks
+    assert outcome is ForwardOutcome.RETRYING and not delivery.acked and delivery.naks
 
 
 def test_a_non_cloudevent_is_dead_lettered_with_its_reason_at_once():
     publisher = FakePublisher()
     outcome, delivery, health = forward(inbound(b"hello"), publisher)
-    assert outcome is Outcome.DEAD_LETTERED and delivery.acked
+    assert outcome is ForwardOutcome.DEAD_LETTERED and delivery.acked
     [(topic, data, attrs)] = publisher.published
     assert (topic, data, attrs[dl.REASON]) == ("dcm-status-deadletter", b"hello", Reason.MALFORMED_JSON.value)
     assert health.snapshot()["deadLettered"] == 1
@@ -211,7 +211,7 @@ def test_an_unknown_provider_is_dead_lettered_naming_no_topic():
     publisher = FakePublisher()
     outcome, _, _ = forward(inbound(subject="providers.nobody.dcm.vm"), publisher)
     [(_, _, attrs)] = publisher.published
-    assert outcome is Outcome.DEAD_LETTERED and attrs[dl.REASON] == Reason.UNKNOWN_PROVIDER.value
+    assert outcome is ForwardOutcome.DEAD_LETTERED and attrs[dl.REASON] == Reason.UNKNOWN_PROVIDER.value
     assert attrs[dl.SOURCE_TOPIC] == "" and dl.PROVIDER not in attrs  # nothing to replay it into
 
 
@@ -237,7 +237,7 @@ def test_the_most_headers_pubsub_carries_go_with_the_trace_context():
     headers = {**binary, **{f"ce-x{i}": "v" for i in range(limits.PUBSUB_MAX_ATTRIBUTES - 4 - len(binary))}}
     publisher = FakePublisher()  # 96 headers + the stream sequence + nats-subject = 98, + traceparent and tracestate = 100
     outcome, delivery, _ = forward(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), publisher)
-    assert outcome is Outcome.FORWARDED and delivery.acked and not publisher.refused
+    assert outcome is ForwardOutcome.FORWARDED and delivery.acked and not publisher.refused
 
 
 @pytest.mark.parametrize("headers", [{LONG_KEY: "v"}, {"ce-id": "x" * 2000},
@@ -246,7 +246,7 @@ def test_an_uncarriable_message_is_dead_lettered_without_the_offending_headers_a
     """The issue's poison: Pub/Sub refused the forward and the dead letter alike, so it was nak'ed for ever."""
     publisher = FakePublisher()
     outcome, delivery, health = forward(inbound(headers=headers), publisher)
-    assert outcome is Outcome.DEAD_LETTERED and delivery.acked and not delivery.naks and not publisher.refused
+    assert outcome is ForwardOutcome.DEAD_LETTERED and delivery.acked and not delivery.naks and not publisher.refused
     [(topic, data, attrs)] = publisher.published
     assert topic == "dcm-status-deadletter" and data == osac_event()
     assert attrs[dl.REASON] == Reason.OVERSIZE.value and attrs[dl.PROVIDER] == "osac"
@@ -257,7 +257,7 @@ def test_an_uncarriable_message_is_dead_lettered_without_the_offending_headers_a
 def test_a_permanent_pubsub_answer_is_dead_lettered_at_once_never_nakd():
     publisher = FakePublisher(refuse_topics={"dcm-status-ingress-osac"})
     outcome, delivery, _ = forward(inbound(delivered=1), publisher)
-    assert outcome is Outcome.DEAD_LETTERED and delivery.acked and not delivery.naks
+    assert outcome is ForwardOutcome.DEAD_LETTERED and delivery.acked and not delivery.naks
     [(topic, _, attrs)] = publisher.published
     assert topic == "dcm-status-deadletter" and attrs[dl.REASON] == Reason.PUBSUB_REFUSED.value
     assert "InvalidArgument" in attrs[dl.DETAIL]
@@ -278,7 +278,7 @@ def test_a_dead_letter_refused_for_good_goes_with_the_platforms_attributes_alone
     headers = {"ce-specversion": "1.0", "ce-id": "e-2", "ce-source": "dcm/providers/osac-sp-vm",
                "ce-type": "dcm.status.vm", "content-type": "application/json"}
     outcome, delivery, _ = forward(inbound(b'{"id": "vm-2", "status": "RUNNING"}', headers=headers), publisher)
-    assert outcome is Outcome.DEAD_LETTERED and delivery.acked
+    assert outcome is ForwardOutcome.DEAD_LETTERED and delivery.acked
     [(topic, _, attrs)] = publisher.published
     assert topic == "dcm-status-deadletter" and not [k for k in attrs if k.startswith("ce-")]
     assert attrs[dl.ATTRIBUTES_DROPPED] == "5" and attrs[dl.REASON] == Reason.PUBSUB_REFUSED.value
@@ -287,7 +287,7 @@ def test_a_dead_letter_refused_for_good_goes_with_the_platforms_attributes_alone
 def test_refused_for_good_even_stripped_it_is_acked_and_said_never_nakd_for_ever():
     publisher = FakePublisher(refuse_topics={"dcm-status-ingress-osac", "dcm-status-deadletter"})
     outcome, delivery, health = forward(inbound(), publisher)
-    assert outcome is Outcome.ABANDONED and delivery.acked and not delivery.naks
+    assert outcome is ForwardOutcome.ABANDONED and delivery.acked and not delivery.naks
     assert "refused for good" in health.snapshot()["lastError"]
 
 
@@ -395,7 +395,7 @@ def test_healthz_answers_the_lag_and_last_error_503_while_disconnected():
 
     from shared.nats_ingress.health import serve
 
-    health = Health()
+    health = IngressHealth()
     server = serve(health, 0, host="127.0.0.1")
     url = f"http://127.0.0.1:{server.server_address[1]}/healthz"
     try:
@@ -454,7 +454,7 @@ def test_the_providers_nats_traceparent_is_continued_into_the_pubsub_message(spa
 def test_a_malformed_nats_traceparent_starts_a_new_trace_and_a_dead_letter_keeps_its_trace(spans):
     publisher = FakePublisher()
     outcome, delivery, _ = forward(inbound(headers={"traceparent": "00-nonsense"}), publisher)
-    assert outcome is Outcome.FORWARDED and delivery.acked
+    assert outcome is ForwardOutcome.FORWARDED and delivery.acked
     [span] = spans("nats_ingress")
     assert span.parent is None and publisher.published[0][2]["traceparent"].split("-")[1] != PROVIDER_TRACE
     dead = FakePublisher()

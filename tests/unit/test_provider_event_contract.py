@@ -29,10 +29,10 @@ def message(body: bytes, attributes=None) -> PubSubMessage:
 @pytest.mark.parametrize("name", sorted(EVENTS))
 def test_each_sample_is_what_encode_emits_and_decodes_back(name):
     sample = orjson.loads((SAMPLES / f"{name}.json").read_bytes())
-    body, attributes = provider_event.encode(EVENTS[name])
+    body, attributes = provider_event.to_message(EVENTS[name])
     assert {"attributes": attributes, "event": orjson.loads(body)} == sample
     assert registry().get(provider_event.SCHEMA_URI).violations(sample["event"]["data"]) == []
-    assert provider_event.decode(message(orjson.dumps(sample["event"]))) == EVENTS[name]
+    assert provider_event.from_message(message(orjson.dumps(sample["event"]))) == EVENTS[name]
 
 
 def test_every_state_has_a_sample():
@@ -52,5 +52,5 @@ def test_the_id_is_the_transition_so_a_republished_one_is_the_same_event():
 ])
 def test_what_is_not_a_provider_event_is_refused_saying_why(body, reason, says):
     with pytest.raises(Rejected, match=says) as refused:
-        provider_event.decode(message(body))
+        provider_event.from_message(message(body))
     assert refused.value.reason is reason

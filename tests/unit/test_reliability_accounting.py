@@ -4,7 +4,7 @@ re-report of unchanged state only if its resource's document accounts for it, by
 from __future__ import annotations
 
 from infra.reliability.ledger import unaccounted
-from shared.state.model import DOCUMENT_RE_REPORTS, RE_REPORT_RING, RE_REPORTED
+from shared.state.documents import DOCUMENT_RE_REPORTS, RE_REPORT_RING, RE_REPORTED
 
 KEY = "aws/vm/hot-1"
 

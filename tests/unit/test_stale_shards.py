@@ -4,7 +4,7 @@ import pytest
 from dcm_status_contracts.errors import ConfigError
 
 from shared.runtime import settings
-from shared.state.model import STALE_SHARDS, stale_shard_of
+from shared.state.documents import STALE_SHARDS, stale_shard_of
 from shared.sweep.handler import Sweep
 from shared.upsert.decision import Policy
 

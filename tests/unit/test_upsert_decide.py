@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from dcm_status_contracts.model import ResourceKey
 from dcm_status_contracts.status_update import StatusUpdate
 
-from shared.state.model import DOCUMENT_WRITES, DUPLICATES, LEDGER, RE_REPORTED, RESOURCES, RESYNCS, Outcome
+from shared.state.documents import DOCUMENT_WRITES, DUPLICATES, LEDGER, RE_REPORTED, RESOURCES, RESYNCS, Outcome
 from shared.upsert.decide import decide, maybe_ahead, resource_document
 from shared.upsert.decision import Increment, Ledger, Policy, Server, Standing, Stored, Unread, WriteOp
 

@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping
 
 from dcm_status_contracts import timeutil
-from dcm_status_contracts.status_changed import Change
+from dcm_status_contracts.status_changed import ChangeEventView
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -61,7 +61,7 @@ def epoch_us(dt: datetime) -> int:
     return microseconds(dt - EPOCH)
 
 
-def transition_document(change: Change, now: str) -> dict[str, Any]:
+def transition_document(change: ChangeEventView, now: str) -> dict[str, Any]:
     return {
         "status": change.new_status,
         "at": change.at,
@@ -80,7 +80,7 @@ def transition_document(change: Change, now: str) -> dict[str, Any]:
     }
 
 
-def implied_document(change: Change, now: str) -> tuple[str, dict[str, Any]] | None:
+def implied_document(change: ChangeEventView, now: str) -> tuple[str, dict[str, Any]] | None:
     """The old side of a change, as a transition of its own: ``(doc id, document)``.
 
     A change ``old -> new`` also says "the resource was ``oldStatus`` from
@@ -177,7 +177,7 @@ class TransitionReader:
         return [to_transition(d) for d in self.transition_documents(doc_id)]
 
     def stored_changes(self) -> int:
-        """Change events stored: an aggregation query."""
+        """ChangeEventView events stored: an aggregation query."""
         return int(self.db.collection_group(TRANSITIONS).count().get(**self.options)[0][0].value)
 
     def earliest_at_us(self) -> int | None:

@@ -114,7 +114,7 @@ def test_the_sweep_takes_the_hot_documents_written_longest_ago_first(firestore, 
     upsert = Upsert(StateStore(firestore), publisher, "projects/p/topics/dcm-status-changed")
     sweep = Sweep(settings.from_env(), firestore, FakePublisher())
     with monkeypatch.context() as slow:  # a token a minute while they are made hot, however slow this machine is
-        slow.setattr("shared.state.model.HOT_RATE", 1 / 60)  # (at 1/s a loaded one wrote b0's last update at once)
+        slow.setattr("shared.state.documents.HOT_RATE", 1 / 60)  # (at 1/s a loaded one wrote b0's last update at once)
         last = {rid: make_hot(upsert, rid) for rid in ("a0", "a1", "a2", "b0", "b1", "b2")}
     docs = {rid: f"resources/aws~vm~{rid}" for rid in last}
     assert all(firestore.document(d).get().to_dict()["hot"] for d in docs.values())

@@ -419,3 +419,30 @@ def test_a_refused_live_stream_falls_back_to_polling_and_goes_live_again(e2e, ui
     eventually(lambda: [f["new"] for f in dashboard.feed(key)] == ["STOPPED", "RUNNING"], 30,
                lambda: f"the next change, live, once ({dashboard.diagnose(key)})")
     assert not dashboard.errors, dashboard.errors
+
+
+def test_a_busy_moment_of_the_api_is_read_again_not_left_on_the_page(e2e, uid, dashboard):
+    """A read the api answers 503 (a loaded instance, Cloud Run's "try again") is tried again after its
+    Retry-After: the resource page draws its timeline and no error stays in the banner. Before, one 503 left the
+    page on "No timeline." until the next change."""
+    aws = e2e.reporter("aws")
+    key = f"aws/vm/busy-{uid}"
+    aws.publish_now("vm", f"busy-{uid}", "RUNNING", "up").result(timeout=30)
+    e2e.wait_for_status(key, "RUNNING")
+    refused: list[str] = []
+
+    def busy_once(route: Any) -> None:
+        if refused:
+            route.continue_()
+            return
+        refused.append(route.request.url)
+        route.fulfill(status=503, headers={"Retry-After": "1", "Content-Type": "application/problem+json"},
+                      body='{"title": "Service Unavailable", "status": 503, "detail": "busy"}')
+
+    dashboard.open("#/")
+    dashboard.page.route(re.compile(r".*/history(\?.*)?$"), busy_once)
+    dashboard.page.goto(dashboard.base + f"#/resource/aws/vm/busy-{uid}")
+    dashboard.page.wait_for_selector('[data-testid="timeline"] svg rect.tl-seg', timeout=15_000)
+    assert len(refused) == 1, refused
+    eventually(lambda: dashboard.banner() is None, 10, lambda: f"no error left in the banner ({dashboard.diagnose(key)})")
+    assert not dashboard.errors, dashboard.errors

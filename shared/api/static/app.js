@@ -140,17 +140,33 @@
   async function api(path, params) {
     return (await request(path, params)).body;
   }
+  // Every call the page makes is a read, safe to repeat: an answer that says "try again" (the network, 429, 502,
+  // 503, 504) is tried again after a pause (its Retry-After when it names one, at most 10 s), up to RETRIES
+  // times, before the banner says so. Without it one busy moment left a resource page on "No timeline."
+  const RETRIES = 3;
+  const TRANSIENT = new Set([0, 429, 502, 503, 504]);
+  const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  function retryDelay(response, attempt) {
+    const named = Number((response && response.headers.get('Retry-After')) || NaN);
+    return Math.min(10_000, Number.isFinite(named) && named >= 0 ? named * 1000 : 500 * 2 ** attempt);
+  }
   // The answer and the server's Date header (ms since the epoch; NaN without one).
   async function request(path, params) {
     const query = new URLSearchParams();
     for (const [k, v] of Object.entries(params || {})) if (v != null && v !== '') query.set(k, v);
     const url = path + (query.toString() ? `?${query}` : '');
-    let response;
-    try {
-      response = await fetch(url, { headers: { Accept: 'application/json' }, cache: 'no-store' });
-    } catch (e) {
-      throw new ApiError(0, 'The API cannot be reached', `${url}: ${e.message}`, url);
+    for (let attempt = 0; ; attempt += 1) {
+      let response = null;
+      try {
+        response = await fetch(url, { headers: { Accept: 'application/json' }, cache: 'no-store' });
+      } catch (e) {
+        if (attempt >= RETRIES) throw new ApiError(0, 'The API cannot be reached', `${url}: ${e.message}`, url);
+      }
+      if (response && (response.ok || !TRANSIENT.has(response.status) || attempt >= RETRIES)) return answer(url, response);
+      await pause(retryDelay(response, attempt));
     }
+  }
+  async function answer(url, response) {
     const text = await response.text();
     let body = null;
     try { body = JSON.parse(text); } catch (_) { /* not JSON: said below */ }
@@ -1152,7 +1168,7 @@
     showError(e.reason instanceof ApiError ? e.reason : new ApiError(0, 'The dashboard hit an error', String(e.reason), '')));
 
   function start() {
-    window.dcmCharts.start();
+    window.dcmCharts.start(api);
     wire();
     route();
     S.lastRefresh = Date.now();

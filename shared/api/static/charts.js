@@ -11,7 +11,7 @@
  *   snapshot at most every USAGE_REFRESH_MS (an hour: a computation reads every stored transition; the api keeps
  *   a window's usage 5 minutes for paging and other readers: docs/cost.md).
  *
- * app.js calls window.dcmCharts: start(), onSnapshot(), onChange(change), showUsage(query), hideUsage().
+ * app.js calls window.dcmCharts: start(read), onSnapshot(), onChange(change), showUsage(query), hideUsage().
  * Tests read the charts' data from window.dcmCharts.pipeline / .usage (Chart instances) and the DOM.
  */
 (function () {
@@ -34,16 +34,7 @@
     for (const c of children.flat(Infinity)) if (c != null) e.append(c instanceof Node ? c : String(c));
     return e;
   }
-  async function getJson(url) {
-    const response = await fetch(url, { headers: { Accept: 'application/json' }, cache: 'no-store' });
-    const text = await response.text();
-    let body = null;
-    try { body = JSON.parse(text); } catch (_) { /* said below */ }
-    if (!response.ok || body === null) {
-      throw new Error((body && body.detail) || `${url}: HTTP ${response.status}`);
-    }
-    return body;
-  }
+  let getJson = null;  // app.js's reader (start(read)): its errors, its retries of a busy moment
   const pad = (n) => String(n).padStart(2, '0');
   const hhmm = (iso) => { const d = new Date(iso); return `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`; };
   const minuteOf = (iso) => { const d = new Date(iso); d.setUTCSeconds(0, 0); return d.toISOString().replace('.000Z', 'Z'); };
@@ -253,7 +244,8 @@
     const month = $('usage-month').value || monthNow();
     location.hash = `#/usage?month=${encodeURIComponent(month)}&by=${encodeURIComponent($('usage-by').value)}`;
   }
-  function start() {
+  function start(read) {
+    getJson = read;
     $('usage-month').addEventListener('change', choose);
     $('usage-by').addEventListener('change', choose);
     loadTrends(`${HOURS}h`);

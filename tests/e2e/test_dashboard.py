@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import requests
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import (
     sync_playwright,  # the Python package only: its browser downloads are never used
 )
@@ -133,6 +134,16 @@ class Dashboard:
     def diagnose(self, key: str) -> str:
         return (f"feed for {key}: {self.feed(key)}; connection states {self.live_states()}; banner {self.banner()!r}; "
                 f"console {self.console[-8:]}")
+
+    def wait_for(self, selector: str, what: str, timeout_ms: int = 30_000) -> None:
+        """page.wait_for_selector, failing with where the page is and what it shows (read when it fails)."""
+        try:
+            self.page.wait_for_selector(selector, timeout=timeout_ms)
+        except PlaywrightTimeoutError:
+            where = self.page.evaluate("location.hash")
+            timeline = self.page.text_content('[data-testid="timeline"]')
+            pytest.fail(f"timed out waiting for {what}: at {where!r}, timeline {timeline!r}, banner {self.banner()!r}, "
+                        f"console {self.console[-8:]}, errors {self.errors[-3:]}")
 
     def screenshot(self, name: str) -> None:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -247,8 +258,8 @@ def test_a_change_reaches_the_open_dashboard_live_then_filters_and_the_resource_
 
     # 4. Its page: state, timeline (one segment per state), history.
     page.click(f'#rows tr[data-key="{key}"] a')
-    page.wait_for_selector('[data-testid="timeline"] svg rect.tl-seg')
-    page.wait_for_selector('[data-testid="history-row"]')
+    dashboard.wait_for('[data-testid="timeline"] svg rect.tl-seg', "the resource page's timeline")
+    dashboard.wait_for('[data-testid="history-row"]', "the resource page's history")
     segments = page.eval_on_selector_all('[data-testid="timeline"] svg rect.tl-seg', "rs => rs.map(r => r.dataset.status)")
     assert segments == ["PROVISIONING", "PAUSED"]
     history = page.eval_on_selector_all('[data-testid="history-row"]', "rs => rs.map(r => r.dataset.status)")

@@ -453,7 +453,7 @@ def test_a_busy_moment_of_the_api_is_read_again_not_left_on_the_page(e2e, uid, d
     dashboard.open("#/")
     dashboard.page.route(re.compile(r".*/history(\?.*)?$"), busy_once)
     dashboard.page.goto(dashboard.base + f"#/resource/aws/vm/busy-{uid}")
-    dashboard.page.wait_for_selector('[data-testid="timeline"] svg rect.tl-seg', timeout=15_000)
+    dashboard.wait_for('[data-testid="timeline"] svg rect.tl-seg', "the timeline, read again after the 503", 15_000)
     assert len(refused) == 1, refused
     eventually(lambda: dashboard.banner() is None, 10, lambda: f"no error left in the banner ({dashboard.diagnose(key)})")
     assert not dashboard.errors, dashboard.errors

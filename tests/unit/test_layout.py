@@ -338,14 +338,23 @@ def test_the_export_schema_generator_reads_the_declaration_only():
 
 
 def test_the_history_backfill_is_an_entry_point_over_the_state_model_alone():
-    """infra/backfill_history.py: issue 32's one-off job (docs/api.md, "History"); its logic is shared/state's."""
+    """infra/backfill_history.py: issue 32's one-off job (docs/api.md, "History"); its logic is shared/state's,
+    its command line infra/backfill_job.py's."""
     path = INFRA / "backfill_history.py"
-    assert infra_arrows()["backfill_history"] == set()
+    assert infra_arrows()["backfill_history"] == {"backfill_job"}
     assert {package_of(m) for m in imports(path)} - {None} == {"state"}
 
 
 def test_the_shard_backfill_is_an_entry_point_over_the_state_model_alone():
-    """infra/backfill_shards.py: the deploy's one-off job (docs/scale.md); its logic is shared/state's."""
+    """infra/backfill_shards.py: the deploy's one-off job (docs/scale.md); its logic is shared/state's, its
+    command line infra/backfill_job.py's."""
     path = INFRA / "backfill_shards.py"
-    assert infra_arrows()["backfill_shards"] == set()
+    assert infra_arrows()["backfill_shards"] == {"backfill_job"}
     assert {package_of(m) for m in imports(path)} - {None} == {"state"}
+
+
+def test_the_backfills_command_line_imports_nothing_of_ours():
+    """infra/backfill_job.py: argparse, the bounds and the one-line failures both backfills share (issue 39:
+    written twice before); the standard library and the Firestore client alone."""
+    assert infra_arrows()["backfill_job"] == set()
+    assert not [m for m in imports(INFRA / "backfill_job.py") if m.split(".")[0] in OURS]

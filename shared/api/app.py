@@ -31,7 +31,7 @@ from werkzeug.routing import Map, Rule
 
 from shared.api import queries
 from shared.api.callbacks import Callbacks
-from shared.api.dcm import PREFIX as DCM_PREFIX
+from shared.api.dcm import PATH_PREFIX as DCM_PREFIX
 from shared.api.dcm import DcmApi
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
 from shared.api.callers import Caller, TokenRule, caller_of, check_mutation, rule_for

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .deadletter import PREFIX, PS_PREFIX, REPLAY_TOPIC
+from .deadletter import ATTRIBUTE_PREFIX, PS_PREFIX, REPLAY_TOPIC
 
 # The names infra/topology.yaml declares; the deployers set them (a test holds the two together).
 INGRESS_TOPIC_TEMPLATE = "dcm-status-ingress-{provider}"  # a provider's ingress topic
@@ -26,7 +26,7 @@ REPLAY_TOPIC_NAME = "dcm-status-replay"  # where the replay path publishes dead 
 
 def is_platform_attribute(name: str) -> bool:
     """Is ``name`` one the platform sets (``dcm-*``, any case; Pub/Sub's dead-letter attributes)?"""
-    return name.lower().startswith(PREFIX) or name.startswith(PS_PREFIX)
+    return name.lower().startswith(ATTRIBUTE_PREFIX) or name.startswith(PS_PREFIX)
 
 
 def provider_attributes(attributes: Mapping[str, str]) -> dict[str, str]:

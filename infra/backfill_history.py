@@ -11,31 +11,22 @@ write the ledger).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from infra.backfill_job import PAGE_WHY, Bounded, run
 from shared.state.history import fold_history
+
+PAGE = Bounded("--page", 250, 1, 500, "history entries read (and at most ledger entries written) per batch", PAGE_WHY)
+
+
+def _fold(db, args) -> str:
+    done = fold_history(db, args.page)
+    return (f"history folded into the ledger: {done['updated']} ledger entries given their history, "
+            f"{done['created']} created for expired ones, {done['kept']} already history")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.backfill_history", description=__doc__.splitlines()[0])
-    parser.add_argument("--project", required=True, help="the Google Cloud project of the Firestore database")
-    parser.add_argument("--page", type=int, default=250,
-                        help="history entries read (and at most ledger entries written) per batch")
-    args = parser.parse_args(argv)
-    if not 1 <= args.page <= 500:
-        print("backfill_history: --page must be 1..500 (a Firestore batch holds 500 writes)", file=sys.stderr)
-        return 2
-    from google.cloud import firestore
-
-    try:
-        done = fold_history(firestore.Client(project=args.project), args.page)
-    except Exception as exc:  # one line, never a traceback: the job is idempotent, rerun it
-        print(f"backfill_history: stopped ({type(exc).__name__}: {str(exc)[:200]}); rerun to finish", file=sys.stderr)
-        return 1
-    print(f"history folded into the ledger: {done['updated']} ledger entries given their history, "
-          f"{done['created']} created for expired ones, {done['kept']} already history")
-    return 0
+    return run("backfill_history", __doc__, (PAGE,), _fold, argv)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ class Receiver:
         self._lock = threading.Lock()
         receiver = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class CallbackRequestHandler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:  # noqa: N802 - the library's name
@@ -56,7 +56,7 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CallbackRequestHandler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

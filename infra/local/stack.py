@@ -3,7 +3,7 @@ and the topology of ``infra/topology.yaml`` created on the Pub/Sub emulator.
 
 Its parts, each a module of infra/local/: the state and where it is kept (``state.py``, under
 ``$DCM_STATE_DIR``: ``up`` is idempotent and ``down`` stops exactly what ``up`` started), the wiring on the
-Pub/Sub emulator (``delivery.py``), each server under a keeper (``supervise.py``), NATS (``natsserver.py``),
+Pub/Sub emulator (``wiring.py``), each server under a keeper (``supervise.py``), NATS (``natsserver.py``),
 where each process stands (``health.py``).
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from infra import nats_accounts
-from infra.local import delivery, emulators, health, natsserver, supervise
+from infra.local import emulators, health, natsserver, supervise, wiring
 from infra.local.emulators import Process
 from infra.local.health import StackHealth
 from infra.local.state import DEFAULT_PROJECT, REPO_ROOT, StackPaths, StackState, default_state_dir, load_state, \
@@ -204,7 +204,7 @@ class LocalStack:
         self.paths.pubsub_outage_flag.unlink(missing_ok=True)
         started: list[Process] = []
         try:
-            pubsub = emulators.launch("pubsub", self.paths.log_dir, push_timeout=delivery.push_timeout(load(providers)))
+            pubsub = emulators.launch("pubsub", self.paths.log_dir, push_timeout=wiring.push_timeout(load(providers)))
             started.append(pubsub)
             firestore = emulators.launch("firestore", self.paths.log_dir)
             started.append(firestore)
@@ -349,11 +349,11 @@ class LocalStack:
 
     def apply_topology(self, state: StackState) -> Topology:
         """Create every topic and subscription the declaration names (idempotent)."""
-        return delivery.apply_topology(state, self.topology(state))
+        return wiring.apply_topology(state, self.topology(state))
 
     def purge(self, state: StackState) -> int:
-        """Drop every subscription's backlog (delivery.purge); returns how many subscriptions were purged."""
-        return delivery.purge(state, self.topology(state))
+        """Drop every subscription's backlog (wiring.purge); returns how many subscriptions were purged."""
+        return wiring.purge(state, self.topology(state))
 
     def add_provider(self, name: str) -> StackState:
         state = self.running()
@@ -378,8 +378,8 @@ class LocalStack:
         from shared.runtime.firestore import RETRY_DEADLINE
 
         spec = next(s for s in self.topology(state).subscriptions if s.push == "upsert")
-        attempts = delivery.emulator_delivery_attempts(spec)
-        return attempts * 2 * delivery.EMULATOR_REDELIVERY_SECONDS + RETRY_DEADLINE + 10
+        attempts = wiring.emulator_delivery_attempts(spec)
+        return attempts * 2 * wiring.EMULATOR_REDELIVERY_SECONDS + RETRY_DEADLINE + 10
 
     def firestore_outage(self) -> bool:
         return self.paths.outage_flag.exists()

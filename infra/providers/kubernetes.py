@@ -24,7 +24,9 @@ INSTANCE_LABEL = "dcm.project/dcm-instance-id"
 
 
 @dataclass(frozen=True)
-class Kind:
+class WatchedKind:
+    """A kind of object the bridge watches: where the API server lists it, and the kit's table that maps it."""
+
     path: str  # the collection on the API server
     resource_type: str
     table: str
@@ -37,8 +39,8 @@ def _vmi_inputs(vmi: Mapping[str, Any], deleted: bool) -> dict[str, Any]:
 
 
 KINDS = {
-    "pods": Kind("/api/v1/pods", "container", "kubernetes-pod", lambda obj, deleted: pod_inputs(obj, deleted)),
-    "vmis": Kind("/apis/kubevirt.io/v1/virtualmachineinstances", "vm", "kubevirt-vmi", _vmi_inputs),
+    "pods": WatchedKind("/api/v1/pods", "container", "kubernetes-pod", lambda obj, deleted: pod_inputs(obj, deleted)),
+    "vmis": WatchedKind("/apis/kubevirt.io/v1/virtualmachineinstances", "vm", "kubevirt-vmi", _vmi_inputs),
 }
 
 
@@ -54,7 +56,7 @@ def resource_id(obj: Mapping[str, Any]) -> str:
 @dataclass
 class KubernetesBridge:
     reporter: Reporter
-    kind: Kind
+    kind: WatchedKind
     table: MappingTable = field(init=False)
     last: dict[str, str] = field(default_factory=dict)  # resource id -> status last reported
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import infra.reliability
 from infra.local.stack import LocalStack
 from infra.reliability.harness import PROVIDERS, Harness
-from infra.reliability.ledger import HEADER, Row
+from infra.reliability.accounting import HEADER, Row
 from infra.reliability.nats_scenarios import NATS_BURST, nats_killed, poisoned_nats
 from infra.reliability.report import markdown
 from infra.reliability.scenarios import (

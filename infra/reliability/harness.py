@@ -1,4 +1,4 @@
-"""The reliability harness: a local stack with a fault proxy, the ledger of what each scenario published,
+"""The reliability harness: a local stack with a fault proxy, the record of what each scenario published,
 and how it is accounted for (``Harness.account``: applied, unchanged, duplicate, stale, dead-lettered, lost,
 wrong)."""
 
@@ -26,7 +26,7 @@ from infra import nats_accounts
 from infra.local import emulators
 from infra.local.stack import LocalStack
 from infra.local.state import StackState
-from infra.reliability.ledger import Ledger, Row, unaccounted
+from infra.reliability.accounting import Published, Row, unaccounted
 from shared.api import queries
 from shared.state import resources
 
@@ -138,14 +138,14 @@ class Harness:
         if self.nats is not None:
             self.nats.close()
 
-    def report(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
+    def report(self, published: Published, provider: str, rid: str, status: str, at: datetime, event_id: str,
                futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
         source = source or f"{provider}-reliability"
         futures.append(self.reporter(provider, source).publish_now(rtype, rid, status, f"{status.lower()}",
                                                                    time=timeutil.format(at), event_id=event_id))
-        self.record(ledger, provider, rid, status, at, event_id, rtype, source)
+        self.record(published, provider, rid, status, at, event_id, rtype, source)
 
-    def report_nats(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
+    def report_nats(self, published: Published, provider: str, rid: str, status: str, at: datetime, event_id: str,
                     futures: list[Future], rtype: str = "vm", source: str | None = None) -> None:
         """The same report, published on NATS as an upstream provider does: the structured CloudEvent on
         ``dcm.{type}``, with JetStream, as the provider's own NATS identity (``self.nats``)."""
@@ -155,24 +155,24 @@ class Harness:
                             time=timeutil.format(at), source=source)
         futures.append(self.nats.publish(provider, f"dcm.{rtype}", to_message(event)[0],
                                          uuid.uuid4().hex))  # one id per publication, its retries share it
-        self.record(ledger, provider, rid, status, at, event_id, rtype, source)
+        self.record(published, provider, rid, status, at, event_id, rtype, source)
 
-    def record(self, ledger: Ledger, provider: str, rid: str, status: str, at: datetime, event_id: str,
+    def record(self, published: Published, provider: str, rid: str, status: str, at: datetime, event_id: str,
                rtype: str, source: str) -> None:
-        """One published report in the ledger: its identity, and its resource's newest status."""
+        """One published report in the record: its identity, and its resource's newest status."""
         key = f"{provider}/{rtype}/{rid}"
-        ledger.events[event_identity(provider, source, event_id)] = (key, status)
+        published.events[event_identity(provider, source, event_id)] = (key, status)
         stamp = timeutil.format(at)
-        if key not in ledger.final or stamp > ledger.final[key][0]:
-            ledger.final[key] = (stamp, status)
-        ledger.published += 1
+        if key not in published.final or stamp > published.final[key][0]:
+            published.final[key] = (stamp, status)
+        published.count += 1
 
-    def malformed(self, ledger: Ledger, provider: str, rng: random.Random, pending: list) -> None:
+    def malformed(self, published: Published, provider: str, rng: random.Random, pending: list) -> None:
         future = self.publisher.publish(self.topic(provider), rng.choice(MALFORMED))
         pending.append((self.topo.topic("ingress", provider), future))
-        ledger.published += 1
+        published.count += 1
 
-    def burst(self, ledger: Ledger, n: int, rng: random.Random, tag: str, providers: list[str] = PROVIDERS,
+    def burst(self, published: Published, n: int, rng: random.Random, tag: str, providers: list[str] = PROVIDERS,
               duplicates: float = 0.10, reorder: float = 0.10, malformed: float = 0.05,
               during: Callable[[int], None] | None = None, report: Callable[..., None] | None = None) -> None:
         """About ``n`` messages: lifecycles of many resources, with duplicates, reordering, malformed ones;
@@ -198,17 +198,17 @@ class Harness:
         invalid: list = []
         for k, item in enumerate(plan):
             if item[0] == "event":
-                (report or self.report)(ledger, *item[1:], futures)
+                (report or self.report)(published, *item[1:], futures)
             else:
-                self.malformed(ledger, item[1], rng, invalid)
+                self.malformed(published, item[1], rng, invalid)
             if during:
                 during(k)
         for f in futures:
             f.result(timeout=120)
-        ledger.invalid += [(topic, f.result(timeout=120)) for topic, f in invalid]
+        published.invalid += [(topic, f.result(timeout=120)) for topic, f in invalid]
 
     # ---- accounting ----------------------------------------------------------------------
-    def settle(self, ledger: Ledger, timeout: float) -> dict[str, int]:
+    def settle(self, published: Published, timeout: float) -> dict[str, int]:
         """Wait until the counters account for every published message (or timeout)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -219,51 +219,51 @@ class Harness:
                     raise
                 time.sleep(1)
                 continue
-            if s["received"] >= ledger.published or time.monotonic() > deadline:
+            if s["received"] >= published.count or time.monotonic() > deadline:
                 return s
             time.sleep(1)
 
-    def row(self, name: str, ledger: Ledger, started: float, timeout: float, note: str = "") -> Row:
-        s = self.settle(ledger, timeout)
-        lost = self.lost(ledger)
-        wrong = self.wrong(ledger)
-        return Row(name, ledger.published, s["applied"], s["unchanged"], s["duplicate"], s["stale"],
+    def row(self, name: str, published: Published, started: float, timeout: float, note: str = "") -> Row:
+        s = self.settle(published, timeout)
+        lost = self.lost(published)
+        wrong = self.wrong(published)
+        return Row(name, published.count, s["applied"], s["unchanged"], s["duplicate"], s["stale"],
                    s["deadlettered"], lost, wrong, 0, time.monotonic() - started, note)
 
-    def lost(self, ledger: Ledger) -> int:
-        refs = [self.db.collection("events").document(d) for d in ledger.events]
+    def lost(self, published: Published) -> int:
+        refs = [self.db.collection("events").document(d) for d in published.events]
         found = {s.id for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists}
-        missing = self.not_re_reported([d for d in ledger.events if d not in found], ledger)
+        missing = self.not_re_reported([d for d in published.events if d not in found], published)
         open_dead = {e.get("key") for e in self.db.collection("deadletters").stream()}
-        lost = sum(1 for d in missing if ledger.events[d][0] not in open_dead)
-        entry_ids = [hashlib.sha256(f"{topic}\x00{mid}".encode()).hexdigest()[:32] for topic, mid in ledger.invalid]
+        lost = sum(1 for d in missing if published.events[d][0] not in open_dead)
+        entry_ids = [hashlib.sha256(f"{topic}\x00{mid}".encode()).hexdigest()[:32] for topic, mid in published.invalid]
         refs = [self.db.collection("deadletters").document(e) for e in entry_ids]
         stored = sum(1 for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists)
         return lost + len(entry_ids) - stored
 
-    def not_re_reported(self, missing: list[str], ledger: Ledger) -> list[str]:
+    def not_re_reported(self, missing: list[str], published: Published) -> list[str]:
         """The events of ``missing`` (no ledger entry) that are not re-reports their resource holds
         (``unaccounted``)."""
-        keys = sorted({ledger.events[d][0] for d in missing})
+        keys = sorted({published.events[d][0] for d in missing})
         refs = [self.db.collection("resources").document(ResourceKey.parse(k).doc_id) for k in keys]
         docs = {s.to_dict()["key"]: s.to_dict() for chunk in chunks(refs, 300) for s in self.db.get_all(chunk)
                 if s.exists}
-        return unaccounted(missing, {d: ledger.events[d][0] for d in missing}, docs)
+        return unaccounted(missing, {d: published.events[d][0] for d in missing}, docs)
 
-    def wrong(self, ledger: Ledger, converge: float = CONVERGE_SECONDS) -> int:
+    def wrong(self, published: Published, converge: float = CONVERGE_SECONDS) -> int:
         """Resources whose newest state (what the API serves) or whose document (what lists and counts
         read) is not the last status reported. A hot resource's document is written by the sweep once it
         may (shared/sweep/handler.py): it has ``converge`` seconds to get there."""
         deadline = time.monotonic() + converge
         while True:
-            wrong = self._wrong(ledger)
+            wrong = self._wrong(published)
             if not wrong or time.monotonic() > deadline:
                 return wrong
             time.sleep(1)
 
-    def _wrong(self, ledger: Ledger) -> int:
+    def _wrong(self, published: Published) -> int:
         refs = {self.db.collection("resources").document(ResourceKey.parse(k).doc_id): v
-                for k, v in ledger.final.items()}
+                for k, v in published.final.items()}
         wrong = 0
         for chunk in chunks(list(refs), 300):
             for snap in self.db.get_all(chunk):

@@ -21,7 +21,7 @@ from dcm_status_contracts.status_report import build_event
 
 from infra.local import natsserver
 from infra.reliability.harness import PROVIDERS, Harness, chunks, quiet
-from infra.reliability.ledger import Ledger, Row
+from infra.reliability.accounting import Published, Row
 
 NATS_KILLS = 2  # kill -9 of the NATS ingress, each with messages forwarded but not yet acked
 NATS_BURST = 5000  # at most (issue 28: a 5,000-message burst through NATS)
@@ -110,19 +110,19 @@ def nats_killed(h: Harness, n: int, rng: random.Random) -> Row:
     duplicates, 10% reordered), the NATS ingress killed (``kill -9``) twice while forwarding it; its keeper
     restarts it and JetStream delivers again, after ack_wait, what it had not acked: every event is applied
     once, the redelivered ones end as duplicates."""
-    ledger, started = Ledger(), time.monotonic()
+    published, started = Published(), time.monotonic()
     h.open_nats(PROVIDERS)
     watch = IngressWatch(h, n)
     watch.start()
-    h.burst(ledger, n, rng, f"n{uuid.uuid4().hex[:6]}", malformed=0.0, report=h.report_nats)
+    h.burst(published, n, rng, f"n{uuid.uuid4().hex[:6]}", malformed=0.0, report=h.report_nats)
     watch.done.wait()
     # Every message is on Pub/Sub; the redelivered copies may be counted before the last originals are
     # through ingest and upsert: wait on the events themselves (a real loss stays lost past the deadline).
-    h.settle(ledger, timeout=120 + n / 10)
+    h.settle(published, timeout=120 + n / 10)
     deadline = time.monotonic() + 60 + n / 10
-    while h.lost(ledger) and time.monotonic() < deadline:
+    while h.lost(published) and time.monotonic() < deadline:
         time.sleep(1)
-    row = h.row("nats ingress killed", ledger, started, timeout=120 + n / 10)
+    row = h.row("nats ingress killed", published, started, timeout=120 + n / 10)
     if watch.error or len(watch.killed) < NATS_KILLS or not watch.server_killed:
         row.errors += 1
     row.note = (f"published on NATS as each provider's identity; kill -9 of the NATS ingress {len(watch.killed)} "
@@ -205,7 +205,7 @@ def poisoned_nats(h: Harness, n: int = POISON) -> Row:
     each on NATS as its own identity: every valid event is stored once, the poisoned ones are dead-lettered as
     ``oversize`` (without that header), and the quiet provider's events are stored as soon as ever (its p99,
     from the publish's ack to the event stored, printed)."""
-    ledger, started = Ledger(), time.monotonic()
+    published, started = Published(), time.monotonic()
     poisoned, quiet = PROVIDERS[0], PROVIDERS[2]
     nats = h.open_nats([poisoned, quiet])
     tag = f"p{uuid.uuid4().hex[:6]}"
@@ -217,9 +217,9 @@ def poisoned_nats(h: Harness, n: int = POISON) -> Row:
     futures: list[Future] = []
     watch, forwarded = StoredWatch(h), ForwardWatch(h, quiet, tag)
     for i in range(n):  # interleaved: aws's valid events behind its poison, vmware's beside them
-        h.report_nats(ledger, poisoned, f"{tag}-a{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-a{i}",
+        h.report_nats(published, poisoned, f"{tag}-a{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-a{i}",
                       futures)
-        h.report_nats(ledger, quiet, f"{tag}-q{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-q{i}",
+        h.report_nats(published, quiet, f"{tag}-q{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-q{i}",
                       futures)
         event = event_identity(quiet, f"{quiet}-reliability", f"{tag}-q{i}")
         futures[-1].add_done_callback(lambda _, event=event: watch.acked_now(event))  # in its stream from then
@@ -228,7 +228,7 @@ def poisoned_nats(h: Harness, n: int = POISON) -> Row:
     latencies = watch.wait(n, timeout=120 + n / 10)
     forwarded.close()
     through = sorted(max(0.0, forwarded.at[d] - watch.acked[d]) for d in watch.acked if d in forwarded.at)
-    row = h.row("poisoned NATS provider", ledger, started, timeout=120 + n / 10)
+    row = h.row("poisoned NATS provider", published, started, timeout=120 + n / 10)
     from shared.deadletter.store import DeadLetterStore
 
     letters = [e for e in DeadLetterStore(h.db).query(reason="oversize", provider=poisoned)

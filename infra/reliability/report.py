@@ -6,7 +6,7 @@ import os
 import platform
 from datetime import datetime, timezone
 
-from infra.reliability.ledger import Row
+from infra.reliability.accounting import Row
 
 
 def markdown(rows: list[Row], events: int) -> str:

@@ -26,31 +26,31 @@ from infra.local.health import answers_http
 from infra.local.state import REPO_ROOT
 from infra.local.supervise import children, listening
 from infra.reliability.harness import Harness
-from infra.reliability.ledger import Ledger, Row
+from infra.reliability.accounting import Published, Row
 from shared.state.documents import HISTORY_OUTCOMES, LEDGER
 
 
 def burst(h: Harness, n: int, rng: random.Random) -> Row:
-    ledger, started = Ledger(), time.monotonic()
-    h.burst(ledger, n, rng, f"b{uuid.uuid4().hex[:6]}")
-    return h.row("burst", ledger, started, timeout=60 + n / 10, note="10% duplicates, 10% reordered, 5% malformed")
+    published, started = Published(), time.monotonic()
+    h.burst(published, n, rng, f"b{uuid.uuid4().hex[:6]}")
+    return h.row("burst", published, started, timeout=60 + n / 10, note="10% duplicates, 10% reordered, 5% malformed")
 
 
 def outage(h: Harness, n: int, rng: random.Random, seconds: float, name: str) -> Row:
-    ledger, started = Ledger(), time.monotonic()
+    published, started = Published(), time.monotonic()
     h.stack.set_firestore_outage(True)
     try:
-        h.burst(ledger, n, rng, f"o{uuid.uuid4().hex[:6]}", duplicates=0.05, malformed=0.0)
+        h.burst(published, n, rng, f"o{uuid.uuid4().hex[:6]}", duplicates=0.05, malformed=0.0)
         time.sleep(max(0.0, seconds - (time.monotonic() - started)))
     finally:
         h.stack.set_firestore_outage(False)
     note = f"Firestore down {time.monotonic() - started:.0f} s"
-    s = h.settle(ledger, timeout=90 + n / 10)
+    s = h.settle(published, timeout=90 + n / 10)
     if s["deadlettered"]:  # longer than the retry schedule: Pub/Sub gave up; an operator replays
         replayed = replay_exhausted(h)
         note += f"; {replayed} delivery_exhausted replayed"
-        ledger.published += replayed  # a replay is one more publication to account for
-    return h.row(name, ledger, started, timeout=90 + n / 10, note=note)
+        published.count += replayed  # a replay is one more publication to account for
+    return h.row(name, published, started, timeout=90 + n / 10, note=note)
 
 
 def replay_exhausted(h: Harness) -> int:
@@ -69,7 +69,7 @@ def replay_exhausted(h: Harness) -> int:
 
 def killed(h: Harness, n: int, rng: random.Random) -> Row:
     """``kill -9`` each function server once, mid-burst; its keeper restarts it on its port."""
-    ledger, started = Ledger(), time.monotonic()
+    published, started = Published(), time.monotonic()
     victims = list(h.topo.functions)
     at = {n * (i + 1) // (len(victims) + 1): name for i, name in enumerate(victims)}
 
@@ -78,8 +78,8 @@ def killed(h: Harness, n: int, rng: random.Random) -> Row:
             pid = h.stack.server_pid(at[k])
             if pid:
                 os.kill(pid, signal.SIGKILL)
-    h.burst(ledger, n, rng, f"k{uuid.uuid4().hex[:6]}", during=kill)
-    return h.row("function killed", ledger, started, timeout=90 + n / 10,
+    h.burst(published, n, rng, f"k{uuid.uuid4().hex[:6]}", during=kill)
+    return h.row("function killed", published, started, timeout=90 + n / 10,
                  note=f"kill -9 of each function server mid-burst ({', '.join(victims)}); restarted by its keeper")
 
 
@@ -98,7 +98,7 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
     its gunicorn worker ("worker": the master respawns it) halfway through a paced burst, while pushes are in
     flight on its port. Measures how soon it answers again (the server) or has a worker again; every message
     must still be accounted for: a push cut mid-request is delivered again (docs/local-stack.md)."""
-    name, ledger, started = "upsert", Ledger(), time.monotonic()
+    name, published, started = "upsert", Published(), time.monotonic()
     port = h.state.functions[name]["port"]
     back: list[float] = []
     seen: dict[str, int] = {}
@@ -127,8 +127,8 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
                 os.kill(victim, signal.SIGKILL)
                 threading.Thread(target=watch, args=(victim, time.monotonic()), daemon=True).start()
         time.sleep(max(0.0, (k + 1) / LOAD_RATE - (time.monotonic() - started)))
-    h.burst(ledger, n, rng, f"{target[0]}{uuid.uuid4().hex[:6]}", during=during)
-    row = h.row(f"{target} killed under load", ledger, started, timeout=120 + n / 10)
+    h.burst(published, n, rng, f"{target[0]}{uuid.uuid4().hex[:6]}", during=during)
+    row = h.row(f"{target} killed under load", published, started, timeout=120 + n / 10)
     again = "answering again" if target == "server" else "a worker again"
     if back:
         row.note = (f"kill -9 of upsert's {'server (gunicorn master)' if target == 'server' else 'gunicorn worker'} "
@@ -141,20 +141,20 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
 
 
 def hot_resource(h: Harness, n: int) -> Row:
-    ledger, started = Ledger(), time.monotonic()
+    published, started = Published(), time.monotonic()
     futures: list[Future] = []
     base = datetime.now(timezone.utc) - timedelta(hours=1)
     rid = f"hot-{uuid.uuid4().hex[:6]}"
     per_second = 100
     for i in range(n):
-        h.report(ledger, "aws", rid, ["RUNNING", "STOPPED"][i % 2], base + timedelta(milliseconds=10 * i),
+        h.report(published, "aws", rid, ["RUNNING", "STOPPED"][i % 2], base + timedelta(milliseconds=10 * i),
                  f"{rid}-{i}", futures)
         if i % per_second == per_second - 1:
             time.sleep(max(0.0, (i + 1) / per_second - (time.monotonic() - started)))
     for f in futures:
         f.result(timeout=120)
     burst = time.monotonic() - started
-    row = h.row("hot resource", ledger, started, timeout=120 + n / 10)
+    row = h.row("hot resource", published, started, timeout=120 + n / 10)
     ref = h.db.collection("resources").document(ResourceKey("aws", "vm", rid).doc_id)
     writes = (ref.get().to_dict() or {}).get("documentWrites", 0)
     history = (h.db.collection(LEDGER).where(filter=FieldFilter("key", "==", f"aws/vm/{rid}"))  # its history:
@@ -168,7 +168,7 @@ def hot_resource(h: Harness, n: int) -> Row:
 
 def flooding(h: Harness, n: int, rng: random.Random) -> Row:
     """A flooding provider next to a quiet one: the quiet one's updates still land (latency measured)."""
-    ledger, started = Ledger(), time.monotonic()
+    published, started = Published(), time.monotonic()
     quiet: list[tuple[str, float]] = []
     tag = f"f{uuid.uuid4().hex[:6]}"
 
@@ -176,17 +176,18 @@ def flooding(h: Harness, n: int, rng: random.Random) -> Row:
         if k % max(1, n // 20) == 0:
             futures: list[Future] = []
             rid = f"{tag}-quiet-{k}"
-            h.report(ledger, "vmware", rid, "RUNNING", datetime.now(timezone.utc), f"{rid}-0", futures, rtype="volume")
+            h.report(published, "vmware", rid, "RUNNING", datetime.now(timezone.utc), f"{rid}-0", futures,
+                     rtype="volume")
             futures[0].result(timeout=60)
             quiet.append((f"vmware/volume/{rid}", time.monotonic()))
-    h.burst(ledger, n, rng, tag, providers=["aws"], duplicates=0.0, reorder=0.0, malformed=0.0, during=quietly)
+    h.burst(published, n, rng, tag, providers=["aws"], duplicates=0.0, reorder=0.0, malformed=0.0, during=quietly)
     latencies = []
     for key, sent in quiet:
         ref = h.db.collection("resources").document(ResourceKey.parse(key).doc_id)
         while not ref.get().exists and time.monotonic() - sent < 120:
             time.sleep(0.2)
         latencies.append(time.monotonic() - sent)
-    row = h.row("flooding provider", ledger, started, timeout=60 + n / 10)
+    row = h.row("flooding provider", published, started, timeout=60 + n / 10)
     latencies.sort()
     row.note = (f"aws floods; {len(quiet)} vmware updates stored within "
                 f"{latencies[len(latencies) // 2]:.1f} s (median) / {latencies[-1]:.1f} s (max)")
@@ -194,15 +195,15 @@ def flooding(h: Harness, n: int, rng: random.Random) -> Row:
 
 
 def spoofing(h: Harness, n: int) -> Row:
-    ledger, started = Ledger(), time.monotonic()
+    published, started = Published(), time.monotonic()
     pending = []
     for i in range(n):  # azure's events, published on aws's topic
         event = build_event("azure", "vm", f"spoof-{i}", "RUNNING", "not mine", event_id=f"spoof-{uuid.uuid4().hex}")
         data, attrs = to_message(event)
         pending.append((h.topo.topic("ingress", "aws"), h.publisher.publish(h.topic("aws"), data, **attrs)))
-        ledger.published += 1
-    ledger.invalid += [(t, f.result(timeout=60)) for t, f in pending]
-    row = h.row("spoofed provider", ledger, started, timeout=60 + n / 10)
+        published.count += 1
+    published.invalid += [(t, f.result(timeout=60)) for t, f in pending]
+    row = h.row("spoofed provider", published, started, timeout=60 + n / 10)
     applied = sum(1 for _ in h.db.collection("resources").stream())
     row.wrong += applied
     row.note = f"{applied} applied; every one dead-lettered as provider_mismatch" if not applied else "APPLIED"
@@ -215,7 +216,7 @@ def collisions(h: Harness, n: int, rng: random.Random) -> Row:
     item 1: a provider must not be able to have another's event taken for a duplicate), in random order,
     each event the first report of its resource, 10% of them published twice by their provider: every
     event of both is applied, only the second publications are duplicates."""
-    ledger, started = Ledger(), time.monotonic()
+    published, started = Published(), time.monotonic()
     tag = f"x{uuid.uuid4().hex[:6]}"
     source, base = f"shared-source-{tag}", datetime.now(timezone.utc) - timedelta(hours=1)
     futures: list[Future] = []
@@ -224,12 +225,12 @@ def collisions(h: Harness, n: int, rng: random.Random) -> Row:
         rng.shuffle(pair)
         for provider in pair:
             for _ in range(2 if rng.random() < 0.10 else 1):
-                h.report(ledger, provider, f"{tag}-{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-{i}",
+                h.report(published, provider, f"{tag}-{i}", "RUNNING", base + timedelta(milliseconds=i), f"{tag}-{i}",
                          futures, source=source)
     for f in futures:
         f.result(timeout=120)
-    row = h.row("cross-provider collisions", ledger, started, timeout=60 + n / 10)
-    distinct = len(ledger.events)
+    row = h.row("cross-provider collisions", published, started, timeout=60 + n / 10)
+    distinct = len(published.events)
     row.lost += max(0, distinct - row.applied)  # an event of either provider not applied: lost to a collision
     row.note = (f"aws and azure, one source, {distinct // 2} shared ids ({distinct} events, each its resource's "
                 f"first): {row.applied} applied; {row.duplicate} duplicates = the {row.published - distinct} "

@@ -31,7 +31,7 @@ from werkzeug.routing import Map, Rule
 
 from shared.api import queries
 from shared.api.callbacks import Callbacks
-from shared.api.dcm import PREFIX as DCM_PREFIX
+from shared.api.dcm import PATH_PREFIX as DCM_PREFIX
 from shared.api.dcm import DcmApi
 from shared.api.feed import ChangeFeed, FeedFilter, Live, StreamSlots, stream
 from shared.api.callers import Caller, TokenRule, caller_of, check_mutation, rule_for
@@ -46,7 +46,7 @@ from shared.runtime import firestore as fs
 from shared.runtime.clients import Runtime
 from shared.runtime.entrypoint import problem
 from shared.runtime.logs import get_logger
-from shared.state.snapshots import Kind, NotYet, Snapshot
+from shared.state.snapshots import SnapshotKind, NotYet, Snapshot
 from shared.state.usage.rates import RateCard
 
 log = get_logger("api")
@@ -284,7 +284,7 @@ class Api:
     # ---- fleet, dead letters, accounting --------------------------------------------------------
     def _summary(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
-        return snapshot_response(self.served.get(Kind.SUMMARY))
+        return snapshot_response(self.served.get(SnapshotKind.SUMMARY))
 
     def _providers(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
@@ -299,7 +299,7 @@ class Api:
 
     def _stats(self, request: flask.Request) -> flask.Response:
         Params(request.args, ())
-        return snapshot_response(self.served.get(Kind.STATS), windowDays=self.feed.retention_days)
+        return snapshot_response(self.served.get(SnapshotKind.STATS), windowDays=self.feed.retention_days)
 
     # ---- usage and trends (issue 40): shared/api/reporting.py ----------------------------------------
     def _usage(self, request: flask.Request) -> flask.Response:

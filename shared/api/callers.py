@@ -35,6 +35,7 @@ from dcm_status_contracts.errors import ConfigError, Forbidden, KeysUnavailable,
 from google.auth import exceptions as google_exceptions
 from google.auth import jwt
 
+from shared.runtime.auth import GOOGLE_ISSUERS
 from shared.runtime.logs import get_logger
 
 log = get_logger("api")
@@ -46,7 +47,6 @@ SERVERLESS_HEADER = "X-Serverless-Authorization"  # the header Cloud Run's IAM c
 AUTHORIZATION = "Authorization"
 IAP_HEADER = "X-Goog-IAP-JWT-Assertion"  # IAP's signed statement of the caller
 IAP_PREFIX = "accounts.google.com:"
-GOOGLE_ISSUERS = ("accounts.google.com", "https://accounts.google.com")
 IAP_ISSUERS = ("https://cloud.google.com/iap",)
 MAX_IDENTITY_CHARS = 320
 MAX_TOKEN_CHARS = 8192  # a Google ID token is about 1,000 characters, IAP's assertion about 700

@@ -36,8 +36,8 @@ from shared.api.queries import ResourceFilter, Sort
 from shared.runtime import firestore as fs
 from shared.state.documents import RESOURCES
 
-PREFIX = "/api/v1alpha1"
-HEALTH_PATH = f"{PREFIX}/health"
+PATH_PREFIX = "/api/v1alpha1"
+HEALTH_PATH = f"{PATH_PREFIX}/health"
 INSTANCES = "service-type-instances"
 MAX_PAGE_SIZE = 100  # the upstream document's maximum (and default)
 MAX_ID_CHARS = 1024
@@ -46,8 +46,8 @@ FILL_ROUNDS = 5  # pages read at most to fill one page when deleted instances ar
 HEALTH_TIMEOUT = 1.0  # seconds: the upstream checker's cap per dependency
 DELETED = CommonStatus.DELETED.value
 
-ROUTES = Map([Rule(f"{PREFIX}/{INSTANCES}", endpoint="instances", methods=["GET"]),
-              Rule(f"{PREFIX}/{INSTANCES}/<path:instance_id>", endpoint="instance", methods=["GET"]),
+ROUTES = Map([Rule(f"{PATH_PREFIX}/{INSTANCES}", endpoint="instances", methods=["GET"]),
+              Rule(f"{PATH_PREFIX}/{INSTANCES}/<path:instance_id>", endpoint="instance", methods=["GET"]),
               Rule(HEALTH_PATH, endpoint="health", methods=["GET"])], strict_slashes=False, merge_slashes=False)
 
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from shared.state import aggregates, snapshots
-from shared.state.snapshots import Kind, Snapshot
+from shared.state.snapshots import SnapshotKind, Snapshot
 
 KEEP_SECONDS = 5.0
 
@@ -30,8 +30,8 @@ class Periods:
     summary_seconds: int = 60
     stats_seconds: int = 900
 
-    def of(self, kind: Kind) -> int:
-        return self.summary_seconds if kind is Kind.SUMMARY else self.stats_seconds
+    def of(self, kind: SnapshotKind) -> int:
+        return self.summary_seconds if kind is SnapshotKind.SUMMARY else self.stats_seconds
 
 
 class Served:
@@ -41,13 +41,13 @@ class Served:
         self.periods = periods
         self.options = options
         self._monotonic = monotonic
-        self._compute: dict[Kind, Callable[[], dict[str, Any]]] = {
-            Kind.SUMMARY: lambda: aggregates.summary(db, providers, options),
-            Kind.STATS: lambda: aggregates.stats(db, options, window_days)}
-        self._kept: dict[Kind, tuple[float, Snapshot]] = {}
-        self._locks = {kind: threading.Lock() for kind in Kind}
+        self._compute: dict[SnapshotKind, Callable[[], dict[str, Any]]] = {
+            SnapshotKind.SUMMARY: lambda: aggregates.summary(db, providers, options),
+            SnapshotKind.STATS: lambda: aggregates.stats(db, options, window_days)}
+        self._kept: dict[SnapshotKind, tuple[float, Snapshot]] = {}
+        self._locks = {kind: threading.Lock() for kind in SnapshotKind}
 
-    def get(self, kind: Kind) -> Snapshot:
+    def get(self, kind: SnapshotKind) -> Snapshot:
         """The snapshot: the one this instance read less than its keep time ago, else the stored one
         (``snapshots.NotYet`` while another reader computes the first one)."""
         with self._locks[kind]:  # one read per instance at a time; the others take what it read
@@ -58,7 +58,7 @@ class Served:
             self._kept[kind] = (self._monotonic(), got)
             return got
 
-    def keep_seconds(self, kind: Kind) -> float:
+    def keep_seconds(self, kind: SnapshotKind) -> float:
         return min(KEEP_SECONDS, self.periods.of(kind) / 2)
 
 

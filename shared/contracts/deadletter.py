@@ -21,7 +21,7 @@ from . import limits
 from .errors import Rejected
 from .model import PubSubMessage
 
-PREFIX = "dcm-"
+ATTRIBUTE_PREFIX = "dcm-"
 REASON = "dcm-reason"
 MESSAGE = "dcm-message"
 DETAIL = "dcm-detail"
@@ -51,7 +51,8 @@ def original_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
     """The attributes as the provider sent them (our annotations and Pub/Sub's removed; replay markers
     kept: triage decides from the message's origin whether they count)."""
     return {k: v for k, v in attributes.items()
-            if (not k.startswith(PREFIX) or k in (REPLAY_OF, REPLAYED_AT, REPLAY_TOPIC)) and not k.startswith(PS_PREFIX)}
+            if (not k.startswith(ATTRIBUTE_PREFIX) or k in (REPLAY_OF, REPLAYED_AT, REPLAY_TOPIC))
+            and not k.startswith(PS_PREFIX)}
 
 
 def rejection_attributes(message: PubSubMessage, exc: Rejected, rejected_by: str,

@@ -6,6 +6,9 @@ the one function that says so). What a provider sets under the platform's attrib
 Pub/Sub's dead-letter ones) is never read (``provider_attributes``, applied by ingest). Replay markers
 are trusted only on messages from the replay topic, which only the replay path publishes to (no provider
 identity may), or from a topic no provider can publish to (``Origins.provider_can_publish``).
+
+A function asks once per delivery (``Origins.arrival``, in shared/runtime/entrypoint.py) and passes the
+``Arrival`` on: to tracing (is it the edge?), to the dead-letter annotation (whose message?) and to ingest.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .deadletter import PREFIX, PS_PREFIX, REPLAY_TOPIC
+from .deadletter import ATTRIBUTE_PREFIX, PS_PREFIX, REPLAY_TOPIC
 
 # The names infra/topology.yaml declares; the deployers set them (a test holds the two together).
 INGRESS_TOPIC_TEMPLATE = "dcm-status-ingress-{provider}"  # a provider's ingress topic
@@ -23,7 +26,7 @@ REPLAY_TOPIC_NAME = "dcm-status-replay"  # where the replay path publishes dead 
 
 def is_platform_attribute(name: str) -> bool:
     """Is ``name`` one the platform sets (``dcm-*``, any case; Pub/Sub's dead-letter attributes)?"""
-    return name.lower().startswith(PREFIX) or name.startswith(PS_PREFIX)
+    return name.lower().startswith(ATTRIBUTE_PREFIX) or name.startswith(PS_PREFIX)
 
 
 def provider_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
@@ -42,6 +45,22 @@ def _filling(template: str, name: str) -> str | None:
     if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
         return name[len(prefix): len(name) - len(suffix)]
     return None
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """What the topic a message arrived on proves (``Origins.arrival``): the provider whose ingress topic it
+    is (None: no provider's), or that it is the replay topic."""
+
+    topic: str | None
+    provider: str | None = None
+    replayed: bool = False
+
+    @property
+    def edge(self) -> bool:
+        """Did it come from outside the platform (a provider's topic, the replay of a provider's message, or
+        no topic at all: a CloudEvent posted straight)?"""
+        return self.topic is None or self.replayed or self.provider is not None
 
 
 @dataclass(frozen=True)
@@ -67,10 +86,19 @@ class Origins:
     def is_replay(self, topic: str | None) -> bool:
         return bool(topic) and short_name(topic) == self.replay_topic
 
+    def arrival(self, topic: str | None) -> Arrival:
+        """What ``topic`` proves: asked once per delivery, the answer passed on."""
+        return Arrival(topic, self.topic_provider(topic), self.is_replay(topic))
+
+    def replay_arrival(self, attributes: Mapping[str, str]) -> Arrival | None:
+        """On a message from the replay topic: its arrival on the ingress topic it is for, when it names one."""
+        arrival = self.arrival(attributes.get(REPLAY_TOPIC))
+        return arrival if arrival.provider else None
+
     def replay_target(self, attributes: Mapping[str, str]) -> str | None:
         """On a message from the replay topic: the ingress topic it is for, when it names one."""
-        target = attributes.get(REPLAY_TOPIC)
-        return target if self.topic_provider(target) else None
+        arrival = self.replay_arrival(attributes)
+        return arrival.topic if arrival else None
 
     def provider_can_publish(self, topic: str | None = None, subscription: str | None = None) -> bool:
         """Could a provider have published the message that came through ``topic`` / ``subscription``?

@@ -18,16 +18,18 @@ from dcm_status_contracts.errors import Reason, Rejected
 from dcm_status_contracts.model import PubSubMessage
 
 
-def admit(message: PubSubMessage, origins: ingress.Origins) -> PubSubMessage:
-    """``message`` with only the attributes its origin can vouch for; from the replay topic, as if it had
-    arrived on the ingress topic it is for. Rejected (malformed_internal) for a replay that names none."""
+def admit(message: PubSubMessage, arrival: ingress.Arrival,
+          origins: ingress.Origins) -> tuple[PubSubMessage, ingress.Arrival]:
+    """``message`` with only the attributes its origin (``arrival``) can vouch for, and that arrival; from the
+    replay topic, as if it had arrived on the ingress topic it is for (and that topic's arrival). Rejected
+    (malformed_internal) for a replay that names none."""
     kept = ingress.provider_attributes(message.attributes)
-    if not origins.is_replay(message.topic):
-        return dataclasses.replace(message, attributes=kept)
-    target = origins.replay_target(message.attributes)
+    if not arrival.replayed:
+        return dataclasses.replace(message, attributes=kept), arrival
+    target = origins.replay_arrival(message.attributes)
     if target is None:
         raise Rejected(Reason.MALFORMED_INTERNAL,
                        f"a replayed message must name the ingress topic it is for in {dl.REPLAY_TOPIC}",
                        {"attribute": dl.REPLAY_TOPIC, "value": message.attributes.get(dl.REPLAY_TOPIC)})
     markers = {k: message.attributes[k] for k in dl.REPLAY_MARKERS if k in message.attributes}
-    return dataclasses.replace(message, attributes={**kept, **markers}, topic=target)
+    return dataclasses.replace(message, attributes={**kept, **markers}, topic=target.topic), target

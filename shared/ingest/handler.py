@@ -7,6 +7,7 @@ original message with the reason and acks it (``shared.runtime.entrypoint``).
 from __future__ import annotations
 
 from dcm_status_contracts import status_update
+from dcm_status_contracts.ingress import Arrival
 from dcm_status_contracts.model import PubSubMessage
 
 from shared.ingest.admit import admit
@@ -29,11 +30,13 @@ class Ingest:
     def build(cls, runtime: Runtime) -> "Ingest":
         return cls(runtime.settings, runtime.publisher)
 
-    def __call__(self, message: PubSubMessage) -> None:
+    def __call__(self, message: PubSubMessage, arrival: Arrival | None = None) -> None:
         """Forward every update the message reports (a Cloud Native Events event may report several): a
         failed publish raises, Pub/Sub redelivers, and upsert drops the updates it already has. Only the
-        attributes the message's origin vouches for are read (``admit``)."""
-        for update in normalize(admit(message, self.origins), self.settings):
+        attributes the message's origin vouches for are read (``admit``). ``arrival``: what its topic
+        proves, as the entry point asked it (asked here when not given)."""
+        admitted, arrival = admit(message, arrival or self.origins.arrival(message.topic), self.origins)
+        for update in normalize(admitted, self.settings, arrival):
             key = str(update.key)
             publish(self.publisher, self.settings.lane_path(update.key.provider),
                     status_update.to_bytes(update),

@@ -1,7 +1,7 @@
 """Validate a provider's message and normalise it into a StatusUpdate.
 
-The message is decoded once (``dcm_status_contracts.pubsub_binding.from_message``) and its topic's
-provider asked once (``Settings.origins``); the checks are the status report contract's
+The message is decoded once (``dcm_status_contracts.pubsub_binding.from_message``); its topic's provider
+is the ``Arrival`` the entry point asked for once and passed on; the checks are the status report contract's
 (``dcm_status_contracts.status_report.check``, which the provider SDK runs too) or, for a Cloud Native
 Events event, its contract's: the first failure raises Rejected with its reason.
 Then the status is mapped onto its type's enum and the times are settled.
@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from dcm_status_contracts import cloud_native_event, timeutil
 from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts.errors import Reason, Rejected
+from dcm_status_contracts.ingress import Arrival
 from dcm_status_contracts.model import PubSubMessage, ResourceKey
 from dcm_status_contracts.outputs import OUTPUT_FIELDS, carried
 from dcm_status_contracts.resync import ResyncMark
@@ -55,12 +56,12 @@ def _not_ahead(value: str, latest: str, received_at: str) -> str:
     return received_at if value > latest else value
 
 
-def normalize(message: PubSubMessage, settings: Settings) -> list[StatusUpdate]:
+def normalize(message: PubSubMessage, settings: Settings, arrival: Arrival | None = None) -> list[StatusUpdate]:
     """Every StatusUpdate this message reports (one for a DCM status event, one per resource for a Cloud
-    Native Events event), or Rejected saying why not. The message is decoded once, its topic's provider
-    asked once."""
+    Native Events event), or Rejected saying why not. The message is decoded once; ``arrival`` is what its
+    topic proves (asked here when not given)."""
     event = from_message(message, settings.max_event_bytes)
-    arrival = _Arrival.of(message, settings)
+    arrival = arrival or settings.origins.arrival(message.topic)
     if cloud_native_event.is_cloud_native(event):
         return _cloud_native_updates(message, settings, event, arrival)
     return [_report_update(message, settings, event, arrival)]
@@ -69,35 +70,26 @@ def normalize(message: PubSubMessage, settings: Settings) -> list[StatusUpdate]:
 def normalize_message(message: PubSubMessage, settings: Settings) -> StatusUpdate:
     """The StatusUpdate a DCM status event reports, or Rejected saying why not."""
     event = from_message(message, settings.max_event_bytes)
-    return _report_update(message, settings, event, _Arrival.of(message, settings))
+    return _report_update(message, settings, event, settings.origins.arrival(message.topic))
 
 
-@dataclass(frozen=True)
-class _Arrival:
-    """What the message's topic proves: the provider whose ingress topic it is, and the other names that
-    provider may give itself in a source (its topology profile)."""
-
-    provider: str | None
-    other_names: tuple[str, ...]
-
-    @classmethod
-    def of(cls, message: PubSubMessage, settings: Settings) -> "_Arrival":
-        provider = settings.origins.topic_provider(message.topic)
-        return cls(provider, settings.profile(provider).names if provider else ())
+def _other_names(settings: Settings, arrival: Arrival) -> tuple[str, ...]:
+    """The other names the provider the topic proves may give itself in a source (its topology profile)."""
+    return settings.profile(arrival.provider).names if arrival.provider else ()
 
 
 def _cloud_native_updates(message: PubSubMessage, settings: Settings, event: ProviderEvent,
-                          arrival: _Arrival) -> list[StatusUpdate]:
+                          arrival: Arrival) -> list[StatusUpdate]:
     """One update per resource a Cloud Native Events event reports on."""
     return [_update(message, settings, c.key, c.schema, c.data, None, event.attributes, True,
                     part=c.resource.address, metrics_only=c.resource.metrics_only)
-            for c in cloud_native_event.check(event, message.topic, arrival.provider, arrival.other_names)]
+            for c in cloud_native_event.check(event, message.topic, arrival.provider, _other_names(settings, arrival))]
 
 
 def _report_update(message: PubSubMessage, settings: Settings, event: ProviderEvent,
-                   arrival: _Arrival) -> StatusUpdate:
+                   arrival: Arrival) -> StatusUpdate:
     """The update a DCM status event reports, its resync marker (if any) checked against its type."""
-    checked = check(message, arrival.provider, settings.max_event_bytes, arrival.other_names, event)
+    checked = check(message, arrival.provider, settings.max_event_bytes, _other_names(settings, arrival), event)
     key, schema, attrs = checked.key, checked.schema, checked.event.attributes
     if checked.schema_defaulted:
         log.info("event has no dataschema; using the current schema", extra={

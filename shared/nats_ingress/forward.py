@@ -36,7 +36,7 @@ from google.api_core import exceptions as gexc
 from google.api_core import retry as retries
 
 from shared.nats_ingress.health import IngressHealth
-from shared.nats_ingress.route import REJECTED_BY, Inbound, Outbound, as_pubsub, known_provider, route
+from shared.nats_ingress.route import SERVICE_NAME, Inbound, Outbound, as_pubsub, known_provider, route
 from shared.runtime import tracing
 from shared.runtime.logs import get_logger
 from shared.runtime.nats_settings import NatsSettings
@@ -148,7 +148,7 @@ class Forwarder:
     async def _settle_after(self, plan: Plan, held: set[str]) -> ForwardOutcome:
         attributes = {"messaging.system": "nats", "messaging.message.id": plan.inbound.message_id,
                       "dcm.provider": plan.provider or "unknown", "dcm.key": resource_key(plan)}
-        with tracing.continuing(REJECTED_BY, plan.inbound.headers, edge=True, attributes=attributes) as span:
+        with tracing.continuing(SERVICE_NAME, plan.inbound.headers, edge=True, attributes=attributes) as span:
             if resource_key(plan) in held:
                 outcome = await self._retry(plan, "an earlier update of its resource is delivered again first")
             else:
@@ -176,7 +176,7 @@ class Forwarder:
         topic = plan.outbound.topic if plan.outbound else (
             self.settings.ingress_topic(plan.provider) if plan.provider else None)
         original = as_pubsub(plan.inbound, topic)
-        attributes = dl.rejection_attributes(original, plan.rejection, REJECTED_BY, plan.provider, timeutil.now_str())
+        attributes = dl.rejection_attributes(original, plan.rejection, SERVICE_NAME, plan.provider, timeutil.now_str())
         try:
             await self._publish_dead_letter(plan, attributes)
         except Exception as exc:
@@ -187,7 +187,7 @@ class Forwarder:
         self.health.dead_lettered(plan.inbound)
         log.warning("message dead-lettered: %s", plan.rejection.message, extra={
             "labels": {"reason": plan.rejection.reason.value, "provider": plan.provider or "unknown",
-                       "function": REJECTED_BY},
+                       "function": SERVICE_NAME},
             "messageId": plan.inbound.message_id, "subject": plan.inbound.subject[:200]})
         return ForwardOutcome.DEAD_LETTERED
 
@@ -210,7 +210,7 @@ class Forwarder:
         await plan.delivery.ack()
         self.health.failed(f"dead letter refused for good: {exc!r}")
         log.error("message neither forwarded nor dead-lettered: Pub/Sub refuses it for good; it stays in the "
-                  "stream", extra={"labels": {"provider": plan.provider or "unknown", "function": REJECTED_BY},
+                  "stream", extra={"labels": {"provider": plan.provider or "unknown", "function": SERVICE_NAME},
                                    "messageId": plan.inbound.message_id, "subject": plan.inbound.subject[:200],
                                    "streamSequence": plan.inbound.stream_sequence, "error": repr(exc)[:500]})
         return ForwardOutcome.ABANDONED
@@ -220,7 +220,7 @@ class Forwarder:
         await plan.delivery.nak(delay=delay)
         self.health.failed(error)
         log.warning("not forwarded, JetStream delivers it again in %.0f s", delay, extra={
-            "labels": {"provider": plan.provider or "unknown", "function": REJECTED_BY},
+            "labels": {"provider": plan.provider or "unknown", "function": SERVICE_NAME},
             "messageId": plan.inbound.message_id, "delivered": plan.inbound.delivered, "error": error[:500]})
         return ForwardOutcome.RETRYING
 

@@ -65,7 +65,7 @@ class IngressHealth:
 def serve(health: IngressHealth, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
     """Answer ``GET /healthz`` on ``port`` from a daemon thread; returns the server (``shutdown()`` ends it)."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class HealthRequestHandler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path.split("?", 1)[0] not in (HEALTH_PATH, "/"):
                 self._answer(404, {"title": "Not found", "status": 404})
@@ -84,6 +84,6 @@ def serve(health: IngressHealth, port: int, host: str = "0.0.0.0") -> ThreadingH
         def log_message(self, *args: Any) -> None:  # probes every few seconds: not one log line each
             pass
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = ThreadingHTTPServer((host, port), HealthRequestHandler)
     threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
     return server

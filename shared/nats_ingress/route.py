@@ -44,7 +44,7 @@ STREAM_SEQUENCE = "nats-stream-sequence"  # the message's sequence in the stream
 SUBJECT = TRANSPORT_SUBJECT  # "nats-subject": the subject as the provider published it
 MSG_ID = "nats-msg-id"  # the publisher's Nats-Msg-Id header (JetStream's deduplication id), when set
 NATS_MSG_ID_HEADER = "Nats-Msg-Id"
-REJECTED_BY = "nats_ingress"
+SERVICE_NAME = "nats_ingress"  # what it signs its rejections, spans and logs with (a function's name elsewhere)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import orjson
 from dcm_status_contracts import deadletter as dl
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.errors import ConfigError, Rejected, Transient
+from dcm_status_contracts.ingress import Arrival
 from dcm_status_contracts.model import PubSubMessage
 from opentelemetry import trace
 
@@ -54,12 +55,15 @@ class Ack(enum.StrEnum):
     REDELIVERED = "redelivered"  # answered 500: Pub/Sub brings it again
 
 
-def publish_rejection(runtime: Runtime, message: PubSubMessage, exc: Rejected, rejected_by: str) -> str:
-    """Send the original message, annotated with why, to the dead-letter topic."""
+def publish_rejection(runtime: Runtime, message: PubSubMessage, exc: Rejected, rejected_by: str,
+                      arrival: Arrival | None = None) -> str:
+    """Send the original message, annotated with why, to the dead-letter topic. ``arrival``: what its topic
+    proves, as the entry point asked it (asked here when not given)."""
     s = runtime.settings
+    arrival = arrival or s.origins.arrival(message.topic)
     # On an ingress topic the topic says who the provider is (the provider's own claims do not count);
     # internal messages (normalised updates, change events) carry it as an attribute.
-    provider = s.origins.topic_provider(message.topic) or message.attributes.get("provider")
+    provider = arrival.provider or message.attributes.get("provider")
     attributes = dl.rejection_attributes(message, exc, rejected_by, provider, timeutil.now_str())
     message_id = publish(runtime.publisher, s.topic_path(s.topic_deadletter), message.data, attributes)
     log.warning("message rejected: %s", exc.message, extra={
@@ -150,28 +154,30 @@ def _settle(name: str, work: Callable[[], Ack], message_id: str) -> Ack:
 
 def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, deadletter_rejections: bool = True,
                     make_runtime: Callable[[], Runtime] = Runtime.from_env,
-                    needs: tuple[Callable[[Any], Any], ...] = ()) -> Callable[[Any], None]:
+                    needs: tuple[Callable[[Any], Any], ...] = (), pass_arrival: bool = False) -> Callable[[Any], None]:
     """A CloudEvent function named ``name`` that runs the handler ``build(runtime)`` returns.
 
     ``deadletter_rejections=False`` is for the dead-letter function itself (see the module doc).
+    What a delivery's topic proves (``Origins.arrival``) is asked once, here; ``pass_arrival=True`` passes it
+    on to the handler as its second argument (ingest, the one use case that reads it).
     """
     check_startup(name, pushed=True, needs=needs)
     instance = _Instance(build, make_runtime)
 
-    def reject(runtime: Runtime, message: PubSubMessage, exc: Rejected) -> None:
+    def reject(runtime: Runtime, message: PubSubMessage, exc: Rejected, arrival: Arrival | None = None) -> None:
         if deadletter_rejections:
-            publish_rejection(runtime, message, exc, rejected_by=name)
+            publish_rejection(runtime, message, exc, rejected_by=name, arrival=arrival)
             return
         log.error("cannot handle message, acked (the dead-letter archive keeps it): %s", exc.message, extra={
             "labels": {"function": name, "reason": exc.reason.value}, "messageId": message.message_id,
             "detail": exc.detail})
 
-    def handle(runtime: Runtime, message: PubSubMessage) -> Ack:
+    def handle(runtime: Runtime, message: PubSubMessage, arrival: Arrival) -> Ack:
         try:
-            instance.handler()(message)
+            instance.handler()(*((message, arrival) if pass_arrival else (message,)))
             return Ack.ACKED
         except Rejected as exc:
-            reject(runtime, message, exc)  # may itself raise Transient: Pub/Sub down while dead-lettering
+            reject(runtime, message, exc, arrival)  # may itself raise Transient: Pub/Sub down while dead-lettering
             return Ack.DEAD_LETTERED
 
     def entry(event: Any) -> None:
@@ -183,13 +189,12 @@ def pubsub_function(name: str, build: Callable[[Runtime], Handler], *, deadlette
             raw, rejection = _raw_delivery(event), exc
             _settle(name, lambda: reject(runtime, raw, rejection) or Ack.DEAD_LETTERED, raw.message_id)
             return
+        arrival = runtime.settings.origins.arrival(message.topic)  # asked once per delivery, passed on
         # a provider's context (on its ingress topic, replayed, or a CloudEvent posted straight) is the edge:
         # continued, never trusted to decide sampling (shared/runtime/tracing.py)
-        s = runtime.settings
-        edge = message.topic in (None, s.topic_replay) or s.origins.topic_provider(message.topic) is not None
-        with tracing.continuing(name, message.attributes, edge=edge, attributes=tracing.message_attributes(
+        with tracing.continuing(name, message.attributes, edge=arrival.edge, attributes=tracing.message_attributes(
                 message.message_id, message.topic, message.publish_time)) as span:
-            span.set_attribute(ACK, _settle(name, lambda: handle(runtime, message), message.message_id).value)
+            span.set_attribute(ACK, _settle(name, lambda: handle(runtime, message, arrival), message.message_id).value)
 
     entry.__name__ = entry.__qualname__ = name
     entry.bind = instance.bind  # type: ignore[attr-defined]

@@ -288,19 +288,31 @@ def _api_callers(env: Mapping[str, str]) -> dict[str, Any]:
     )
 
 
+def _topics(env: Mapping[str, str]) -> dict[str, Any]:
+    """The topics' and subscriptions' names (infra/topology.yaml's, as the deployer set them)."""
+    return dict(
+        ingress_topic_template=_template(env, "DCM_INGRESS_TOPIC_TEMPLATE", INGRESS_TOPIC_TEMPLATE),
+        normalized_topic_template=_template(env, "DCM_NORMALIZED_TOPIC_TEMPLATE", "dcm-status-normalized-{provider}"),
+        topic_changed=env.get("DCM_TOPIC_CHANGED", "dcm-status-changed"),
+        topic_deadletter=env.get("DCM_TOPIC_DEADLETTER", "dcm-status-deadletter"),
+        topic_callbacks=env.get("DCM_TOPIC_CALLBACKS", "dcm-status-callbacks"),
+        topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
+        topic_replay=env.get("DCM_TOPIC_REPLAY", REPLAY_TOPIC_NAME),
+        ingress_subscriptions=tuple(
+            s for s in env.get("DCM_INGRESS_SUBSCRIPTION", INGRESS_SUBSCRIPTION_TEMPLATE).split(",") if s),
+        topic_providers=env.get("DCM_TOPIC_PROVIDERS", "dcm-status-providers"),
+    )
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """The settings the deployer put in the environment (``os.environ`` unless given)."""
     env = os.environ if env is None else env
     project = env.get("DCM_PROJECT") or env.get("GOOGLE_CLOUD_PROJECT")
     if not project:
         raise ConfigError("set DCM_PROJECT (or GOOGLE_CLOUD_PROJECT) to the Google Cloud project id")
-    ingress_topic_template = _template(env, "DCM_INGRESS_TOPIC_TEMPLATE", INGRESS_TOPIC_TEMPLATE)
     return Settings(
         project=project,
-        normalized_topic_template=_template(env, "DCM_NORMALIZED_TOPIC_TEMPLATE", "dcm-status-normalized-{provider}"),
-        topic_changed=env.get("DCM_TOPIC_CHANGED", "dcm-status-changed"),
-        topic_deadletter=env.get("DCM_TOPIC_DEADLETTER", "dcm-status-deadletter"),
-        ingress_topic_template=ingress_topic_template,
+        **_topics(env),
         ledger_ttl_days=int(env.get("DCM_LEDGER_TTL_DAYS", "7")),
         deadletter_ttl_days=int(env.get("DCM_DEADLETTER_TTL_DAYS", "30")),
         max_event_bytes=int(env.get("DCM_MAX_EVENT_BYTES", str(limits.MAX_EVENT_BYTES))),
@@ -312,16 +324,10 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         providers=tuple(p for p in env.get("DCM_PROVIDERS", "").split(",") if p),
         feed_settle_seconds=float(env.get("DCM_FEED_SETTLE_SECONDS", "2")),
         stream_seconds=float(env.get("DCM_STREAM_SECONDS", "300")),
-        topic_callbacks=env.get("DCM_TOPIC_CALLBACKS", "dcm-status-callbacks"),
-        topic_callbacks_retry=env.get("DCM_TOPIC_CALLBACKS_RETRY", "dcm-status-callbacks-retry"),
-        topic_replay=env.get("DCM_TOPIC_REPLAY", REPLAY_TOPIC_NAME),
-        ingress_subscriptions=tuple(
-            s for s in env.get("DCM_INGRESS_SUBSCRIPTION", INGRESS_SUBSCRIPTION_TEMPLATE).split(",") if s),
         hook_timeout_seconds=float(env.get("DCM_HOOK_TIMEOUT_SECONDS", "10")),
         callback_concurrency=int(env.get("DCM_CALLBACK_CONCURRENCY", "8")),
         freshness_default=_freshness(env.get("DCM_FRESHNESS", "")),
         flapping=_flapping(env.get("DCM_FLAPPING", "")),
-        topic_providers=env.get("DCM_TOPIC_PROVIDERS", "dcm-status-providers"),
         hook_ports=_ports(env.get("DCM_HOOK_PORTS", "")),
         callback_keys_secret=env.get("DCM_CALLBACK_KEYS_SECRET") or None,
         callback_keys_file=env.get("DCM_CALLBACK_KEYS_FILE") or None,

@@ -38,7 +38,7 @@ WAIT_FOR_FIRST = 5.0  # seconds a reader waits for the snapshot another reader c
 WAIT_STEP = 0.25  # ... reading it again this often (one read each)
 
 
-class Kind(enum.Enum):
+class SnapshotKind(enum.Enum):
     SUMMARY = "summary"
     STATS = "stats"
 
@@ -49,7 +49,7 @@ class NotYet(Exception):
 
 @dataclass(frozen=True)
 class Snapshot:
-    kind: Kind
+    kind: SnapshotKind
     figures: Mapping[str, Any]
     as_of: datetime
     every_seconds: int
@@ -78,24 +78,24 @@ class Snapshot:
                 "outdated": self.outdated(now)}
 
 
-def ref(db: Any, kind: Kind) -> Any:
+def ref(db: Any, kind: SnapshotKind) -> Any:
     return db.collection(AGGREGATES).document(kind.value)
 
 
-def decode(kind: Kind, doc: Mapping[str, Any] | None) -> Snapshot | None:
+def decode(kind: SnapshotKind, doc: Mapping[str, Any] | None) -> Snapshot | None:
     """The snapshot a document holds; None for no document or a claim (no figures yet)."""
     if not doc or doc.get("figures") is None:
         return None
     return Snapshot(kind, orjson.loads(doc["figures"]), timeutil.parse(doc["asOf"]), int(doc["everySeconds"]))
 
 
-def read(db: Any, kind: Kind, options: Mapping[str, Any] | None = None) -> tuple[Snapshot | None, Any]:
+def read(db: Any, kind: SnapshotKind, options: Mapping[str, Any] | None = None) -> tuple[Snapshot | None, Any]:
     """The stored snapshot (None if none yet) and the document as read (for a write's precondition)."""
     snap = ref(db, kind).get(**(options or {}))
     return decode(kind, snap.to_dict() if snap.exists else None), snap
 
 
-def store(db: Any, kind: Kind, figures: Mapping[str, Any], every_seconds: int, read_as: Any, by: str,
+def store(db: Any, kind: SnapshotKind, figures: Mapping[str, Any], every_seconds: int, read_as: Any, by: str,
           compute_ms: int = 0, options: Mapping[str, Any] | None = None) -> bool:
     """Write a snapshot over the document ``read_as`` (as ``read`` returned it), only if it is still as
     read; False when another writer came first (its snapshot stays). ``figures["asOf"]``: its time."""
@@ -113,7 +113,7 @@ def store(db: Any, kind: Kind, figures: Mapping[str, Any], every_seconds: int, r
     return True
 
 
-def first(db: Any, kind: Kind, compute: Callable[[], Mapping[str, Any]], every_seconds: int, by: str,
+def first(db: Any, kind: SnapshotKind, compute: Callable[[], Mapping[str, Any]], every_seconds: int, by: str,
           options: Mapping[str, Any] | None = None, clock: Callable[[], datetime] = timeutil.now,
           sleep: Callable[[float], None] = time.sleep, wait: float | None = None) -> Snapshot:
     """The stored snapshot; when there is none yet, the first one: computed and stored by this caller if it
@@ -136,7 +136,7 @@ def first(db: Any, kind: Kind, compute: Callable[[], Mapping[str, Any]], every_s
         sleep(WAIT_STEP)
 
 
-def _claim(db: Any, kind: Kind, snap: Any, now: datetime, by: str, options: Mapping[str, Any] | None) -> Any:
+def _claim(db: Any, kind: SnapshotKind, snap: Any, now: datetime, by: str, options: Mapping[str, Any] | None) -> Any:
     """Claim the snapshot's first computation: the claim as written (for the snapshot's precondition), or
     None if another caller holds a live claim or came first."""
     doc = snap.to_dict() if snap.exists else None

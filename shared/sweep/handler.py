@@ -229,9 +229,10 @@ class Sweep:
         returns the kinds written."""
         written = []
         for kind, every, compute in (
-                (snapshots.Kind.SUMMARY, self.summary_every,
+                (snapshots.SnapshotKind.SUMMARY, self.summary_every,
                  lambda: aggregates.summary(self.db, self.providers, COUNTING)),
-                (snapshots.Kind.STATS, self.stats_every, lambda: aggregates.stats(self.db, COUNTING, self.window_days))):
+                (snapshots.SnapshotKind.STATS, self.stats_every,
+                 lambda: aggregates.stats(self.db, COUNTING, self.window_days))):
             with fs.guard("Firestore read"):
                 current, read_as = snapshots.read(self.db, kind, {"timeout": fs.TIMEOUT})
             if current is not None and not current.due(now_dt, slack_seconds=self.summary_every / 2):

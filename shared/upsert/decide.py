@@ -57,7 +57,7 @@ from shared.state.documents import (
 from shared.upsert.decision import (
     Decision,
     Increment,
-    Ledger,
+    LedgerEntry,
     Policy,
     Result,
     Server,
@@ -137,7 +137,7 @@ class _Facts:
 
     policy: Policy
     update: StatusUpdate  # as it applies: a metrics-only update carries the stored status
-    ledger: Ledger  # its ledger entry
+    ledger: LedgerEntry  # its ledger entry
     stored: Mapping[str, Any] | None  # the document
     current: Mapping[str, Any] | None  # the newest state: the document, or a newer coalesced one
     tokens: float  # the document's write tokens now (below 1: hot)

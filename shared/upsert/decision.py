@@ -53,7 +53,7 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Ledger:
+class LedgerEntry:
     """The update's ledger entry as read (``doc`` None: there is none), or not read (``read`` False: the
     update is newer than the stored state, so it has none, or its create fails and the next attempt reads it).
     ``id``: the entry's (a legacy entry's, ``StatusUpdate.legacy_dedup_id``, once that one was found)."""
@@ -73,7 +73,7 @@ class Stored:
     on the ledger (``coalesced``), and the update's ledger entry."""
 
     document: Mapping[str, Any] | None
-    ledger: Ledger
+    ledger: LedgerEntry
     coalesced: tuple[Mapping[str, Any], ...] = ()
 
 

@@ -44,7 +44,8 @@ from shared.runtime import firestore as fs
 from shared.state import resources
 from shared.state.documents import LEDGER, RESOURCE_SHARDS, RESOURCES, SHARDS, STALE_SHARDS, FlapPolicy
 from shared.upsert.decide import decide, maybe_ahead
-from shared.upsert.decision import Decision, Increment, Ledger, Policy, Result, Server, Stored, Unread, Write, WriteOp
+from shared.upsert.decision import (Decision, Increment, LedgerEntry, Policy, Result, Server, Stored, Unread, Write,
+                                    WriteOp)
 
 MAX_ATTEMPTS = 5
 CONFLICTS = (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Conflict)
@@ -113,7 +114,8 @@ class StateStore:
         if both:
             ledger = _ledger(snaps[ledger_ref.path])
         else:
-            ledger = self._ledger(update.dedup_id) if maybe_ahead(document) else Ledger(update.dedup_id, read=False)
+            ledger = (self._ledger(update.dedup_id) if maybe_ahead(document)
+                      else LedgerEntry(update.dedup_id, read=False))
         coalesced = (resources.coalesced_states(self.db, str(update.key), retry=fs.RETRY, timeout=fs.TIMEOUT)
                      if not ledger.exists and maybe_ahead(document) else [])
         return Stored(document, ledger, tuple(coalesced)), current.update_time
@@ -130,7 +132,7 @@ class StateStore:
                 decision = decide(self.policy, update, replace(stored, ledger=legacy), now)
         return decision
 
-    def _ledger(self, ledger_id: str) -> Ledger:
+    def _ledger(self, ledger_id: str) -> LedgerEntry:
         return _ledger(self.db.collection(LEDGER).document(ledger_id).get(retry=fs.RETRY, timeout=fs.TIMEOUT))
 
     def _commit(self, writes: tuple[Write, ...], resource_written_at: Any) -> None:
@@ -147,7 +149,7 @@ class StateStore:
                 batch.set(ref, data)
         batch.commit(retry=fs.RETRY, timeout=fs.TIMEOUT)
 
-    def _legacy_entry(self, update: StatusUpdate) -> Ledger | None:
+    def _legacy_entry(self, update: StatusUpdate) -> LedgerEntry | None:
         """The ledger entry an earlier version wrote for this very event (keyed by source and id only), if
         it is still there and is this resource's: a redelivery across the deploy that put the provider in
         the key is a duplicate, its pending change announced, as before. Read only for an update that is
@@ -162,8 +164,8 @@ class StateStore:
                 {"changeAnnounced": True, "changeAnnouncedAt": timeutil.now_str()}, timeout=fs.TIMEOUT)
 
 
-def _ledger(snap: Any) -> Ledger:
-    return Ledger(snap.id, snap.to_dict() if snap.exists else None)
+def _ledger(snap: Any) -> LedgerEntry:
+    return LedgerEntry(snap.id, snap.to_dict() if snap.exists else None)
 
 
 def _firestore_value(value: Any) -> Any:

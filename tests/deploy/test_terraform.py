@@ -604,25 +604,22 @@ def test_firestore_ttl_policies_and_indexes(config: tf.Config, terraform):
     assert db["type"] == "FIRESTORE_NATIVE"
 
 
-def test_firestore_indexes_serve_the_api_queries(terraform):
+ASC, DESC = "ASCENDING", "DESCENDING"
+
+
+@pytest.fixture(scope="module")
+def indexed(terraform) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """Terraform's composite indexes: (collection, ((field, order), ...))."""
+    indexes = tf.evaluate({"indexes": "local.firestore_indexes"}, terraform=terraform)["indexes"]
+    return {(i["collection"], tuple((f["field_path"], f["order"]) for f in i["fields"])) for i in indexes.values()}
+
+
+def test_firestore_indexes_serve_the_resource_queries(indexed):
     """One composite index per equality field and ordering; Firestore merges them for several filters."""
     from dcm_status_contracts.status_changed import LABEL_KEYS
 
-    from shared.api.feed import FeedFilter
     from shared.api.queries import ResourceFilter
-    from shared.state.documents import (
-        COMMITTED_AT,
-        DEADLETTERS,
-        HISTORY,
-        LEDGER,
-        RESOURCES,
-        SHARD,
-        STALE_SHARD,
-    )
-
-    indexes = tf.evaluate({"indexes": "local.firestore_indexes"}, terraform=terraform)["indexes"]
-    indexed = {(i["collection"], tuple((f["field_path"], f["order"]) for f in i["fields"])) for i in indexes.values()}
-    asc, desc = "ASCENDING", "DESCENDING"
+    from shared.state.documents import RESOURCES, SHARD
 
     # resources: equality on any filter field, sorted by -updatedAt, or searched by resourceId prefix
     resource_fields = {f for label in LABEL_KEYS
@@ -630,36 +627,52 @@ def test_firestore_indexes_serve_the_api_queries(terraform):
     assert resource_fields == {"provider", "resourceType", "status",
                                "metadata.tenant", "metadata.region", "metadata.environment"}
     for f in resource_fields:  # updatedAt is sharded: queried over every shard at once
-        assert (RESOURCES, ((f, asc), (SHARD, asc), ("updatedAt", desc))) in indexed, f
-        assert (RESOURCES, ((f, asc), ("resourceId", asc))) in indexed, f
-    assert (RESOURCES, ((SHARD, asc), ("updatedAt", desc))) in indexed
+        assert (RESOURCES, ((f, ASC), (SHARD, ASC), ("updatedAt", DESC))) in indexed, f
+        assert (RESOURCES, ((f, ASC), ("resourceId", ASC))) in indexed, f
+    assert (RESOURCES, ((SHARD, ASC), ("updatedAt", DESC))) in indexed
+
+
+def test_firestore_indexes_serve_the_change_feed_and_the_dead_letters(indexed):
+    from shared.api.feed import FeedFilter
+    from shared.state.documents import COMMITTED_AT, DEADLETTERS, LEDGER, SHARD
+
     # events (the change feed): equality filters, commit order both ways (the latest N descending)
     feed_fields = {f for f, _ in FeedFilter("p", "t", "s").equalities()}
     assert feed_fields == {"provider", "resourceType", "status"}
-    for order in (asc, desc):  # committedAt is sharded
-        assert (LEDGER, ((SHARD, asc), (COMMITTED_AT, order))) in indexed, order
+    for order in (ASC, DESC):  # committedAt is sharded
+        assert (LEDGER, ((SHARD, ASC), (COMMITTED_AT, order))) in indexed, order
         for f in feed_fields:
-            assert (LEDGER, ((f, asc), (SHARD, asc), (COMMITTED_AT, order))) in indexed, (f, order)
+            assert (LEDGER, ((f, ASC), (SHARD, ASC), (COMMITTED_AT, order))) in indexed, (f, order)
     # dead letters: newest first, by provider or reason
     for f in ("provider", "reason"):
-        assert (DEADLETTERS, ((f, asc), ("lastSeen", desc))) in indexed, f
+        assert (DEADLETTERS, ((f, ASC), ("lastSeen", DESC))) in indexed, f
+
+
+def test_firestore_indexes_serve_the_sweep_the_history_and_the_stats(indexed):
+    from shared.state.documents import HISTORY, LEDGER, RESOURCES, SHARD, STALE_SHARD
+
     # the sweep: a provider's resource with the newest freshness deadline (is the provider silent?)
-    assert (RESOURCES, (("provider", asc), (SHARD, asc), ("staleAt", desc))) in indexed
+    assert (RESOURCES, (("provider", ASC), (SHARD, ASC), ("staleAt", DESC))) in indexed
     # the sweep: the resources past their deadline, oldest deadline first (staleAt's own shard field)
-    assert (RESOURCES, ((STALE_SHARD, asc), ("staleAt", asc))) in indexed
+    assert (RESOURCES, ((STALE_SHARD, ASC), ("staleAt", ASC))) in indexed
     # the sweep: hot resources, the documents written longest ago first
-    assert (RESOURCES, (("hot", asc), (SHARD, asc), ("writtenAt", asc))) in indexed
+    assert (RESOURCES, (("hot", ASC), (SHARD, ASC), ("writtenAt", ASC))) in indexed
     # a hot resource's latest ledger entries (shared/state/resources.py)
-    assert (LEDGER, (("key", asc), ("processedAt", desc))) in indexed
+    assert (LEDGER, (("key", ASC), ("processedAt", DESC))) in indexed
     # history: a resource's ledger entries (issue 32), newest observation first, and ?at= by recordedAt
-    assert (LEDGER, (("key", asc), ("observedAt", desc))) in indexed
-    assert (LEDGER, (("key", asc), ("recordedAt", desc))) in indexed
+    assert (LEDGER, (("key", ASC), ("observedAt", DESC))) in indexed
+    assert (LEDGER, (("key", ASC), ("recordedAt", DESC))) in indexed
     assert HISTORY not in {c for c, _ in indexed}  # the old subcollection: read by the backfill only
     # /v1/stats: the history entries of its window by outcome, every shard (recordedAt is sharded)
-    assert (LEDGER, (("outcome", asc), (SHARD, asc), ("recordedAt", asc))) in indexed
+    assert (LEDGER, (("outcome", ASC), (SHARD, ASC), ("recordedAt", ASC))) in indexed
+
+
+def test_every_firestore_index_is_an_equality_the_shard_if_sharded_and_one_ordering(indexed):
+    from shared.state.documents import SHARD, STALE_SHARD
+
     for collection, fields in indexed:  # equality field first, the shard field if sharded, then the one ordering
-        assert fields[0][1] == asc and fields[-1][0] not in (fields[0][0], SHARD, STALE_SHARD), (collection, fields)
-        assert len(fields) == 2 or (len(fields) == 3 and fields[1] == (SHARD, asc)), (collection, fields)
+        assert fields[0][1] == ASC and fields[-1][0] not in (fields[0][0], SHARD, STALE_SHARD), (collection, fields)
+        assert len(fields) == 2 or (len(fields) == 3 and fields[1] == (SHARD, ASC)), (collection, fields)
 
 
 def test_no_sequential_field_is_indexed_but_behind_a_shard(config: tf.Config, terraform):

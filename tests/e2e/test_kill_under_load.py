@@ -185,7 +185,7 @@ def test_pushes_never_answered_are_delivered_again_after_the_push_deadline(short
     """Two pushes that never return take both of a subscription's in-flight slots on the emulator: it used
     to wait for them forever (its ack deadline is only a connect timeout), so neither message, nor any later
     one, was delivered again. Now each push fails at the push deadline (the stack gives it the longest ack
-    deadline, as production times a push out at the ack deadline: tests/unit/test_local_delivery.py) and
+    deadline, as production times a push out at the ack deadline: tests/unit/test_local_wiring.py) and
     both messages are delivered again."""
     from google.cloud import pubsub_v1
 

@@ -13,7 +13,7 @@ from dcm_status_sdk import BindingMode
 from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.local.delivery import emulator_delivery_attempts
+from infra.local.wiring import emulator_delivery_attempts
 from tests import samples
 from tests.e2e.conftest import wait_until
 

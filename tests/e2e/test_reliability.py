@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from infra.local.delivery import emulator_delivery_attempts
+from infra.local.wiring import emulator_delivery_attempts
 from shared.runtime.firestore import RETRY_DEADLINE
 from tests.e2e.conftest import wait_until
 

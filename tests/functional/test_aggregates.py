@@ -13,7 +13,7 @@ from dcm_status_contracts import timeutil
 from google.api_core import exceptions as gexc
 
 from shared.state import aggregates, snapshots
-from shared.state.snapshots import Kind
+from shared.state.snapshots import SnapshotKind
 from tests.functional.conftest import SHAPES
 
 HOUR_AGO = lambda: timeutil.format(timeutil.now() - timedelta(hours=1))  # noqa: E731
@@ -30,15 +30,15 @@ def tick(sweep) -> None:
     assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "test"}), {}, "tick").status_code == 200
 
 
-def stored(db, kind: Kind) -> dict:
+def stored(db, kind: SnapshotKind) -> dict:
     return db.document(f"aggregates/{kind.value}").get().to_dict()
 
 
-def figures(db, kind: Kind) -> dict:
+def figures(db, kind: SnapshotKind) -> dict:
     return orjson.loads(stored(db, kind)["figures"])
 
 
-def backdate(db, kind: Kind) -> None:
+def backdate(db, kind: SnapshotKind) -> None:
     db.document(f"aggregates/{kind.value}").update({"asOf": HOUR_AGO()})
 
 
@@ -46,33 +46,35 @@ def test_the_sweep_writes_the_summary_each_tick_and_the_accounting_when_it_is_du
     resource(firestore, "aws", "vm", "i-1", "RUNNING")
     resource(firestore, "azure", "vm", "w-1", "FAILED")
     tick(sweep)
-    summary, stats = stored(firestore, Kind.SUMMARY), stored(firestore, Kind.STATS)
+    summary, stats = stored(firestore, SnapshotKind.SUMMARY), stored(firestore, SnapshotKind.STATS)
     assert (summary["computedBy"], summary["everySeconds"], stats["everySeconds"]) == ("sweep", 60, 900)
-    assert figures(firestore, Kind.SUMMARY)["byType"] == {"vm": {"RUNNING": 1, "FAILED": 1}}
-    assert figures(firestore, Kind.SUMMARY)["byProvider"] == {"aws": 1, "azure": 1}
-    assert figures(firestore, Kind.STATS)["resources"] == 2
+    assert figures(firestore, SnapshotKind.SUMMARY)["byType"] == {"vm": {"RUNNING": 1, "FAILED": 1}}
+    assert figures(firestore, SnapshotKind.SUMMARY)["byProvider"] == {"aws": 1, "azure": 1}
+    assert figures(firestore, SnapshotKind.STATS)["resources"] == 2
 
     # The next tick, a period later (the stored one made a period older): the summary again, not the
     # accounting (its period, 15 min, has not passed).
     resource(firestore, "aws", "vm", "i-2", "STOPPED")
-    backdate(firestore, Kind.SUMMARY)
+    backdate(firestore, SnapshotKind.SUMMARY)
     tick(sweep)
-    assert figures(firestore, Kind.SUMMARY)["total"] == 3 and stored(firestore, Kind.SUMMARY)["asOf"] > HOUR_AGO()
-    assert figures(firestore, Kind.STATS)["resources"] == 2 and stored(firestore, Kind.STATS)["asOf"] == stats["asOf"]
+    assert figures(firestore, SnapshotKind.SUMMARY)["total"] == 3
+    assert stored(firestore, SnapshotKind.SUMMARY)["asOf"] > HOUR_AGO()
+    assert figures(firestore, SnapshotKind.STATS)["resources"] == 2
+    assert stored(firestore, SnapshotKind.STATS)["asOf"] == stats["asOf"]
 
     # Within its period the summary is left as it is; once the accounting's is over, it is counted again.
     resource(firestore, "aws", "vm", "i-3", "RUNNING")
-    backdate(firestore, Kind.STATS)
+    backdate(firestore, SnapshotKind.STATS)
     tick(sweep)
-    assert figures(firestore, Kind.SUMMARY)["total"] == 3
-    assert figures(firestore, Kind.STATS)["resources"] == 4
+    assert figures(firestore, SnapshotKind.SUMMARY)["total"] == 3
+    assert figures(firestore, SnapshotKind.STATS)["resources"] == 4
 
 
 def test_the_api_serves_the_snapshot_not_a_count_with_its_as_of_and_how_long_it_may_be_kept(api, firestore):
     resource(firestore, "aws", "vm", "i-1", "RUNNING")
     as_of = timeutil.now_str()
-    _, missing = snapshots.read(firestore, Kind.SUMMARY)
-    assert snapshots.store(firestore, Kind.SUMMARY, {"total": 41, "byType": {"vm": {"RUNNING": 41}},
+    _, missing = snapshots.read(firestore, SnapshotKind.SUMMARY)
+    assert snapshots.store(firestore, SnapshotKind.SUMMARY, {"total": 41, "byType": {"vm": {"RUNNING": 41}},
                                                      "byProvider": {"aws": 41}, "silentProviders": [],
                                                      "asOf": as_of}, 60, missing, "sweep")
     response = api.get("/v1/summary")
@@ -83,8 +85,8 @@ def test_the_api_serves_the_snapshot_not_a_count_with_its_as_of_and_how_long_it_
 
 
 def test_an_outdated_snapshot_is_served_marked_as_such_and_not_to_be_kept(api, firestore):
-    _, missing = snapshots.read(firestore, Kind.STATS)
-    snapshots.store(firestore, Kind.STATS, {"applied": 5, "unchanged": 0, "stale": 0, "duplicate": 0,
+    _, missing = snapshots.read(firestore, SnapshotKind.STATS)
+    snapshots.store(firestore, SnapshotKind.STATS, {"applied": 5, "unchanged": 0, "stale": 0, "duplicate": 0,
                                             "deadlettered": 0, "resources": 5, "received": 5, "asOf": HOUR_AGO()},
                     900, missing, "sweep")  # 4 periods of 15 min ago: the sweep has stopped
     response = api.get("/v1/stats")
@@ -96,10 +98,11 @@ def test_no_snapshot_yet_the_first_reader_computes_it_once_and_stores_it(api, fi
     resource(firestore, "aws", "vm", "i-1", "RUNNING")
     first = api.get("/v1/summary").json
     assert first["total"] == 1 and first["outdated"] is False
-    doc = stored(firestore, Kind.SUMMARY)
+    doc = stored(firestore, SnapshotKind.SUMMARY)
     assert doc["computedBy"] == "api" and doc["asOf"] == first["asOf"] and orjson.loads(doc["figures"])["total"] == 1
     stats = api.get("/v1/stats").json
-    assert (stats["resources"], stats["received"]) == (1, 0) and stored(firestore, Kind.STATS)["computedBy"] == "api"
+    assert (stats["resources"], stats["received"]) == (1, 0)
+    assert stored(firestore, SnapshotKind.STATS)["computedBy"] == "api"
 
 
 def test_a_reader_waits_for_the_first_snapshot_another_computes_then_says_503_retry(api, firestore, monkeypatch):
@@ -109,26 +112,26 @@ def test_a_reader_waits_for_the_first_snapshot_another_computes_then_says_503_re
     response = api.get("/v1/summary")
     assert response.status_code == 503 and response.headers["Retry-After"] == "2"
     assert "first summary snapshot is being computed" in response.json["detail"]
-    assert "figures" not in stored(firestore, Kind.SUMMARY)  # nothing computed by this reader
+    assert "figures" not in stored(firestore, SnapshotKind.SUMMARY)  # nothing computed by this reader
 
 
 def test_a_claim_its_claimer_left_is_taken_over_by_one_reader(api, firestore):
     resource(firestore, "aws", "vm", "i-1", "RUNNING")
     firestore.document("aggregates/summary").create({"kind": "summary", "claimedAt": HOUR_AGO(), "claimedBy": "api"})
     assert api.get("/v1/summary").json["total"] == 1
-    assert orjson.loads(stored(firestore, Kind.SUMMARY)["figures"])["total"] == 1
+    assert orjson.loads(stored(firestore, SnapshotKind.SUMMARY)["figures"])["total"] == 1
 
 
 def test_a_writer_that_read_an_older_state_never_overwrites_a_newer_snapshot(firestore):
-    _, missing = snapshots.read(firestore, Kind.SUMMARY)
+    _, missing = snapshots.read(firestore, SnapshotKind.SUMMARY)
     newer = {"total": 2, "byType": {}, "byProvider": {}, "silentProviders": [], "asOf": timeutil.now_str()}
     older = {**newer, "total": 1, "asOf": HOUR_AGO()}
-    assert snapshots.store(firestore, Kind.SUMMARY, newer, 60, missing, "sweep")
-    assert not snapshots.store(firestore, Kind.SUMMARY, older, 60, missing, "sweep")  # it read "missing" too
-    _, current = snapshots.read(firestore, Kind.SUMMARY)
-    assert snapshots.store(firestore, Kind.SUMMARY, {**newer, "total": 3}, 60, current, "sweep")
-    assert not snapshots.store(firestore, Kind.SUMMARY, older, 60, current, "api")  # current has changed since
-    assert figures(firestore, Kind.SUMMARY)["total"] == 3
+    assert snapshots.store(firestore, SnapshotKind.SUMMARY, newer, 60, missing, "sweep")
+    assert not snapshots.store(firestore, SnapshotKind.SUMMARY, older, 60, missing, "sweep")  # it read "missing" too
+    _, current = snapshots.read(firestore, SnapshotKind.SUMMARY)
+    assert snapshots.store(firestore, SnapshotKind.SUMMARY, {**newer, "total": 3}, 60, current, "sweep")
+    assert not snapshots.store(firestore, SnapshotKind.SUMMARY, older, 60, current, "api")  # current has changed since
+    assert figures(firestore, SnapshotKind.SUMMARY)["total"] == 3
 
 
 def test_the_counts_are_read_at_one_time_and_a_change_committed_after_it_is_not_in_them(firestore):

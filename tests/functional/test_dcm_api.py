@@ -65,7 +65,7 @@ def every_page(api_dcm: Dcm, query: str = "") -> tuple[list[dict[str, Any]], int
     """The DCM CLI's paging: follow next_page_token until there is none."""
     found, token, pages = [], None, 0
     while True:
-        body = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?max_page_size=2{query}"
+        body = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances?max_page_size=2{query}"
                            + (f"&page_token={token}" if token else "")).json
         found += body["instances"]
         pages += 1
@@ -96,7 +96,8 @@ def test_show_deleted_adds_the_deleted_with_deletion_status_deleted(api_dcm, fle
 
 def test_filters_by_service_type_and_agent_name_or_the_older_provider(api_dcm, fleet):
     def ids(query: str) -> list[str]:
-        return sorted(i["id"] for i in api_dcm.get(f"{dcm.PREFIX}/service-type-instances?{query}").json["instances"])
+        listed = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances?{query}").json["instances"]
+        return sorted(i["id"] for i in listed)
 
     assert ids("service_type=vm&agent_name=kubevirt") == ["vm-1", "vm-2"]
     assert ids("service_type=vm&provider=kubevirt") == ["vm-1", "vm-2"]
@@ -109,11 +110,11 @@ def test_status_is_the_control_planes_by_default_and_this_platforms_upper_case_w
     """dcm-project/control-plane ``internal/sp/consumer/consumer.go`` at feead82 stores
     ``strings.ToLower(strings.TrimSpace(status))`` of what the provider sent; ``status_case=upper`` keeps
     the spelling served before (this platform's status on its type's vocabulary)."""
-    base = f"{dcm.PREFIX}/service-type-instances/vm-1"
+    base = f"{dcm.PATH_PREFIX}/service-type-instances/vm-1"
     assert api_dcm.get(base).json["status"] == "running"
     assert api_dcm.get(f"{base}?status_case=lower").json["status"] == "running"
     assert api_dcm.get(f"{base}?status_case=upper").json["status"] == "RUNNING"
-    listed = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?status_case=upper").json["instances"]
+    listed = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances?status_case=upper").json["instances"]
     assert {i["status"] for i in listed} == {"RUNNING", "STOPPED", "PROVISIONING", "ACTIVE"}
 
 
@@ -121,12 +122,12 @@ def test_a_value_outside_the_vocabulary_is_passed_through_lower_cased_and_unknow
     """The upstream e2e suite's "passes through arbitrary status values" (utilities
     ``tests/e2e/api_status_reader_test.go``, the newest version read): CUSTOM_STATE_12345 -> custom_state_12345."""
     seed(firestore, "k8s-container", "container", "c-custom", "  CUSTOM_STATE_12345 ", "2026-04-01T10:00:00Z", "z1")
-    path = f"{dcm.PREFIX}/service-type-instances/c-custom"
+    path = f"{dcm.PATH_PREFIX}/service-type-instances/c-custom"
     assert api_dcm.get(path).json["status"] == "custom_state_12345"
     assert api_dcm.get(f"{path}?status_case=upper").json["status"] == "UNKNOWN"
     kubevirt_raw = "Scheduling"  # a provider's own word is the control-plane's too: "scheduling"
     seed(firestore, "kubevirt", "vm", "vm-raw", kubevirt_raw, "2026-04-01T10:00:00Z", "z2")
-    instance = api_dcm.get(f"{dcm.PREFIX}/service-type-instances/vm-raw").json
+    instance = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances/vm-raw").json
     assert instance["status"] == "scheduling"
 
 
@@ -134,9 +135,9 @@ def test_outputs_stored_on_the_resource_show_on_the_instance(api_dcm, fleet, fir
     """Part 2 of issue 29 stores them as the resource's top-level ``output_spec`` and ``outputs``."""
     ref = firestore.collection("resources").document("kubevirt~vm~vm-1")
     ref.update({"output_spec": {"host": "10.0.0.5"}, "outputs": {"port": 5432}})
-    shown = api_dcm.get(f"{dcm.PREFIX}/service-type-instances/vm-1").json
+    shown = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances/vm-1").json
     assert shown["output_spec"] == {"host": "10.0.0.5"} and shown["outputs"] == {"port": 5432}
-    assert "outputs" not in api_dcm.get(f"{dcm.PREFIX}/service-type-instances/vm-2").json
+    assert "outputs" not in api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances/vm-2").json
 
 
 def test_outputs_on_an_instance_are_redacted_as_on_v1(api_dcm, fleet, firestore):
@@ -145,8 +146,8 @@ def test_outputs_on_an_instance_are_redacted_as_on_v1(api_dcm, fleet, firestore)
     ref = firestore.collection("resources").document("kubevirt~vm~vm-1")
     ref.update({"output_spec": {"host": "10.0.0.5", "password": "s3cret",
                                 "url": "postgres://app:pw@db:5432/x"}, "outputs": {"token": "t0k"}})
-    shown = api_dcm.get(f"{dcm.PREFIX}/service-type-instances/vm-1").json
-    listed = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?agent_name=kubevirt").json["instances"]
+    shown = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances/vm-1").json
+    listed = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances?agent_name=kubevirt").json["instances"]
     for instance in (shown, next(i for i in listed if i["id"] == "vm-1")):
         assert instance["output_spec"]["host"] == "10.0.0.5"
         assert "s3cret" not in orjson.dumps(instance).decode() and ":pw@" not in instance["output_spec"]["url"]
@@ -157,32 +158,32 @@ def test_outputs_on_an_instance_are_redacted_as_on_v1(api_dcm, fleet, firestore)
 def test_every_listed_id_gets_the_same_instance(api_dcm, fleet):
     found, _ = every_page(api_dcm, "&show_deleted=true")
     for listed in found:
-        got = api_dcm.get(f"{dcm.PREFIX}/{listed['path']}?show_deleted=true").json
+        got = api_dcm.get(f"{dcm.PATH_PREFIX}/{listed['path']}?show_deleted=true").json
         assert got == listed
 
 
 def test_a_deleted_instance_is_a_404_unless_show_deleted(api_dcm, fleet):
-    path = f"{dcm.PREFIX}/service-type-instances/vm-3"
+    path = f"{dcm.PATH_PREFIX}/service-type-instances/vm-3"
     refused = api_dcm.get(path)
     assert refused.status_code == 404 and "show_deleted" in refused.json["detail"]
     assert api_dcm.get(f"{path}?show_deleted=true").json["deletion_status"] == "DELETED"
-    assert api_dcm.get(f"{dcm.PREFIX}/service-type-instances/nope").status_code == 404
+    assert api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances/nope").status_code == 404
 
 
 def test_an_id_outside_dcms_pattern_round_trips_percent_encoded(api, firestore):
     """Not a DCM instance id (upper case, a slash): served as it is, so not valid against the documents'
     id pattern; it still round-trips."""
     seed(firestore, "aws", "volume", "Vol/0ABC", "AVAILABLE", "2026-04-01T10:00:00Z", "x1")
-    listed = api.client.get(f"{dcm.PREFIX}/service-type-instances?agent_name=aws").json["instances"]
+    listed = api.client.get(f"{dcm.PATH_PREFIX}/service-type-instances?agent_name=aws").json["instances"]
     assert [i["path"] for i in listed] == ["service-type-instances/Vol%2F0ABC"]
-    got = api.client.get(f"{dcm.PREFIX}/{listed[0]['path']}")
+    got = api.client.get(f"{dcm.PATH_PREFIX}/{listed[0]['path']}")
     assert got.status_code == 200 and got.json == listed[0]
 
 
 def test_an_id_two_providers_hold_is_a_409_and_agent_name_picks_one(api_dcm, firestore):
     seed(firestore, "kubevirt", "vm", "vm-9", "RUNNING", "2026-04-01T10:00:00Z", "y1")
     seed(firestore, "osac", "vm", "vm-9", "STOPPED", "2026-04-01T10:00:01Z", "y2")
-    path = f"{dcm.PREFIX}/service-type-instances/vm-9"
+    path = f"{dcm.PATH_PREFIX}/service-type-instances/vm-9"
     both = api_dcm.get(path)
     assert both.status_code == 409 and "agent_name" in both.json["detail"]
     assert api_dcm.get(f"{path}?agent_name=osac").json["status"] == "stopped"
@@ -227,13 +228,13 @@ def test_health_is_a_503_unhealthy_when_the_state_store_does_not_answer():
     ("agent_name=a&agent_name=b", "agent_name"), ("service_type=" + "x" * 257, "service_type"),
 ])
 def test_a_bad_parameter_is_a_400_problem_naming_it(api_dcm, fleet, query, parameter):
-    refused = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?{query}")
+    refused = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances?{query}")
     assert refused.status_code == 400 and refused.json["parameter"] == parameter
 
 
 def test_an_unknown_path_or_a_write_is_refused_as_a_problem(api):
-    assert api.client.get(f"{dcm.PREFIX}/catalog-items").status_code == 404
-    deleted = api.client.delete(f"{dcm.PREFIX}/service-type-instances/vm-1", headers={"DCM-Request": "1"})
+    assert api.client.get(f"{dcm.PATH_PREFIX}/catalog-items").status_code == 404
+    deleted = api.client.delete(f"{dcm.PATH_PREFIX}/service-type-instances/vm-1", headers={"DCM-Request": "1"})
     assert deleted.status_code == 405 and deleted.mimetype == "application/problem+json"
 
 
@@ -245,11 +246,12 @@ PARAMETERS = dcm.LIST_PARAMETERS + ("colour",)
 @given(query=st.dictionaries(st.sampled_from(PARAMETERS), text, max_size=4), raw_id=text,
        parts=st.lists(st.one_of(text, st.sampled_from(["key", "a/b", "__x__", "."])), max_size=3))
 def test_fuzzed_parameters_ids_and_page_tokens_never_answer_500(api, query, raw_id, parts):
-    listed = api.client.get(f"{dcm.PREFIX}/service-type-instances", query_string=query)
+    listed = api.client.get(f"{dcm.PATH_PREFIX}/service-type-instances", query_string=query)
     assert listed.status_code in (200, 400), (query, listed.get_data())
-    token = api.client.get(f"{dcm.PREFIX}/service-type-instances", query_string={"page_token": tokens.to_token(parts)})
+    token = api.client.get(f"{dcm.PATH_PREFIX}/service-type-instances",
+                           query_string={"page_token": tokens.to_token(parts)})
     assert token.status_code in (200, 400), parts
-    got = api.client.get(f"{dcm.PREFIX}/service-type-instances/{quote(raw_id or 'x', safe='')}",
+    got = api.client.get(f"{dcm.PATH_PREFIX}/service-type-instances/{quote(raw_id or 'x', safe='')}",
                          query_string={k: v for k, v in query.items() if k in dcm.GET_PARAMETERS})
     assert got.status_code in (200, 400, 404, 409), (raw_id, got.get_data())
 
@@ -268,7 +270,7 @@ def test_the_newest_clis_agent_name_list_with_a_bearer_token_reads_as_without_on
     """A read with a token the api cannot verify is answered as a read without identity: the same 200 and
     the same body. It holds whether the api ignores the token (reads need no identity today) or verifies it
     and, failing, reads on without one (issue 37's identity verification): never a 401 on a read."""
-    path = f"{dcm.PREFIX}/service-type-instances?agent_name=kubevirt&max_page_size=100"
+    path = f"{dcm.PATH_PREFIX}/service-type-instances?agent_name=kubevirt&max_page_size=100"
     plain = api_dcm.get(path, headers=CLI_HEADERS)
     with_token = api_dcm.get(path, headers={**CLI_HEADERS, "Authorization": UNVERIFIABLE})
     assert plain.status_code == with_token.status_code == 200
@@ -280,7 +282,7 @@ def test_the_newest_clis_agent_name_list_with_a_bearer_token_reads_as_without_on
 
 @pytest.mark.parametrize("authorization", [UNVERIFIABLE, "Bearer not-a-jwt", "Bearer ", "Basic ZGNtOmRjbQ=="])
 def test_a_get_with_any_authorization_is_the_same_read(api_dcm, fleet, authorization):
-    path = f"{dcm.PREFIX}/service-type-instances/vm-1"
+    path = f"{dcm.PATH_PREFIX}/service-type-instances/vm-1"
     assert api_dcm.get(path, headers={**CLI_HEADERS, "Authorization": authorization}).json == \
         api_dcm.get(path, headers=CLI_HEADERS).json
 
@@ -289,6 +291,6 @@ def test_a_database_reads_as_the_control_plane_stores_it(api_dcm, firestore):
     """The new database type (CloudNativePG): listed by service_type=database, its status the provider's."""
     seed(firestore, "cnpg-database", "database", "abc-123", "RUNNING", "2026-11-28T10:02:00Z", "db1")
     seed(firestore, "cnpg-database", "database", "abc-124", "DELETING", "2026-11-28T10:02:01Z", "db2")
-    shown = api_dcm.get(f"{dcm.PREFIX}/service-type-instances?service_type=database").json["instances"]
+    shown = api_dcm.get(f"{dcm.PATH_PREFIX}/service-type-instances?service_type=database").json["instances"]
     assert {(i["id"], i["status"], i["agent_name"]) for i in shown} == \
         {("abc-123", "running", "cnpg-database"), ("abc-124", "deleting", "cnpg-database")}

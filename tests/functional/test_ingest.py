@@ -142,3 +142,39 @@ def test_long_multibyte_resource_id_is_refused_precisely_and_its_dead_letter_fit
     assert out.attributes[dl.REASON] == "invalid_identity" and "1500" in out.attributes[dl.DETAIL]
     assert all(len(v.encode()) <= 1024 for v in out.attributes.values())
     assert not publisher.normalized()
+
+
+def _counting_arrivals(monkeypatch) -> list[str | None]:
+    """The topics ``Origins.arrival`` (the ingress trust rules: which provider a topic is for) is asked about."""
+    from dcm_status_contracts.ingress import Origins
+
+    asked: list[str | None] = []
+    real = Origins.arrival
+    monkeypatch.setattr(Origins, "arrival", lambda self, topic: asked.append(topic) or real(self, topic))
+    return asked
+
+
+def test_the_ingress_trust_rules_are_asked_once_per_message_and_the_answer_passed_on(ingest, publisher, monkeypatch):
+    """Issue 39: the entry point asks which provider the topic is for (tracing's edge); admit, normalize
+    and a rejection's dead letter read that answer instead of asking again."""
+    asked = _counting_arrivals(monkeypatch)
+    sample = next(s for s in VALID if s.name == "vm-common-status")
+    assert SHAPES["push"](ingest, "dcm-status-ingress-aws", sample.data, sample.attributes).status_code == 200
+    assert asked == ["dcm-status-ingress-aws"] and len(publisher.normalized()) == 1
+    asked.clear()
+    invalid = next(s for s in INVALID if s.name == "schema-invalid-status-type")
+    assert SHAPES["push"](ingest, "dcm-status-ingress-aws", invalid.data, {}).status_code == 200
+    assert asked == ["dcm-status-ingress-aws"]
+    assert publisher.on("dcm-status-deadletter")[0].attributes[dl.PROVIDER] == "aws"
+
+
+def test_a_replay_asks_once_more_of_the_ingress_topic_it_names(ingest, publisher, monkeypatch):
+    """From the replay topic the message stands for its ingress topic (``dcm-replay-topic``): that one topic is
+    asked about too, and it says who the provider is."""
+    asked = _counting_arrivals(monkeypatch)
+    sample = next(s for s in VALID if s.name == "vm-common-status")
+    attributes = {**sample.attributes, dl.REPLAY_TOPIC: "dcm-status-ingress-aws", dl.REPLAY_OF: "entry-1"}
+    assert SHAPES["push"](ingest, "dcm-status-replay", sample.data, attributes).status_code == 200
+    assert asked == ["dcm-status-replay", "dcm-status-ingress-aws"]
+    [out] = publisher.normalized()
+    assert orjson.loads(out.data)["ingress_topic"] == "dcm-status-ingress-aws"

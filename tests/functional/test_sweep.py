@@ -235,7 +235,7 @@ class Looks:
         newest_deadline = Sweep._newest_deadline
         monkeypatch.setattr(Sweep, "_newest_deadline", lambda s, p: self.looked.append(p) or newest_deadline(s, p))
         hourly = replace(settings.from_env(), summary_every_seconds=3600, stats_every_seconds=3600)
-        for kind in snapshots.Kind:
+        for kind in snapshots.SnapshotKind:
             _, missing = snapshots.read(firestore, kind)
             snapshots.store(firestore, kind, {"asOf": timeutil.now_str()}, 3600, missing, "sweep")
         self.sweep, self.db, self.providers = Sweep(hourly, firestore, publisher), firestore, hourly.providers
@@ -345,7 +345,7 @@ def test_an_idle_tick_reads_no_more_at_six_hundred_resources_than_at_one_hundred
     minutes they wrote and count a minute's entries: tests/functional/test_usage_api.py.)"""
     monkeypatch.setattr(Sweep, "trends", lambda self, now: [])
     hourly = replace(settings.from_env(), summary_every_seconds=3600, stats_every_seconds=3600)
-    for kind in snapshots.Kind:
+    for kind in snapshots.SnapshotKind:
         _, missing = snapshots.read(firestore, kind)
         snapshots.store(firestore, kind, {"asOf": timeutil.now_str()}, 3600, missing, "sweep")
 

@@ -3,7 +3,9 @@ imported as dcm_status_contracts) at the bottom, importing nothing but themselve
 beneath the use cases; one package per function, and use-case packages that never import each other; a
 feature's package (shared/callbacks/: one feature, whichever functions serve it) between the two, importing
 only what is beneath; in infra/, arrows that go one way (the CLI may run the demo, both use the local stack,
-which uses neither); no import loop between any two modules of infra/ or shared/; no symbolic link anywhere."""
+which uses neither); no import loop between any two modules of infra/ or shared/; no symbolic link anywhere;
+no module outside the tests over 450 lines (but the dashboard's script and terraform/variables.tf), no function
+over 50."""
 
 from __future__ import annotations
 
@@ -237,9 +239,13 @@ def module_of(path: Path) -> str:
     return ".".join(parts)
 
 
+LAZY_IMPORT = re.compile(r"([A-Za-z_][\w.]*):[A-Za-z_]\w*")  # "module:attribute", imported by name when used
+
+
 def module_arrows() -> dict[str, set[str]]:
     """Each module of infra/ and shared/ and the modules of theirs it imports, wherever the import stands
-    (a function's body, ``if TYPE_CHECKING:``): ``from pkg import mod`` names the module, not the package."""
+    (a function's body, ``if TYPE_CHECKING:``, a lazy "module:attribute" name): ``from pkg import mod``
+    names the module, not the package."""
     paths = [p for p in python_files(INFRA, SHARED) if p.name != "setup.py"]
     known = {module_of(p) for p in paths}
     arrows: dict[str, set[str]] = {}
@@ -255,6 +261,9 @@ def module_arrows() -> dict[str, set[str]]:
                                 ).strip(".") if node.level else node.module or ""
                 named = {f"{base}.{a.name}" for a in node.names} & known
                 targets.update(named or {base})
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                    lazy := LAZY_IMPORT.fullmatch(node.value)):
+                targets.add(lazy.group(1))  # imported when used: infra/cli/errors.py Group(lazy=...)
         arrows[here] = {t for t in targets if t in known} - {here}
     return arrows
 
@@ -264,6 +273,7 @@ def test_no_two_modules_of_infra_or_shared_import_each_other_in_a_loop():
     infra/local/natsserver.py <-> infra/local/stack.py)."""
     arrows = module_arrows()
     assert {"infra.local.stack", "infra.local.natsserver", "dcm_status_contracts.pubsub_binding"} <= set(arrows)
+    assert "infra.cli.billing" in arrows["infra.cli.main"]  # a lazy subcommand counts as an import
     loop = first_loop(arrows)
     assert not loop, "import loop: " + " -> ".join(loop)
 
@@ -338,14 +348,73 @@ def test_the_export_schema_generator_reads_the_declaration_only():
 
 
 def test_the_history_backfill_is_an_entry_point_over_the_state_model_alone():
-    """infra/backfill_history.py: issue 32's one-off job (docs/api.md, "History"); its logic is shared/state's."""
+    """infra/backfill_history.py: issue 32's one-off job (docs/api.md, "History"); its logic is shared/state's,
+    its command line infra/backfill_job.py's."""
     path = INFRA / "backfill_history.py"
-    assert infra_arrows()["backfill_history"] == set()
+    assert infra_arrows()["backfill_history"] == {"backfill_job"}
     assert {package_of(m) for m in imports(path)} - {None} == {"state"}
 
 
 def test_the_shard_backfill_is_an_entry_point_over_the_state_model_alone():
-    """infra/backfill_shards.py: the deploy's one-off job (docs/scale.md); its logic is shared/state's."""
+    """infra/backfill_shards.py: the deploy's one-off job (docs/scale.md); its logic is shared/state's, its
+    command line infra/backfill_job.py's."""
     path = INFRA / "backfill_shards.py"
-    assert infra_arrows()["backfill_shards"] == set()
+    assert infra_arrows()["backfill_shards"] == {"backfill_job"}
     assert {package_of(m) for m in imports(path)} - {None} == {"state"}
+
+
+def test_the_backfills_command_line_imports_nothing_of_ours():
+    """infra/backfill_job.py: argparse, the bounds and the one-line failures both backfills share (issue 39:
+    written twice before); the standard library and the Firestore client alone."""
+    assert infra_arrows()["backfill_job"] == set()
+    assert not [m for m in imports(INFRA / "backfill_job.py") if m.split(".")[0] in OURS]
+
+
+# Issue 39's limits: a module a newcomer reads in one sitting, a function on one screen. The dashboard's
+# JavaScript (one page's script) and terraform/variables.tf (one declaration per deployer setting) are the
+# two modules allowed past it.
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 50
+CODE_SUFFIXES = (".py", ".js", ".tf", ".sh", ".css", ".html")
+LONG_MODULES_ALLOWED = {"shared/api/static/app.js", "terraform/variables.tf"}
+SKIPPED_FOLDERS = {".git", ".venv", "build", "node_modules", "__pycache__", "tests"}
+
+
+def code_files() -> list[Path]:
+    """Every module of the tree but the tests' (and what is built or installed)."""
+    found = []
+    for folder, subfolders, files in os.walk(REPO):
+        subfolders[:] = [d for d in subfolders if d not in SKIPPED_FOLDERS and not d.endswith(".egg-info")]
+        found += [Path(folder) / f for f in files if f.endswith(CODE_SUFFIXES)]
+    return found
+
+
+def test_no_module_but_the_dashboards_script_and_terraforms_variables_is_over_450_lines():
+    files = code_files()
+    assert {REPO / "shared" / "runtime" / "settings.py", REPO / "shared" / "api" / "static" / "app.js"} <= set(files)
+    long = {str(p.relative_to(REPO)): n for p in files
+            if (n := len(p.read_text(errors="replace").splitlines())) > MAX_MODULE_LINES}
+    assert set(long) <= LONG_MODULES_ALLOWED, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def functions_over(limit: int, source: str, where: str) -> list[str]:
+    """The functions of ``source`` (methods and nested ones too) longer than ``limit`` lines, decorators not
+    counted."""
+    return [f"{where}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= limit]
+
+
+def test_no_function_outside_the_tests_is_over_50_lines():
+    long = [f for p in code_files() if p.suffix == ".py"
+            for f in functions_over(MAX_FUNCTION_LINES, p.read_text(), str(p.relative_to(REPO)))]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: " + "; ".join(long)
+
+
+def test_a_function_over_the_limit_is_found_wherever_it_stands():
+    def lines(n: int, indent: int) -> str:
+        return "\n".join(f"{' ' * indent}x = {i}" for i in range(n))
+
+    source = (f"def fits():\n{lines(49, 4)}\n\n\ndef over():\n{lines(50, 4)}\n\n\n"
+              f"class C:\n    async def method(self):\n        def nested():\n{lines(50, 12)}\n")
+    assert sorted(f.split()[1] for f in functions_over(50, source, "m.py")) == ["method", "nested", "over"]

@@ -38,7 +38,7 @@ def through_the_ingress(sample: samples.Sample) -> PubSubMessage:
                       "2026-11-28T13:05:10Z")
     out = route(inbound, NATS, SETTINGS)
     message = PubSubMessage(out.data, dict(out.attributes), inbound.message_id, inbound.published_at, out.topic)
-    return admit(message, SETTINGS.origins)
+    return admit(message, SETTINGS.origins.arrival(message.topic), SETTINGS.origins)[0]
 
 
 def test_every_producer_has_samples_naming_its_upstream_file_and_commit():

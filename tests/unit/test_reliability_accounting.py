@@ -1,9 +1,10 @@
-"""The reliability harness's ``lost`` (infra/reliability/ledger.py ``unaccounted``): an event with no ledger entry is a
-re-report of unchanged state only if its resource's document accounts for it, by id in its ring or by count."""
+"""The reliability harness's ``lost`` (infra/reliability/accounting.py ``unaccounted``): an event with no ledger
+entry is a re-report of unchanged state only if its resource's document accounts for it, by id in its ring or
+by count."""
 
 from __future__ import annotations
 
-from infra.reliability.ledger import unaccounted
+from infra.reliability.accounting import unaccounted
 from shared.state.documents import DOCUMENT_RE_REPORTS, RE_REPORT_RING, RE_REPORTED
 
 KEY = "aws/vm/hot-1"

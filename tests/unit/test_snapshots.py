@@ -13,7 +13,7 @@ from shared.api.served import Periods, Served, cache_control
 from shared.runtime import settings
 from shared.runtime.settings import ConfigError
 from shared.state import snapshots
-from shared.state.snapshots import Kind, Snapshot
+from shared.state.snapshots import SnapshotKind, Snapshot
 
 AS_OF = timeutil.parse("2026-11-27T10:00:00.000000Z")
 
@@ -23,7 +23,7 @@ def at(seconds: float):
 
 
 def snapshot(every: int = 60) -> Snapshot:
-    return Snapshot(Kind.SUMMARY, {"total": 3}, AS_OF, every)
+    return Snapshot(SnapshotKind.SUMMARY, {"total": 3}, AS_OF, every)
 
 
 @pytest.mark.parametrize("seconds, due, max_age, outdated", [
@@ -51,16 +51,17 @@ def test_the_answer_carries_the_figures_their_time_their_period_and_whether_outd
 
 
 def test_a_claim_is_no_snapshot_and_a_document_with_figures_is():
-    assert snapshots.decode(Kind.SUMMARY, None) is None
-    assert snapshots.decode(Kind.SUMMARY, {"kind": "summary", "claimedAt": "2026-11-27T10:00:00.000000Z"}) is None
-    got = snapshots.decode(Kind.STATS, {"asOf": "2026-11-27T10:00:00.000000Z", "everySeconds": 900,
-                                        "figures": orjson.dumps({"applied": 1})})
-    assert got == Snapshot(Kind.STATS, {"applied": 1}, AS_OF, 900)
+    assert snapshots.decode(SnapshotKind.SUMMARY, None) is None
+    claimed = {"kind": "summary", "claimedAt": "2026-11-27T10:00:00.000000Z"}
+    assert snapshots.decode(SnapshotKind.SUMMARY, claimed) is None
+    got = snapshots.decode(SnapshotKind.STATS, {"asOf": "2026-11-27T10:00:00.000000Z", "everySeconds": 900,
+                                                "figures": orjson.dumps({"applied": 1})})
+    assert got == Snapshot(SnapshotKind.STATS, {"applied": 1}, AS_OF, 900)
 
 
 def test_an_instance_keeps_a_snapshot_a_few_seconds_never_more_than_half_its_period():
     served = Served(None, (), Periods(summary_seconds=5, stats_seconds=900), {})
-    assert served.keep_seconds(Kind.SUMMARY) == 2.5 and served.keep_seconds(Kind.STATS) == 5.0
+    assert served.keep_seconds(SnapshotKind.SUMMARY) == 2.5 and served.keep_seconds(SnapshotKind.STATS) == 5.0
 
 
 def test_an_instance_reads_the_snapshot_once_while_it_keeps_it(monkeypatch):
@@ -72,14 +73,14 @@ def test_an_instance_reads_the_snapshot_once_while_it_keeps_it(monkeypatch):
 
     monkeypatch.setattr(snapshots, "first", first)
     served = Served(None, (), Periods(), {}, monotonic=lambda: clock[0])
-    assert served.get(Kind.SUMMARY) == served.get(Kind.SUMMARY) == snapshot()
+    assert served.get(SnapshotKind.SUMMARY) == served.get(SnapshotKind.SUMMARY) == snapshot()
     clock[0] += 4.9
-    served.get(Kind.SUMMARY)
-    assert reads == [Kind.SUMMARY]
+    served.get(SnapshotKind.SUMMARY)
+    assert reads == [SnapshotKind.SUMMARY]
     clock[0] += 0.2  # 5.1 s after the read
-    served.get(Kind.SUMMARY)
-    served.get(Kind.STATS)
-    assert reads == [Kind.SUMMARY, Kind.SUMMARY, Kind.STATS]
+    served.get(SnapshotKind.SUMMARY)
+    served.get(SnapshotKind.STATS)
+    assert reads == [SnapshotKind.SUMMARY, SnapshotKind.SUMMARY, SnapshotKind.STATS]
 
 
 def test_the_periods_are_settings_with_the_production_defaults():

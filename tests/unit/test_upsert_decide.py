@@ -12,7 +12,7 @@ from dcm_status_contracts.status_update import StatusUpdate
 
 from shared.state.documents import DOCUMENT_WRITES, DUPLICATES, LEDGER, RE_REPORTED, RESOURCES, RESYNCS, Outcome
 from shared.upsert.decide import decide, maybe_ahead, resource_document
-from shared.upsert.decision import Increment, Ledger, Policy, Server, Standing, Stored, Unread, WriteOp
+from shared.upsert.decision import Increment, LedgerEntry, Policy, Server, Standing, Stored, Unread, WriteOp
 
 KEY = ResourceKey("aws", "vm", "i-1")
 NOW = datetime(2026, 1, 1, 11, 0, tzinfo=timezone.utc)
@@ -31,13 +31,13 @@ def update(status: str = "RUNNING", minute: int = 0, event_id: str = "e1", ingre
 
 
 def nothing_stored(u: StatusUpdate, read: bool = False) -> Stored:
-    return Stored(None, Ledger(u.dedup_id, read=read))
+    return Stored(None, LedgerEntry(u.dedup_id, read=read))
 
 
 def stored_as(u: StatusUpdate, **fields) -> Stored:
     """The document as an earlier decision on ``u`` left it (its ledger entry not read)."""
     [doc] = [w.data for w in decide(POLICY, u, nothing_stored(u), NOW).writes if w.collection == RESOURCES]
-    return Stored({**doc, DOCUMENT_WRITES: 1, **fields}, Ledger("other", read=False))
+    return Stored({**doc, DOCUMENT_WRITES: 1, **fields}, LedgerEntry("other", read=False))
 
 
 def by_collection(decision) -> dict[str, list]:
@@ -99,9 +99,9 @@ def test_a_re_report_in_the_ring_is_a_duplicate_counted_only_when_published_agai
 def test_an_older_update_asks_for_its_ledger_entry_then_for_an_earlier_versions():
     newer, older = update("STOPPED", 5, "e2"), update("RUNNING", 0, "e1")
     stored = stored_as(newer)
-    unread = decide(POLICY, older, replace(stored, ledger=Ledger(older.dedup_id, read=False)), NOW)
+    unread = decide(POLICY, older, replace(stored, ledger=LedgerEntry(older.dedup_id, read=False)), NOW)
     assert (unread.standing, unread.unread) == (Standing.OLDER, Unread.LEDGER)
-    d = decide(POLICY, older, replace(stored, ledger=Ledger(older.dedup_id)), NOW)
+    d = decide(POLICY, older, replace(stored, ledger=LedgerEntry(older.dedup_id)), NOW)
     assert (d.standing, d.result.outcome, d.unread) == (Standing.OLDER, Outcome.STALE, Unread.LEGACY_LEDGER)
     assert d.result.change is not None and d.result.change.attributes["late"] == "true"
     [entry] = by_collection(d)[LEDGER]
@@ -111,7 +111,7 @@ def test_an_older_update_asks_for_its_ledger_entry_then_for_an_earlier_versions(
 
 def test_the_stored_event_itself_is_a_duplicate_that_writes_nothing():
     u = update()
-    d = decide(POLICY, u, replace(stored_as(u), ledger=Ledger(u.dedup_id)), NOW)
+    d = decide(POLICY, u, replace(stored_as(u), ledger=LedgerEntry(u.dedup_id)), NOW)
     assert (d.standing, d.result.outcome, d.writes) == (Standing.SAME_EVENT, Outcome.DUPLICATE, ())
 
 
@@ -119,11 +119,11 @@ def test_a_ledger_entry_found_is_a_duplicate_announcing_what_its_first_delivery_
     u = update()
     first = decide(POLICY, u, nothing_stored(u), NOW)
     [entry] = by_collection(first)[LEDGER]
-    d = decide(POLICY, u, Stored(None, Ledger(u.dedup_id, entry.data)), NOW)
+    d = decide(POLICY, u, Stored(None, LedgerEntry(u.dedup_id, entry.data)), NOW)
     assert (d.standing, d.result.outcome, d.unread) == (Standing.DELIVERED_BEFORE, Outcome.DUPLICATE, Unread.NOTHING)
     assert d.result.change == first.result.change and d.result.ledger_id == u.dedup_id
     assert d.writes == ()  # the same publication: no duplicate to count
-    announced = decide(POLICY, u, Stored(None, Ledger(u.dedup_id, {**entry.data, "changeAnnounced": True})), NOW)
+    announced = decide(POLICY, u, Stored(None, LedgerEntry(u.dedup_id, {**entry.data, "changeAnnounced": True})), NOW)
     assert announced.result.change is None
 
 

@@ -1,5 +1,5 @@
-"""What a reliability scenario published and how it was accounted for: its ``Ledger`` and its ``Row`` (one line
-of the table), and ``unaccounted``, which decides that a valid event with no ledger entry was lost."""
+"""What a reliability scenario published and how it was accounted for: its ``Published`` record and its ``Row``
+(one line of the table), and ``unaccounted``, which decides that a valid event with no ledger entry was lost."""
 
 from __future__ import annotations
 
@@ -35,13 +35,13 @@ HEADER = (f"{'scenario':<22} {'publ.':>7} {'applied':>7} {'unchanged':>9} {'dupl
 
 
 @dataclass
-class Ledger:
+class Published:
     """What a scenario published: to check every message afterwards."""
 
     events: dict[str, tuple[str, str]] = field(default_factory=dict)  # dedup id -> (key, status) of valid events
     invalid: list[tuple[str, str]] = field(default_factory=list)  # (topic, message id) of malformed ones
     final: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (time, status) of the newest report
-    published: int = 0
+    count: int = 0  # messages published, valid or not
 
 
 def unaccounted(missing: list[str], key_of: dict[str, str], docs: dict[str, dict[str, Any]]) -> list[str]:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from infra.local.delivery import backoff_window, emulator_delivery_attempts
+from infra.local.wiring import backoff_window, emulator_delivery_attempts
 from infra.local.state import REPO_ROOT
 from infra.topology import load
 
@@ -178,7 +178,7 @@ def test_the_emulator_waits_for_a_push_as_long_as_production_does():
     """The Pub/Sub emulator's push has no request timeout of its own (a push never answered stranded its
     message): its JVM gets the longest push subscription's ack deadline, production's push request timeout."""
     from infra.local.emulators import JIT_AND_GC, java_options
-    from infra.local.delivery import push_timeout
+    from infra.local.wiring import push_timeout
 
     topology = load()
     longest = max(s.ack_deadline_seconds for s in topology.subscriptions if s.push)

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from dcm_status_contracts import timeutil
 
+from shared.state.usage import snapshot
 from shared.state.usage.intervals import Interval, as_datetime, usage
 from shared.state.usage.rates import RateCard
 from shared.state.usage.transitions import TransitionReader
@@ -63,14 +64,27 @@ def resource_usage(db, start: datetime | str, end: datetime | str, *, now: datet
                    workers: int = 8, options: Mapping[str, Any] | None = None) -> list[ResourceUsage]:
     """Every resource's billable intervals in the window, split per UTC day.
 
-    Reads every transition of the resources the filters select (``BillingStore.transition_sets``), not
-    only those before the window's end: that pruning would need a range index on a transition time over
-    the whole collection group, a sequentially increasing value written at the change rate (docs/billing.md).
+    Unfiltered, from a window starting at a midnight: the daily snapshot (shared/state/usage/snapshot.py: a
+    few documents per day of the window, and what billing recorded since the sweep last kept it). Otherwise, or
+    with no snapshot yet, from every transition of the resources the filters select (``from_transitions``).
     ``options``: each query page's retry and timeout (the caller's).
     """
     start_dt, horizon = window(start, end, now)
     if horizon <= start_dt:
         return []
+    if not (provider or resource_type or tenant):
+        served = snapshot.serve(db, start_dt, horizon, options)
+        if served is not None:
+            return [ResourceUsage(i.key, i.provider, i.resource_type, ivs) for i, ivs in served]
+    return from_transitions(db, start_dt, horizon, provider=provider, resource_type=resource_type, tenant=tenant,
+                            workers=workers, options=options)
+
+
+def from_transitions(db, start_dt: datetime, horizon: datetime, *, provider: str | None = None,
+                     resource_type: str | None = None, tenant: str | None = None, workers: int = 8,
+                     options: Mapping[str, Any] | None = None) -> list[ResourceUsage]:
+    """``resource_usage`` from every transition of the resources the filters select (the reference the daily
+    snapshot equals)."""
     out = []
     for r in TransitionReader(db, options).transition_sets(provider, resource_type, tenant, workers=workers):
         intervals = usage(r.transitions, r.resource_type, start_dt, horizon, now=horizon)

@@ -4,7 +4,7 @@ shared/state/usage/transitions.py, beneath every use case that reads usage).
 **One Firestore write per change event**, and nothing else: the parent ``billing_resources/{key}``
 document is never written (a subcollection needs no parent document), so there is no second write, no
 transaction, no read before the write and no hot document. The write is keyed by the change event's id and
-its content is a function of the change event alone (but ``recordedAt``): a redelivery rewrites the same
+its content is a function of the change event alone (but ``recordedAt``, ``recordedUs``: when): a redelivery rewrites the same
 document, so at-least-once delivery in any order converges to the same set of documents.
 """
 

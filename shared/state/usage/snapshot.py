@@ -192,6 +192,10 @@ def _sizes(entries: Mapping[str, Entry], of: int) -> list[int]:
 
 
 # ---- the sweep's tick and a computation ------------------------------------------------------------------------
+def to_us_delta(delta: timedelta) -> int:
+    return delta // timedelta(microseconds=1)
+
+
 def read_state(db: Any, options: Mapping[str, Any] | None = None) -> State | None:
     snap = db.collection(STATE[0]).document(STATE[1]).get(**dict(options or {}))
     doc = snap.to_dict() if snap.exists else None
@@ -200,15 +204,17 @@ def read_state(db: Any, options: Mapping[str, Any] | None = None) -> State | Non
     return State(date.fromisoformat(doc["firstDay"]), date.fromisoformat(doc["lastDay"]), int(doc["watermarkUs"]))
 
 
-def tick(db: Any, now: datetime, options: Mapping[str, Any] | None = None) -> dict[str, int]:
+def tick(db: Any, now: datetime, options: Mapping[str, Any] | None = None,
+         every: timedelta = timedelta(0)) -> dict[str, int]:
     """The sweep's step: what billing recorded since the watermark (up to ``GRACE`` ago) into the days, today
-    carried. The first one reads every transition once (``bootstrap``). Returns what it read and wrote."""
+    carried, once the watermark is ``every`` old (else one read: the state). The first one reads every
+    transition once (``bootstrap``). Returns what it read and wrote."""
     reader = TransitionReader(db, options)
     until = epoch_us(now - GRACE)
     state = read_state(db, options)
     if state is None:
         return bootstrap(db, reader, now.date(), until, options)
-    if until <= state.watermark_us:
+    if until - state.watermark_us < max(1, to_us_delta(every)):
         return {"transitions": 0, "chunksRead": 0, "chunksWritten": 0}
     snap = Snapshot(db, reader, state, options)
     recorded = reader.recorded(state.watermark_us, until)

@@ -13,7 +13,7 @@ every usage reader reads it (the CLI's report, the api's /v1/usage).
 no parent document), so there is no second write, no transaction, no read
 before the write and no hot document. The write is keyed by the change
 event's id and its content is a function of the change event alone (but
-``recordedAt``): a redelivery rewrites the same document, so at-least-once
+``recordedAt`` and ``recordedUs``: when): a redelivery rewrites the same document, so at-least-once
 delivery in any order converges to the same set of documents.
 
 Readers find the resources through the transitions themselves: a

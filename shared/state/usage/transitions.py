@@ -33,7 +33,6 @@ nobody: their transitions are found like any other.
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -44,20 +43,21 @@ from dcm_status_contracts.status_changed import ChangeEventView
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from shared.state import documents
 from shared.state.usage.intervals import Transition, microseconds
 
 BILLING_RESOURCES = "billing_resources"
-TRANSITIONS = "transitions"  # a collection-group name: no other collection may be called so
+TRANSITIONS = documents.TRANSITIONS  # a collection-group name: no other collection may be called so
 PAGE = 1000  # documents per query page: each page is one RPC with its own deadline (the reader's options)
 IMPLIED_SUFFIX = "~old"  # id suffix of the transition implied by a change's old side
 OLD_SIDE = "oldSide"  # the field of a transition document that holds it
 KEY, PROVIDER, RESOURCE_TYPE, TENANT_LABEL, AT_US = "key", "provider", "resourceType", "labels.tenant", "atUs"
 # When billing recorded the document (µs since the epoch) and its shard: the daily usage snapshot
-# (shared/state/usage/snapshot.py) reads what was recorded since it last looked, one collection-group query per
-# shard over (shard, recordedUs). A value increasing at the change rate, so only ever indexed behind the shard:
-# terraform/data_model.tf exempts its single-field index and declares the composite one.
-RECORDED_US, SHARD = "recordedUs", "shard"
-SHARDS = 30  # the index's ranges: the hyperscale fleet's 10,000 changes/s are 333 writes/s a range (< 500)
+# (shared/state/usage/snapshot.py) reads what was recorded since it last looked, one collection-group query
+# over (shard in every shard, recordedUs). A value increasing at the change rate, so only ever indexed behind
+# the shard (documents.SEQUENTIAL_FIELDS; terraform/data_model.tf exempts its single-field index and declares
+# the composite one).
+RECORDED_US = "recordedUs"
 # The fields readers filter the ``transitions`` collection group on (equality): each needs a single-field
 # index of collection-group scope, which Firestore does not keep by default (terraform/data_model.tf).
 GROUP_FILTER_FIELDS = (PROVIDER, RESOURCE_TYPE, TENANT_LABEL)
@@ -85,12 +85,9 @@ def transition_document(change: ChangeEventView, now: str) -> dict[str, Any]:
         "resourceType": change.resource_type,
         "recordedAt": now,
         RECORDED_US: epoch_us(timeutil.parse(now)),
-        SHARD: shard_of(change.event_id),
+        documents.SHARD: documents.shard_of(change.event_id, documents.TRANSITION_SHARDS,
+                                            documents.TRANSITION_SHARDS),
     }
-
-
-def shard_of(event_id: str) -> int:
-    return int.from_bytes(hashlib.sha256(event_id.encode()).digest()[:8], "big") % SHARDS
 
 
 def implied_document(change: ChangeEventView, now: str) -> tuple[str, dict[str, Any]] | None:
@@ -190,16 +187,16 @@ class TransitionReader:
         return [to_transition(d) for d in self.transition_documents(doc_id)]
 
     def recorded(self, after_us: int, until_us: int | None = None) -> dict[str, ResourceTransitions]:
-        """The transitions recorded in ``(after_us, until_us]`` (old sides included), per resource: one query per
-        shard over (shard, recordedUs), each read once. Documents written before the field are not found."""
+        """The transitions recorded in ``(after_us, until_us]`` (old sides included), per resource: one query over
+        (shard in every shard, recordedUs), each read once. Documents written before the field are not found."""
         grouped: dict[str, list[dict[str, Any]]] = {}
-        for shard in range(SHARDS):
-            query: Any = (self.db.collection_group(TRANSITIONS).where(filter=FieldFilter(SHARD, "==", shard))
-                          .where(filter=FieldFilter(RECORDED_US, ">", after_us)))
-            if until_us is not None:
-                query = query.where(filter=FieldFilter(RECORDED_US, "<=", until_us))
-            for snap in pages(query.order_by(RECORDED_US), options=self.options):
-                grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_old_side(snap))
+        shards = list(range(documents.TRANSITION_SHARDS))
+        query: Any = (self.db.collection_group(TRANSITIONS).where(filter=FieldFilter(documents.SHARD, "in", shards))
+                      .where(filter=FieldFilter(RECORDED_US, ">", after_us)))
+        if until_us is not None:
+            query = query.where(filter=FieldFilter(RECORDED_US, "<=", until_us))
+        for snap in pages(query.order_by(RECORDED_US), options=self.options):
+            grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_old_side(snap))
         return {doc_id: resource_transitions(doc_id, docs) for doc_id, docs in sorted(grouped.items())}
 
     def since(self, doc_id: str, at_us: int) -> list[Transition]:

@@ -31,14 +31,23 @@ class Identity:
     resource_type: str
 
 
+MAX_CLOSED = 48  # stretches an entry keeps as they were; beyond, one total per status and labels (``compact``)
+
+
+class Unservable(Exception):
+    """A compacted entry asked for up to a time before its last transition: compute from the transitions."""
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One resource's day (see the module's docstring)."""
+    """One resource's day (see the module's docstring). ``compacted``: ``closed`` holds one stretch per status
+    and labels, its length their total (a resource that flapped all day: the chunk stays small)."""
 
     identity: Identity
     closed: tuple[Interval, ...] = ()
     last: Transition | None = None
     served: bool = False
+    compacted: bool = False
 
 
 def _billable(resource_type: str, status: str, served: bool) -> bool:
@@ -66,7 +75,22 @@ def _fold(entry: Entry, transitions: Iterable[Transition], day: date) -> Entry:
                 _append(closed, Interval(s, t.at, last.status, last.labels))
         last = t
         served = served or t.status in billable_states(entry.identity.resource_type)
-    return Entry(entry.identity, tuple(closed), last, served)
+    return compact(Entry(entry.identity, tuple(closed), last, served, entry.compacted))
+
+
+def compact(entry: Entry) -> Entry:
+    """Beyond ``MAX_CLOSED`` stretches, one per status and labels from the day's start, as long as their total:
+    the same hours, resources and cost in every row (``report.aggregate`` sums microseconds before pricing)."""
+    if len(entry.closed) <= MAX_CLOSED:
+        return entry
+    totals: dict[tuple, tuple[timedelta, Interval]] = {}
+    for iv in entry.closed:
+        k = (iv.status, tuple(sorted(iv.labels.items())))
+        total, first = totals.get(k, (timedelta(0), iv))
+        totals[k] = (total + iv.duration, first)
+    start = day_start(entry.closed[0].start.date())
+    closed = tuple(Interval(start, start + total, first.status, first.labels) for total, first in totals.values())
+    return replace(entry, closed=closed, compacted=True)
 
 
 def carried(previous: Entry) -> Entry:
@@ -107,6 +131,8 @@ def intervals(entry: Entry, day: date, horizon: datetime) -> list[Interval]:
     """The day's billable intervals up to ``horizon``: as ``intervals.usage`` gives them for the day."""
     start = day_start(day)
     end = min(start + ONE_DAY, horizon)
+    if entry.compacted and entry.last is not None and end < entry.last.at:
+        raise Unservable(f"{entry.identity.key} on {day}: compacted, asked up to before its last transition")
     out = [Interval(iv.start, min(iv.end, end), iv.status, iv.labels) for iv in entry.closed if iv.start < end]
     last = entry.last
     if last is not None and last.at < end and _billable(entry.identity.resource_type, last.status, entry.served):
@@ -146,6 +172,7 @@ def _t_of(d: Mapping[str, Any]) -> Transition:
 def encode(e: Entry) -> dict[str, Any]:
     i = e.identity
     return {"doc": i.doc_id, "key": i.key, "provider": i.provider, "type": i.resource_type, "served": e.served,
+            "compacted": e.compacted,
             "last": _t_doc(e.last) if e.last else None,
             "iv": [{"s": to_us(iv.start), "e": to_us(iv.end), "status": iv.status, "labels": dict(iv.labels)}
                    for iv in e.closed]}
@@ -155,4 +182,4 @@ def decode(d: Mapping[str, Any]) -> Entry:
     return Entry(Identity(d["doc"], d["key"], d["provider"], d["type"]),
                  tuple(Interval(from_us(i["s"]), from_us(i["e"]), i["status"], dict(i.get("labels") or {}))
                        for i in d.get("iv") or []),
-                 _t_of(d["last"]) if d.get("last") else None, bool(d.get("served")))
+                 _t_of(d["last"]) if d.get("last") else None, bool(d.get("served")), bool(d.get("compacted")))

@@ -109,13 +109,13 @@ def aggregate(usages: Iterable[ResourceUsage], by: Sequence[str] = ("resourceTyp
         for iv in ru.intervals:
             values = ru.dimensions(iv)
             group = ((iv.day,) if daily else ()) + tuple(values[d] for d in dims)
-            b = buckets.setdefault(group, {"us": 0, "resources": set(), "cost": 0.0, "unpriced": False})
+            b = buckets.setdefault(group, {"us": 0, "resources": set(), "at_rate": {}, "unpriced": False})
             b["us"] += iv.microseconds
             b["resources"].add(ru.key)
             if rate is None:
                 b["unpriced"] = True
-            else:
-                b["cost"] += iv.microseconds * rate / US_PER_HOUR
+            else:  # microseconds per rate, priced once: the same cost however the hours are cut in intervals
+                b["at_rate"][rate] = b["at_rate"].get(rate, 0) + iv.microseconds
     rows = []
     for group in sorted(buckets, key=lambda g: tuple("" if v is None else v for v in g)):
         b = buckets[group]
@@ -127,7 +127,8 @@ def aggregate(usages: Iterable[ResourceUsage], by: Sequence[str] = ("resourceTyp
         row.update({"resources": len(b["resources"]), "seconds": _seconds(b["us"]),
                     "hours": round(b["us"] / US_PER_HOUR, 6)})
         if rates is not None:
-            row["cost"] = None if b["unpriced"] else round(b["cost"], 6)
+            cost = sum(us * rate / US_PER_HOUR for rate, us in sorted(b["at_rate"].items()))
+            row["cost"] = None if b["unpriced"] else round(cost, 6)
             row["currency"] = rates.currency
         rows.append(row)
     return rows

@@ -257,4 +257,7 @@ def serve(db: Any, start: datetime, horizon: datetime, options: Mapping[str, Any
     snap = Snapshot(db, reader, state, options)
     cap = (horizon - timedelta(microseconds=1)).date()
     snap.apply(reader.recorded(state.watermark_us), cap, cap)
-    return snap.usage(start.date(), horizon)
+    try:
+        return snap.usage(start.date(), horizon)
+    except daily.Unservable:
+        return None

@@ -104,9 +104,9 @@ class Snapshot:
             if not day.dirty and (day.of or not day.entries):
                 continue
             of = max(day.of, chunks_for(len(day.entries)))
-            whole = of != day.of or max(_sizes(day.entries, of), default=0) > CHUNK_MAX
-            if whole:
-                of = max(of, chunks_for(len(day.entries) * CHUNK // (CHUNK_MAX // 2)))
+            while max(_sizes(day.entries, of), default=0) > CHUNK_MAX:
+                of *= 2  # a day that grew: split again (every chunk rewritten, none left over: the ids only grow)
+            whole = of != day.of
             changed = set(range(of)) if whole else {chunk_of(k, of) for k in day.dirty}
             groups: dict[int, list[dict[str, Any]]] = {n: [] for n in changed}
             for k in sorted(day.entries):

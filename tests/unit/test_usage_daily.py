@@ -77,6 +77,21 @@ def test_transitions_arriving_in_order_extend_the_day_as_computing_it_whole(seed
         assert not daily.in_order(whole, [whole.last])
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_a_changes_old_side_repeating_the_last_transition_changes_nothing(seed):
+    ts = sorted(fleet_of(seed, "cluster"), key=lambda t: t.order)
+    ident = daily.Identity("d", "k", "aws", "cluster")
+    day = [t for t in ts if t.at.date() == D0]
+    if len(day) < 2:
+        return
+    entry = daily.compute(ident, None, day[:-1], D0)
+    old = Transition(entry.last.at, entry.last.status, entry.last.event_id + "~old", "", {"tenant": "other"})
+    news = daily.beyond_last(entry, [old, day[-1]])
+    assert news == [day[-1]] and daily.in_order(entry, news)
+    whole = daily.compute(ident, None, [*day, old], D0)
+    assert daily.extend(entry, news, D0) == whole
+
+
 def test_a_day_of_flapping_is_compacted_into_the_same_rows():
     ts = [Transition(START + timedelta(minutes=7 * i), "RUNNING" if i % 2 == 0 else "STOPPED", f"f{i}",
                      labels={"tenant": "a" if i % 4 < 2 else "b"}) for i in range(400)]

@@ -117,6 +117,15 @@ def before(identity: Identity, transitions: Iterable[Transition], day: date) -> 
     return Entry(identity, (), ts[-1], any(t.status in billable for t in ts))
 
 
+def beyond_last(entry: Entry, transitions: Iterable[Transition]) -> list[Transition]:
+    """The transitions without those that repeat the entry's ``last`` just before it (same time and status,
+    ordered before it: a change's old side, ``{eventId}~old``, usually is). Such a one changes nothing: its
+    stretch ends at ``last`` the same instant, and ``last`` has its status."""
+    last = entry.last
+    return [t for t in transitions
+            if last is None or not (t.at == last.at and t.status == last.status and t.order < last.order)]
+
+
 def in_order(entry: Entry, transitions: Sequence[Transition]) -> bool:
     """Can ``extend`` add these: all after ``last`` (a redelivered one, or one arriving late, is not)?"""
     return entry.last is None or all(t.order > entry.last.order for t in transitions)

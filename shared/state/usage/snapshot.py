@@ -145,8 +145,9 @@ class Snapshot:
             here = self.day(first_day).entries.get(doc_id)
             prev = self.day(first_day - timedelta(days=1)).entries.get(doc_id) if here is None else None
             base = here or (daily.carried(prev) if prev else Entry(ident))
-            if first_day == end and first_day >= self.state.first and daily.in_order(base, ts):
-                self._set(first_day, doc_id, daily.extend(base, ts, first_day))
+            news = daily.beyond_last(base, ts)
+            if first_day == end and first_day >= self.state.first and daily.in_order(base, news):
+                self._set(first_day, doc_id, daily.extend(base, news, first_day))
             else:
                 self.recompute(ident, first_day, end)
 

@@ -40,8 +40,9 @@ class BillingStore(TransitionReader):
 
     def record(self, change: ChangeEventView) -> None:
         """Store one change: one document write (idempotent); Transient when Firestore fails."""
-        now = timeutil.now_str()
-        doc = transition_document(change, now)
+        now_dt = timeutil.now()
+        now = timeutil.format(now_dt)
+        doc = transition_document(change, now, epoch_us(now_dt))
         implied = implied_document(change, now)
         if implied:
             doc[OLD_SIDE] = implied[1]

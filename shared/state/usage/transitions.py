@@ -68,7 +68,9 @@ def epoch_us(dt: datetime) -> int:
     return microseconds(dt - EPOCH)
 
 
-def transition_document(change: ChangeEventView, now: str) -> dict[str, Any]:
+def transition_document(change: ChangeEventView, now: str, recorded_us: int | None = None) -> dict[str, Any]:
+    """The document billing writes for a change; ``recorded_us``: when (with its shard, what the daily usage
+    snapshot reads by)."""
     return {
         "status": change.new_status,
         "at": change.at,
@@ -84,9 +86,10 @@ def transition_document(change: ChangeEventView, now: str) -> dict[str, Any]:
         "provider": change.provider,
         "resourceType": change.resource_type,
         "recordedAt": now,
-        RECORDED_US: epoch_us(timeutil.parse(now)),
-        documents.SHARD: documents.shard_of(change.event_id, documents.TRANSITION_SHARDS,
-                                            documents.TRANSITION_SHARDS),
+        **({} if recorded_us is None else {
+            RECORDED_US: recorded_us,
+            documents.SHARD: documents.shard_of(change.event_id, documents.TRANSITION_SHARDS,
+                                                documents.TRANSITION_SHARDS)}),
     }
 
 

@@ -57,6 +57,8 @@ from benchmarks.capacity_design import (  # noqa: E402  (the design it models)
     summary_reads,
     trend_reads,
 )
+from benchmarks.capacity_design import MONTH_DAYS, USAGE_PAGE_CALLS, usage_call_reads, usage_chunks  # noqa: E402
+from benchmarks.capacity_design import usage_every, usage_keep  # noqa: E402
 from shared.api import served  # noqa: E402
 from shared.api import usage as usage_api  # noqa: E402
 from shared.state import documents, trends  # noqa: E402
@@ -77,6 +79,7 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
 # writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep
 # deletes the field once it is quiet), at most HOT_RATE each; the busiest 0.01% of resources taken as hot.
 WRITTEN_BY = {("events", documents.COMMITTED_AT): "changes", ("events", "recordedAt"): "changes",
+              (documents.TRANSITIONS, "recordedUs"): "changes",  # billing: one transition per change
               ("resources", "updatedAt"): "changes",
               ("resources", "staleAt"): "events", ("resources", "writtenAt"): "hot"}
 
@@ -250,10 +253,7 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
             f"{dashboard_with_charts(every) / dashboard:.2f} x without ({dashboard * 3600:,.0f} reads/h, "
             f"${dashboard * MONTH_SECONDS * cost_prices()['read']:.3f}); opening it reads {6 * 60} minutes once; "
             "shared/api/static/charts.js onSnapshot"),
-        Row("GET /v1/usage: reads per computation (every transition stored, after a month at this change rate)",
-            None, f.changes * MONTH_SECONDS, "reads", S["pricing"],
-            f"independent of the window's days and rows (no pruning: docs/billing.md); kept by the api instance "
-            f"{usage_api.KEEP_SECONDS / 60:.0f} min; the Usage page asks again at most hourly while shown"),
+        *usage_rows(f),
         Row("change-feed followers: $ per month (each reads every change)", None,
             f.readers * (f.changes + 1) * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
             f"{f.readers} followers, {f.readers * (f.changes + 1):,.0f} reads/s; many: subscribe to "
@@ -261,6 +261,24 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
         Row("GET /v1/resources?sort=-updatedAt: reads per page of 50", None, 2 * 51, "reads", S["in"],
             "two shard groups read 51 each: independent of the fleet's size"),
         sweep_tick_row(f, d),
+    ]
+
+
+def usage_rows(f: Fleet) -> list[Row]:  # /v1/usage from the daily snapshot, against the computation before it
+    price, keep, call = cost_prices(), usage_keep(f), usage_call_reads(f)
+    keep_usd = keep["reads"] * price["read"] + keep["writes"] * price["write"]
+    return [
+        Row("GET /v1/usage before the snapshot: reads per computation (every transition, after a month)", None,
+            f.changes * MONTH_SECONDS, "reads", S["pricing"], f"${f.changes * MONTH_SECONDS * price['read']:,.2f}"),
+        Row("GET /v1/usage: reads per computation of a month's window (the daily snapshot)", None, call, "reads",
+            S["pricing"], f"${call * price['read']:,.4f}: {MONTH_DAYS} days x {usage_chunks(f):,} chunks + what was "
+            f"recorded since the sweep kept it ({usage_every()} s); kept by the api {usage_api.KEEP_SECONDS / 60:.0f} min"),
+        Row("an open Usage page: $ per month (a month's window, asked hourly)", None, USAGE_PAGE_CALLS * call *
+            price["read"], "USD", S["pricing"], f"{USAGE_PAGE_CALLS} computations; before the snapshot "
+            f"${USAGE_PAGE_CALLS * f.changes * MONTH_SECONDS * price['read']:,.0f}"),
+        Row("sweep: keeping the usage snapshot, $ per month", None, keep_usd, "USD", S["pricing"],
+            f"each transition read once ({keep['reads']:,.0f} reads, {keep['writes']:,.0f} chunk writes): "
+            f"${keep_usd / (f.changes * MONTH_SECONDS) * 1e6:,.2f} per million changes, off the event path"),
     ]
 
 

@@ -246,3 +246,35 @@ def summary_reads(f: Fleet) -> int:
     """Each count reads 1 per 1,000 entries (at least 1): the total, the per type and status counts and
     the per provider counts each add up to every resource."""
     return 3 * math.ceil(f.resources / 1000) + summary_queries(f)
+
+
+# ---- the daily usage snapshot (shared/state/usage/snapshot.py; docs/cost.md "Usage and trends") ----------------
+USAGE_PAGE_CALLS = 30 * 24  # an open Usage page asks once an hour (shared/api/static/charts.js USAGE_REFRESH_MS)
+MONTH_DAYS = 31
+
+
+def usage_every() -> int:
+    """How often the sweep keeps the snapshot: the production default (DCM_USAGE_EVERY_SECONDS)."""
+    return settings.from_env({"DCM_PROJECT": "capacity"}).usage_every_seconds
+
+
+def usage_chunks(f: Fleet) -> int:
+    from shared.state.usage import snapshot
+
+    return snapshot.chunks_for(f.resources)
+
+
+def usage_call_reads(f: Fleet) -> float:
+    """One computation of a month's window: its days' chunks, the snapshot's state, and what was recorded since
+    the sweep last kept it (on average half its period of changes, each transition read once)."""
+    return MONTH_DAYS * usage_chunks(f) + 1 + max(1.0, f.changes * usage_every() / 2)
+
+
+def usage_keep(f: Fleet) -> dict[str, float]:
+    """The sweep's keeping, per month: every transition read once, and at each keep today's chunks read and the
+    changed ones written (at most every chunk), plus each new day's chunks written once."""
+    keeps = MONTH_SECONDS / usage_every()
+    chunks = usage_chunks(f)
+    changed = min(chunks, f.changes * usage_every())
+    return {"reads": f.changes * MONTH_SECONDS + keeps * (chunks + 1),
+            "writes": keeps * (changed + 1) + 30 * chunks}

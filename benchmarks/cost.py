@@ -32,13 +32,14 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DCM_PROJECT", "bench")
 
 import orjson  # noqa: E402
-from dcm_status_contracts import status_changed  # noqa: E402
+from dcm_status_contracts import status_changed, timeutil  # noqa: E402
 from dcm_status_contracts.model import PubSubMessage  # noqa: E402
 from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
 from dcm_status_contracts.status_report import build_event  # noqa: E402
@@ -52,6 +53,7 @@ from shared.ingest.handler import Ingest  # noqa: E402
 from shared.notify.handler import Notify  # noqa: E402
 from shared.runtime import settings  # noqa: E402
 from shared.runtime.clients import Runtime  # noqa: E402
+from shared.state.usage import snapshot  # noqa: E402
 from shared.upsert.handler import Upsert  # noqa: E402
 
 # Public list prices (USD).
@@ -250,6 +252,23 @@ def _pipeline(topo: Topology, s: settings.Settings, db: object, tally: Counter) 
     return bus
 
 
+def usage_keep(db, tally: Counter, send, drain, n: int = 50) -> dict:
+    """The sweep keeping the daily usage snapshot (shared/state/usage/snapshot.py), counted per applied change:
+    ``n`` resources created an hour ago and the snapshot kept (its first keep, not counted), then each changed
+    and the snapshot kept again."""
+    hour_ago = timeutil.now() - timedelta(hours=1)
+    for i in range(n):
+        send(i, "RUNNING", timeutil.format(hour_ago))
+        drain()
+    snapshot.tick(db, timeutil.now() + snapshot.GRACE)
+    for i in range(n):
+        send(i, "STOPPED", timeutil.format(hour_ago + timedelta(minutes=30)))
+        drain()
+    tally.clear()
+    snapshot.tick(db, timeutil.now() + snapshot.GRACE)
+    return {**{k: v / n for k, v in tally.items()}, "usd": price(tally) / n}
+
+
 def main() -> None:
     logging.getLogger("dcm").setLevel(logging.ERROR)  # the handlers' per-event log lines are not the figures
     tmp = Path(tempfile.mkdtemp())
@@ -296,6 +315,11 @@ def main() -> None:
             *event(f"vm-{i}", "STOPPED" if i % 2 else "PROVISIONING", "2026-01-01T02:00:00Z", f"u-{i}"))))
         rows.append(measure("dead letter", 50, lambda i: publish(b"not json %d" % i, {})))
         print_rows(rows)
+        keep = usage_keep(db, tally, lambda i, status, at: publish(*event(f"k-{i}", status, at, f"k-{i}-{status}")),
+                          bus.drain)
+        print(f"off the event path, the sweep keeping the daily usage snapshot (shared/state/usage/snapshot.py), per "
+              f"applied change: {keep.get('firestore reads', 0):.2f} reads, {keep.get('firestore writes', 0):.2f} "
+              f"writes, ${keep['usd'] * 1e6:.2f} per million (each transition read once; docs/cost.md)")
     finally:
         fs.stop()
 

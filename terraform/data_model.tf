@@ -35,10 +35,16 @@
 #                              TTL on expireAt.
 #   billing_resources/{key}    never written since billing writes one document per
 #                              change (documents from before are left, read by nobody).
-#     .../transitions          one resource's read whole: automatic. The report's
-#                              collection-group queries (shared/state/usage/transitions.py):
-#                              provider ==, resourceType ==, labels.tenant ==, merged;
-#                              counted: collection-group single-field indexes below.
+#     .../transitions          one resource's read whole, or from a time on (atUs >=):
+#                              automatic. The report's collection-group queries
+#                              (shared/state/usage/transitions.py): provider ==,
+#                              resourceType ==, labels.tenant ==, merged: collection-group
+#                              single-field indexes below; what was recorded since the
+#                              usage snapshot looked (shard in, recordedUs >): a
+#                              collection-group composite below.
+#   usage_days/{day}/chunks/{n} the daily usage snapshot's (shared/state/usage/
+#                              snapshot.py): read whole per day; `entries` unindexed.
+#   usage_snapshot/state       its watermark: read by id.
 #   audit_stopped/{eventId}    written once, never queried.
 #   callbacks/{callbackId}     webhook callbacks (shared/callbacks/registry.py,
 #                              shared/callbacks/store.py): key ==, scope ==:
@@ -90,6 +96,7 @@ locals {
   firestore_shard_fields = {
     events    = [local.firestore_shard_field]
     resources = [local.firestore_shard_field, local.firestore_stale_shard_field]
+    transitions = [local.firestore_shard_field]
   }
   firestore_sequential_fields = {
     events = {
@@ -120,6 +127,10 @@ locals {
       "resync.at"        = "unindexed"
       "resync.index"     = "unindexed"
       reReported         = "unindexed" # the ring of latest re-reports: rewritten by each, never queried
+    }
+    # billing's (a collection group): when it recorded each, read behind the shard by the usage snapshot
+    transitions = {
+      recordedUs = "sharded"
     }
   }
   # "collection-field" => {collection, field}: one single-field index exemption each.
@@ -182,6 +193,9 @@ locals {
     { collection = "resources", equality = ["provider"], sharded = true, order_by = "staleAt", orders = ["DESCENDING"] },
     # Hot resources, the documents written longest ago first (the sweep writes or cools them).
     { collection = "resources", equality = ["hot"], sharded = true, order_by = "writtenAt", orders = ["ASCENDING"] },
+    # What billing recorded since the daily usage snapshot last looked (shared/state/usage/snapshot.py), every
+    # shard at once: a collection-group index (recordedUs is sharded).
+    { collection = "transitions", equality = ["shard"], order_by = "recordedUs", orders = ["ASCENDING"], query_scope = "COLLECTION_GROUP" },
   ]
 
   # The equality filters of the api's resource lists (shared/api/queries.py ResourceFilter).
@@ -192,7 +206,8 @@ locals {
     for spec in local.firestore_index_specs : {
       for pair in setproduct(spec.equality, spec.orders) :
       "${spec.collection}-${replace(lower(pair[0]), ".", "-")}${try(spec.sharded, false) ? "-shard" : ""}-${lower(spec.order_by)}-${lower(pair[1])}" => {
-        collection = spec.collection
+        collection  = spec.collection
+        query_scope = try(spec.query_scope, "COLLECTION")
         fields = concat(
           [{ field_path = pair[0], order = "ASCENDING" }],
           try(spec.sharded, false) ? [{ field_path = local.firestore_shard_field, order = "ASCENDING" }] : [],

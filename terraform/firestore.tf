@@ -89,7 +89,7 @@ resource "google_firestore_index" "index" {
   project     = var.project_id
   database    = local.firestore_database
   collection  = each.value.collection
-  query_scope = "COLLECTION"
+  query_scope = each.value.query_scope
 
   dynamic "fields" {
     for_each = each.value.fields
@@ -98,6 +98,19 @@ resource "google_firestore_index" "index" {
       order      = fields.value.order
     }
   }
+
+  depends_on = [google_firestore_database.database]
+}
+
+# The daily usage snapshot's chunks (shared/state/usage/snapshot.py) are read whole by day, never queried by
+# what they hold: no index entry for each of the up to 2,000 resources' maps a chunk holds (40,000 at most).
+resource "google_firestore_field" "usage_chunk_entries" {
+  project    = var.project_id
+  database   = local.firestore_database
+  collection = "chunks"
+  field      = "entries"
+
+  index_config {}
 
   depends_on = [google_firestore_database.database]
 }

@@ -17,7 +17,7 @@ from dcm_status_contracts import timeutil
 
 API_BY = {"tenant": "tenant", "provider": "provider", "resourceType": "type", "resource": "resource"}
 PAGE_SIZE = 5000
-TIMEOUT = 120.0  # a report over a quarter of a large fleet reads every transition of it
+TIMEOUT = 120.0  # a report over a quarter of a large fleet: 92 days of its daily usage snapshot
 
 
 class UsageApiError(Exception):

@@ -39,6 +39,11 @@ LOCAL_SETTINGS = {
     # of an "in": at 3,000 ledger entries one minute's counts for 15 providers took 45 s of its CPU (150 s
     # wall), for one provider 2.1 s. The e2e stacks (15 providers) count none: tests/e2e/conftest.py
     "DCM_TRENDS_EVERY_SECONDS": "60",
+    # the daily usage snapshot (shared/state/usage/snapshot.py): never. Its one query ("shard in" 30 values,
+    # recordedUs >) is 30 scans of the transitions on the emulator: 2.8 s at 3,000 transitions for 9 found, at
+    # each keep and each /v1/usage call. Locally a call reads every transition, as before the snapshot (the
+    # same rows: tests/functional/test_usage_snapshot.py).
+    "DCM_USAGE_EVERY_SECONDS": "0",
     # the freshness deadline's index ranges (production: 360, docs/scale.md): one. The emulator scans the
     # collection once for each value of an "in": at 3,000 resources a 5 s tick's stale query cost 0.9-1.2 s of
     # its CPU with 30 ranges, 0.22 s with one. The ranges' merge is tested at 360: tests/functional/test_sweep.py

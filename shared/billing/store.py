@@ -4,7 +4,7 @@ shared/state/usage/transitions.py, beneath every use case that reads usage).
 **One Firestore write per change event**, and nothing else: the parent ``billing_resources/{key}``
 document is never written (a subcollection needs no parent document), so there is no second write, no
 transaction, no read before the write and no hot document. The write is keyed by the change event's id and
-its content is a function of the change event alone (but ``recordedAt``): a redelivery rewrites the same
+its content is a function of the change event alone (but ``recordedAt``, ``recordedUs``: when): a redelivery rewrites the same
 document, so at-least-once delivery in any order converges to the same set of documents.
 """
 
@@ -40,8 +40,9 @@ class BillingStore(TransitionReader):
 
     def record(self, change: ChangeEventView) -> None:
         """Store one change: one document write (idempotent); Transient when Firestore fails."""
-        now = timeutil.now_str()
-        doc = transition_document(change, now)
+        now_dt = timeutil.now()
+        now = timeutil.format(now_dt)
+        doc = transition_document(change, now, epoch_us(now_dt))
         implied = implied_document(change, now)
         if implied:
             doc[OLD_SIDE] = implied[1]

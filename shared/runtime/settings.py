@@ -177,6 +177,9 @@ class Settings:
     # DCM_TRENDS_EVERY_SECONDS: how often the sweep counts the current minute's trends (0: never; by default the
     # summary's period). Each count is one aggregation per provider and outcome over the sharded ledger
     trends_every_seconds: int = 60
+    # DCM_USAGE_EVERY_SECONDS: how often the sweep brings the daily usage snapshot up to date (0: never; then a
+    # usage computation reads every transition). Longer: fewer chunk rewrites, more transitions read per call.
+    usage_every_seconds: int = 300
     # the rate cards /v1/usage prices with, by name (DCM_RATE_CARDS: name=file,...; files of the deployment,
     # read at start: a request names a card, never a file)
     rate_cards: Mapping[str, RateCard] = field(default_factory=dict)
@@ -344,6 +347,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         stats_every_seconds=integer(env, "DCM_STATS_EVERY_SECONDS", 900),
         trends_every_seconds=integer(env, "DCM_TRENDS_EVERY_SECONDS", integer(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
                                      minimum=0),
+        usage_every_seconds=integer(env, "DCM_USAGE_EVERY_SECONDS", 300, minimum=0),
         rate_cards=_rate_cards(env.get("DCM_RATE_CARDS", "")),
     )
 

@@ -93,10 +93,16 @@ MAX_IN = 30  # values of one "in" filter (Firestore)
 SHARD_SPACE = tuple(range(SHARDS))  # what the feed reads: every shard a writer may use (any count <= SHARDS)
 RESOURCE_SHARD_SPACE = tuple(range(RESOURCE_SHARDS))
 STALE_SHARD_SPACE = tuple(range(STALE_SHARDS))
+# billing's transitions (a collection group: billing_resources/{key}/transitions), by when they were recorded
+# (shared/state/usage/transitions.py RECORDED_US, read by the daily usage snapshot): the busiest fleet's 10,000
+# changes/s at 333 writes/s a range; one "in" query reads every shard.
+TRANSITIONS = "transitions"
+TRANSITION_SHARDS = 30
 # collection => its shard fields and how many shards each spreads over (terraform/data_model.tf declares the
 # fields: firestore_shard_fields; benchmarks/capacity.py reads both)
 SHARD_FIELDS: dict[str, dict[str, int]] = {LEDGER: {SHARD: SHARDS},
-                                           RESOURCES: {SHARD: RESOURCE_SHARDS, STALE_SHARD: STALE_SHARDS}}
+                                           RESOURCES: {SHARD: RESOURCE_SHARDS, STALE_SHARD: STALE_SHARDS},
+                                           TRANSITIONS: {SHARD: TRANSITION_SHARDS}}
 
 # collection => its fields written at the event rate with sequentially increasing values, and how each
 # is kept off one index range: "sharded" (composite indexes with SHARD in front; the single-field index
@@ -116,6 +122,8 @@ SEQUENTIAL_FIELDS: dict[str, dict[str, str]] = {
                 "lastTransitionTime": UNINDEXED, "createdAt": UNINDEXED, "recentChanges": UNINDEXED,
                 "resync.at": UNINDEXED, "resync.index": UNINDEXED,
                 "reReported": UNINDEXED},  # RE_REPORTED: the ring rewritten by every re-report, never queried
+    # billing's (a collection group): when it recorded one, queried behind the shard by the usage snapshot
+    TRANSITIONS: {"recordedUs": SHARDED},
 }
 
 

@@ -53,6 +53,9 @@ The api serves them: a reader costs one read. A tick whose snapshot write loses 
 
 Trends (shared/state/trends.py): the current minute's counts per provider at the summary's pace, one document
 a minute (4 aggregation queries per provider and window: one read each up to 1,000 entries counted).
+
+Usage (shared/state/usage/snapshot.py): every ``usage_every_seconds``, the daily usage snapshot takes in what
+billing recorded since (each transition read once) and rewrites the chunks that changed.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
 from shared.runtime.settings import Settings
 from shared.state import aggregates, resources, snapshots, trends
+from shared.state.usage import snapshot as usage_snapshot
 from shared.state.documents import (
     DOCUMENT_WRITES,
     HOT_QUIET,
@@ -182,6 +186,7 @@ class Sweep:
         self.watch = Watch(settings)
         self.summary_every = settings.summary_every_seconds
         self.trends_every = settings.trends_every_seconds  # 0: no trends
+        self.usage_every = settings.usage_every_seconds  # 0: no daily usage snapshot
         self.stats_every = settings.stats_every_seconds
         self.stale_space = tuple(range(settings.stale_shards))  # what upsert writes (Settings.stale_shards)
         self.window_days = settings.ledger_ttl_days  # the accounting's window: the ledger's retention
@@ -214,6 +219,12 @@ class Sweep:
         except Transient as exc:
             log.warning("sweep tick failed to write the trends; the next tick completes them",
                         extra={"error": str(exc)})
+        try:
+            if self.usage_every:
+                self.usage(now)
+        except Transient as exc:
+            log.warning("sweep tick failed to keep the usage snapshot; the next tick does",
+                        extra={"error": str(exc)})
 
     def trends(self, now_dt: Any) -> list[str]:
         """The pipeline's counts per minute and provider (shared/state/trends.py): the current minute at the
@@ -222,6 +233,14 @@ class Sweep:
             done = trends.record(self.db, self.providers, now_dt, self.trends_every, COUNTING)
         if done:
             log.info("trends written", extra={"minutes": done})
+        return done
+
+    def usage(self, now_dt: Any) -> dict[str, int]:
+        """The daily usage snapshot (shared/state/usage/snapshot.py), every ``usage_every`` seconds."""
+        with fs.guard("Firestore query"):
+            done = usage_snapshot.tick(self.db, now_dt, every=timedelta(seconds=self.usage_every))
+        if done.get("chunksWritten"):
+            log.info("usage snapshot kept", extra=done)
         return done
 
     def snapshot(self, now_dt: Any) -> list[str]:

@@ -185,6 +185,7 @@ def test_a_tick_that_fails_is_acked_the_next_one_does_the_work(sweep, monkeypatc
     monkeypatch.setattr(Sweep, "_open_batches", down)
     monkeypatch.setattr(Sweep, "snapshot", lambda self, now: down(self))  # the aggregates' snapshots: the same
     monkeypatch.setattr(Sweep, "trends", lambda self, now: down(self))  # the trends: the same
+    monkeypatch.setattr(Sweep, "usage", lambda self, now: down(self))  # the usage snapshot: the same
     assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "t"}), {}, "t-down").status_code == 200
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from benchmarks import capacity, capacity_design
 from shared.state.documents import (
     RESOURCE_SHARDS,
+    TRANSITION_SHARDS,
+    TRANSITIONS,
     SEQUENTIAL_FIELDS,
     SHARD,
     SHARD_FIELDS,
@@ -23,7 +25,8 @@ def test_the_models_sequential_indexed_fields_are_what_the_data_model_declares()
     assert declared["shard"] == SHARD
     assert declared["shard_fields"] == {c: sorted(fields) for c, fields in SHARD_FIELDS.items()}
     assert capacity.design().shards == {"events": {SHARD: SHARDS},
-                                         "resources": {SHARD: RESOURCE_SHARDS, STALE_SHARD: STALE_SHARDS}}
+                                         "resources": {SHARD: RESOURCE_SHARDS, STALE_SHARD: STALE_SHARDS},
+                                         TRANSITIONS: {SHARD: TRANSITION_SHARDS}}
 
 
 def test_every_sharded_field_is_modelled_behind_each_shard_field_in_front_of_it():

@@ -8,8 +8,9 @@
  *   counts into its minute at once.
  * - "Usage" (#/usage?month=YYYY-MM&by=provider|tenant): resource-hours per UTC day as stacked bars, the table
  *   under it, and a "Download CSV" link to v1/usage. Read when the page is shown and again, while it is, on a
- *   snapshot at most every USAGE_REFRESH_MS (an hour: a computation reads every stored transition; the api keeps
- *   a window's usage 5 minutes for paging and other readers: docs/cost.md).
+ *   snapshot at most every USAGE_REFRESH_MS (an hour: a computation reads the window's days of the daily usage
+ *   snapshot, a month's at the region fleet ~107,000 reads; the api keeps a window's usage 5 minutes for paging
+ *   and other readers: docs/cost.md).
  *
  * app.js calls window.dcmCharts: start(read), onSnapshot(), onChange(change), showUsage(query), hideUsage().
  * Tests read the charts' data from window.dcmCharts.pipeline / .usage (Chart instances) and the DOM.
@@ -18,7 +19,7 @@
   'use strict';
 
   const HOURS = 6;
-  const USAGE_REFRESH_MS = 3600000;  // a computation reads every stored transition: hourly at most (docs/cost.md)
+  const USAGE_REFRESH_MS = 3600000;  // a computation reads a month's daily snapshot: hourly at most (docs/cost.md)
   const PALETTE = ['#2563eb', '#16a34a', '#d97706', '#9333ea', '#dc2626', '#0891b2', '#65a30d', '#db2777',
     '#4b5563', '#ea580c'];
   const $ = (id) => document.getElementById(id);

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from dcm_status_contracts import timeutil
 
+from shared.state.usage import snapshot
 from shared.state.usage.intervals import Interval, as_datetime, usage
 from shared.state.usage.rates import RateCard
 from shared.state.usage.transitions import TransitionReader
@@ -63,14 +64,27 @@ def resource_usage(db, start: datetime | str, end: datetime | str, *, now: datet
                    workers: int = 8, options: Mapping[str, Any] | None = None) -> list[ResourceUsage]:
     """Every resource's billable intervals in the window, split per UTC day.
 
-    Reads every transition of the resources the filters select (``BillingStore.transition_sets``), not
-    only those before the window's end: that pruning would need a range index on a transition time over
-    the whole collection group, a sequentially increasing value written at the change rate (docs/billing.md).
+    Unfiltered, from a window starting at a midnight: the daily snapshot (shared/state/usage/snapshot.py: a
+    few documents per day of the window, and what billing recorded since the sweep last kept it). Otherwise, or
+    with no snapshot yet, from every transition of the resources the filters select (``from_transitions``).
     ``options``: each query page's retry and timeout (the caller's).
     """
     start_dt, horizon = window(start, end, now)
     if horizon <= start_dt:
         return []
+    if not (provider or resource_type or tenant):
+        served = snapshot.serve(db, start_dt, horizon, options)
+        if served is not None:
+            return [ResourceUsage(i.key, i.provider, i.resource_type, ivs) for i, ivs in served]
+    return from_transitions(db, start_dt, horizon, provider=provider, resource_type=resource_type, tenant=tenant,
+                            workers=workers, options=options)
+
+
+def from_transitions(db, start_dt: datetime, horizon: datetime, *, provider: str | None = None,
+                     resource_type: str | None = None, tenant: str | None = None, workers: int = 8,
+                     options: Mapping[str, Any] | None = None) -> list[ResourceUsage]:
+    """``resource_usage`` from every transition of the resources the filters select (the reference the daily
+    snapshot equals)."""
     out = []
     for r in TransitionReader(db, options).transition_sets(provider, resource_type, tenant, workers=workers):
         intervals = usage(r.transitions, r.resource_type, start_dt, horizon, now=horizon)
@@ -95,13 +109,13 @@ def aggregate(usages: Iterable[ResourceUsage], by: Sequence[str] = ("resourceTyp
         for iv in ru.intervals:
             values = ru.dimensions(iv)
             group = ((iv.day,) if daily else ()) + tuple(values[d] for d in dims)
-            b = buckets.setdefault(group, {"us": 0, "resources": set(), "cost": 0.0, "unpriced": False})
+            b = buckets.setdefault(group, {"us": 0, "resources": set(), "at_rate": {}, "unpriced": False})
             b["us"] += iv.microseconds
             b["resources"].add(ru.key)
             if rate is None:
                 b["unpriced"] = True
-            else:
-                b["cost"] += iv.microseconds * rate / US_PER_HOUR
+            else:  # microseconds per rate, priced once: the same cost however the hours are cut in intervals
+                b["at_rate"][rate] = b["at_rate"].get(rate, 0) + iv.microseconds
     rows = []
     for group in sorted(buckets, key=lambda g: tuple("" if v is None else v for v in g)):
         b = buckets[group]
@@ -113,7 +127,8 @@ def aggregate(usages: Iterable[ResourceUsage], by: Sequence[str] = ("resourceTyp
         row.update({"resources": len(b["resources"]), "seconds": _seconds(b["us"]),
                     "hours": round(b["us"] / US_PER_HOUR, 6)})
         if rates is not None:
-            row["cost"] = None if b["unpriced"] else round(b["cost"], 6)
+            cost = sum(us * rate / US_PER_HOUR for rate, us in sorted(b["at_rate"].items()))
+            row["cost"] = None if b["unpriced"] else round(cost, 6)
             row["currency"] = rates.currency
         rows.append(row)
     return rows

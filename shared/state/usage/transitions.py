@@ -13,7 +13,7 @@ every usage reader reads it (the CLI's report, the api's /v1/usage).
 no parent document), so there is no second write, no transaction, no read
 before the write and no hot document. The write is keyed by the change
 event's id and its content is a function of the change event alone (but
-``recordedAt``): a redelivery rewrites the same document, so at-least-once
+``recordedAt`` and ``recordedUs``: when): a redelivery rewrites the same document, so at-least-once
 delivery in any order converges to the same set of documents.
 
 Readers find the resources through the transitions themselves: a
@@ -43,14 +43,21 @@ from dcm_status_contracts.status_changed import ChangeEventView
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from shared.state import documents
 from shared.state.usage.intervals import Transition, microseconds
 
 BILLING_RESOURCES = "billing_resources"
-TRANSITIONS = "transitions"  # a collection-group name: no other collection may be called so
+TRANSITIONS = documents.TRANSITIONS  # a collection-group name: no other collection may be called so
 PAGE = 1000  # documents per query page: each page is one RPC with its own deadline (the reader's options)
 IMPLIED_SUFFIX = "~old"  # id suffix of the transition implied by a change's old side
 OLD_SIDE = "oldSide"  # the field of a transition document that holds it
 KEY, PROVIDER, RESOURCE_TYPE, TENANT_LABEL, AT_US = "key", "provider", "resourceType", "labels.tenant", "atUs"
+# When billing recorded the document (µs since the epoch) and its shard: the daily usage snapshot
+# (shared/state/usage/snapshot.py) reads what was recorded since it last looked, one collection-group query
+# over (shard in every shard, recordedUs). A value increasing at the change rate, so only ever indexed behind
+# the shard (documents.SEQUENTIAL_FIELDS; terraform/data_model.tf exempts its single-field index and declares
+# the composite one).
+RECORDED_US = "recordedUs"
 # The fields readers filter the ``transitions`` collection group on (equality): each needs a single-field
 # index of collection-group scope, which Firestore does not keep by default (terraform/data_model.tf).
 GROUP_FILTER_FIELDS = (PROVIDER, RESOURCE_TYPE, TENANT_LABEL)
@@ -61,7 +68,9 @@ def epoch_us(dt: datetime) -> int:
     return microseconds(dt - EPOCH)
 
 
-def transition_document(change: ChangeEventView, now: str) -> dict[str, Any]:
+def transition_document(change: ChangeEventView, now: str, recorded_us: int | None = None) -> dict[str, Any]:
+    """The document billing writes for a change; ``recorded_us``: when (with its shard, what the daily usage
+    snapshot reads by)."""
     return {
         "status": change.new_status,
         "at": change.at,
@@ -77,6 +86,10 @@ def transition_document(change: ChangeEventView, now: str) -> dict[str, Any]:
         "provider": change.provider,
         "resourceType": change.resource_type,
         "recordedAt": now,
+        **({} if recorded_us is None else {
+            RECORDED_US: recorded_us,
+            documents.SHARD: documents.shard_of(change.event_id, documents.TRANSITION_SHARDS,
+                                                documents.TRANSITION_SHARDS)}),
     }
 
 
@@ -175,6 +188,28 @@ class TransitionReader:
 
     def transitions(self, doc_id: str) -> list[Transition]:
         return [to_transition(d) for d in self.transition_documents(doc_id)]
+
+    def recorded(self, after_us: int, until_us: int | None = None) -> dict[str, ResourceTransitions]:
+        """The transitions recorded in ``(after_us, until_us]`` (old sides included), per resource: one query over
+        (shard in every shard, recordedUs), each read once. Documents written before the field are not found."""
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        shards = list(range(documents.TRANSITION_SHARDS))
+        query: Any = (self.db.collection_group(TRANSITIONS).where(filter=FieldFilter(documents.SHARD, "in", shards))
+                      .where(filter=FieldFilter(RECORDED_US, ">", after_us)))
+        if until_us is not None:
+            query = query.where(filter=FieldFilter(RECORDED_US, "<=", until_us))
+        for snap in pages(query.order_by(RECORDED_US), options=self.options):
+            grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_old_side(snap))
+        return {doc_id: resource_transitions(doc_id, docs) for doc_id, docs in sorted(grouped.items())}
+
+    def since(self, doc_id: str, at_us: int) -> list[Transition]:
+        """One resource's transitions whose document's time is ``at_us`` or later (old sides included): its
+        subcollection's own single-field index, no hotspot (one resource's writes)."""
+        out: list[dict[str, Any]] = []
+        query = self.transitions_ref(doc_id).where(filter=FieldFilter(AT_US, ">=", at_us)).order_by(AT_US)
+        for snap in pages(query, options=self.options):
+            out.extend(_with_old_side(snap))
+        return [to_transition(d) for d in out]
 
     def stored_changes(self) -> int:
         """ChangeEventView events stored: an aggregation query."""

@@ -269,6 +269,12 @@ def usage_keep(db, tally: Counter, send, drain, n: int = 50) -> dict:
     return {**{k: v / n for k, v in tally.items()}, "usd": price(tally) / n}
 
 
+def print_keep(keep: dict) -> None:
+    print(f"off the event path, the sweep keeping the daily usage snapshot (shared/state/usage/snapshot.py), per "
+          f"applied change: {keep.get('firestore reads', 0):.2f} reads, {keep.get('firestore writes', 0):.2f} "
+          f"writes, ${keep['usd'] * 1e6:.2f} per million (each transition read once; docs/cost.md)")
+
+
 def main() -> None:
     logging.getLogger("dcm").setLevel(logging.ERROR)  # the handlers' per-event log lines are not the figures
     tmp = Path(tempfile.mkdtemp())
@@ -317,9 +323,7 @@ def main() -> None:
         print_rows(rows)
         keep = usage_keep(db, tally, lambda i, status, at: publish(*event(f"k-{i}", status, at, f"k-{i}-{status}")),
                           bus.drain)
-        print(f"off the event path, the sweep keeping the daily usage snapshot (shared/state/usage/snapshot.py), per "
-              f"applied change: {keep.get('firestore reads', 0):.2f} reads, {keep.get('firestore writes', 0):.2f} "
-              f"writes, ${keep['usd'] * 1e6:.2f} per million (each transition read once; docs/cost.md)")
+        print_keep(keep)
     finally:
         fs.stop()
 

@@ -321,9 +321,8 @@ def main() -> None:
             *event(f"vm-{i}", "STOPPED" if i % 2 else "PROVISIONING", "2026-01-01T02:00:00Z", f"u-{i}"))))
         rows.append(measure("dead letter", 50, lambda i: publish(b"not json %d" % i, {})))
         print_rows(rows)
-        keep = usage_keep(db, tally, lambda i, status, at: publish(*event(f"k-{i}", status, at, f"k-{i}-{status}")),
-                          bus.drain)
-        print_keep(keep)
+        print_keep(usage_keep(db, tally, lambda i, status, at: publish(*event(f"k-{i}", status, at, f"k-{i}-{status}")),
+                              bus.drain))
     finally:
         fs.stop()
 

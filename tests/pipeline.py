@@ -22,14 +22,14 @@ function publishes while handling is queued and delivered in turn). No back-off,
 those need the local stack (tests/e2e).
 
 Use: the ``pipeline`` fixture (imported by tests/functional/conftest.py), then ``pipeline.publish(topic, data,
-**attributes)`` and ``pipeline.settle()``, or ``pipeline.report(...)`` for a provider's event.
+**attributes)`` and ``pipeline.settle()``, or ``pipeline.reporter(provider)`` (the provider kit on the stand-in);
+what the functions log: tests/conftest.py's ``logged``.
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
-import logging
 import re
 from collections import deque
 from concurrent.futures import Future
@@ -42,7 +42,7 @@ from dcm_status_sdk import BindingMode, Reporter, ReporterConfig, ReportForm
 from google.api_core import exceptions as gexc
 
 from infra.topology import SubscriptionSpec, Topology, load
-from shared.runtime.logs import CloudLoggingFormatter
+from shared.runtime.logs import get_logger
 from tests.fakes import FakePublisher, pubsub_refuses, runtime_of
 from tests.functional.conftest import _ENTRIES, PROJECT, Checked, client_for
 
@@ -276,18 +276,6 @@ def _client(function: str) -> tuple[Any, Any]:
     return _CLIENTS[function]
 
 
-class LogLines(logging.Handler):
-    """Every line the functions log (the ``dcm`` logger), formatted as production writes it."""
-
-    def __init__(self):
-        super().__init__()
-        self.setFormatter(CloudLoggingFormatter())
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
 class Pipeline:
     """The functions, their topology's subscriptions and one Firestore; ``env`` over the topology's settings."""
 
@@ -297,7 +285,6 @@ class Pipeline:
         self.bus = Bus(self.topology, self.push)
         self.runtime = runtime_of(publisher=self.bus, firestore=firestore, DCM_PROJECT=PROJECT,
                                   DCM_FEED_SETTLE_SECONDS="0", DCM_STREAM_SECONDS="0.5", **env)
-        self.logs = LogLines()
         self.reporters: dict[tuple[str, BindingMode], Reporter] = {}
         self._bound: set[str] = set()
 
@@ -355,18 +342,11 @@ class Pipeline:
         snap = self.db.collection("resources").document(ResourceKey.parse(key).doc_id).get()
         return snap.to_dict() if snap.exists else None
 
-    def log_lines(self, function: str | None = None) -> list[dict[str, Any]]:
-        """What the functions logged (``function``: only its lines), each line's JSON."""
-        lines = [orjson.loads(line) for line in self.logs.lines]
-        return [line for line in lines if function is None or line.get("logger", "").startswith(f"dcm.{function}")]
-
 
 @pytest.fixture
 def pipeline(firestore) -> Iterator[Pipeline]:
     """The in-process pipeline on this test's (emptied) Firestore emulator."""
+    get_logger("pipeline")  # the functions' loggers configured before any test handler (conftest's logged)
     built = Pipeline(firestore)
-    root = logging.getLogger("dcm")
-    root.addHandler(built.logs)
     yield built
-    root.removeHandler(built.logs)
     built.close()

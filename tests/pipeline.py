@@ -31,10 +31,12 @@ from __future__ import annotations
 import base64
 import itertools
 import re
+import tempfile
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
+from unittest import mock
 
 import orjson
 import pytest
@@ -279,12 +281,13 @@ def _client(function: str) -> tuple[Any, Any]:
 class Pipeline:
     """The functions, their topology's subscriptions and one Firestore; ``env`` over the topology's settings."""
 
-    def __init__(self, firestore, **env: str):
-        self.topology = load()
+    def __init__(self, firestore, providers: tuple[str, ...] | None = None, **env: str):
+        self.topology = load(providers)
         self.db = firestore
         self.bus = Bus(self.topology, self.push)
         self.runtime = runtime_of(publisher=self.bus, firestore=firestore, DCM_PROJECT=PROJECT,
-                                  DCM_FEED_SETTLE_SECONDS="0", DCM_STREAM_SECONDS="0.5", **env)
+                                  DCM_FEED_SETTLE_SECONDS="0", DCM_STREAM_SECONDS="0.5",
+                                  **{**self.topology.env(), **env})
         self.reporters: dict[tuple[str, BindingMode], Reporter] = {}
         self._bound: set[str] = set()
 
@@ -303,6 +306,20 @@ class Pipeline:
             config = ReporterConfig(PROJECT, provider, form=ReportForm.JANUARY, binding=binding)
             self.reporters[provider, binding] = Reporter(config, self.bus)
         return self.reporters[provider, binding]
+
+    def cli(self, *args: str) -> Any:
+        """``dcm-status ARGS`` in process (click's runner) on this pipeline: its Firestore, its Pub/Sub stand-in,
+        no local stack (an empty state directory); the result (exit_code, stdout, stderr)."""
+        from click.testing import CliRunner
+
+        from infra.cli import cli
+        from infra.cli.common import Connection
+
+        with tempfile.TemporaryDirectory() as state, \
+                mock.patch.object(Connection, "firestore", lambda conn: self.db), \
+                mock.patch.object(Connection, "publisher", lambda conn, ordering=False: self.bus):
+            return CliRunner().invoke(cli, list(args), env={"DCM_PROJECT": PROJECT, "DCM_STATE_DIR": state,
+                                                            "COLUMNS": "80"}, catch_exceptions=False)
 
     def close(self) -> None:
         for reporter in self.reporters.values():
@@ -343,10 +360,15 @@ class Pipeline:
         return snap.to_dict() if snap.exists else None
 
 
-@pytest.fixture
-def pipeline(firestore) -> Iterator[Pipeline]:
-    """The in-process pipeline on this test's (emptied) Firestore emulator."""
+def pipeline_of(firestore, providers: tuple[str, ...] | None = None, **env: str) -> Iterator[Pipeline]:
+    """A module's own ``pipeline`` fixture: other providers than the topology's, other settings."""
     get_logger("pipeline")  # the functions' loggers configured before any test handler (conftest's logged)
-    built = Pipeline(firestore)
+    built = Pipeline(firestore, providers, **env)
     yield built
     built.close()
+
+
+@pytest.fixture
+def pipeline(firestore) -> Iterator[Pipeline]:
+    """The in-process pipeline on this test's (emptied) Firestore emulator, the topology's providers."""
+    yield from pipeline_of(firestore)

@@ -262,23 +262,13 @@ def expected_by(resources: list[fleet.Resource], label: str) -> dict[tuple[str, 
     return out
 
 
-def billing_cli(*args: str) -> Any:
-    """`dcm-status billing ARGS` on the functional tier's Firestore, in process; JSON output parsed."""
+def billing_cli(pipeline, *args: str) -> Any:
+    """`dcm-status billing ARGS` on the pipeline's Firestore, in process; JSON output parsed."""
     import json
-    from unittest import mock
 
-    from click.testing import CliRunner
-
-    from infra.cli import cli
-    from infra.cli.common import Connection
     from infra.local.state import REPO_ROOT
-    from infra.topology import load
-    from tests.functional.conftest import PROJECT
 
-    conn = Connection(PROJECT, load(), True)
-    args = tuple(str(REPO_ROOT / a) if a.endswith(".yaml") else a for a in args)
-    with mock.patch("infra.cli.billing.connect", lambda: conn):
-        result = CliRunner().invoke(cli, ["billing", *args], catch_exceptions=False)
+    result = pipeline.cli("billing", *(str(REPO_ROOT / a) if a.endswith(".yaml") else a for a in args))
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout) if "--json" in args else result.stdout
 
@@ -312,13 +302,13 @@ def test_shuffled_duplicated_fleet_gives_exact_resource_hours(pipeline, firestor
         t: round(s * prices[t] / H, 6) for t, s in per_type.items()}
 
     # the operator's view: dcm-status billing report (JSON and CSV), same figures
-    cli_rows = billing_cli("report", "--from", D1, "--to", "2026-03-04", "--by", "tenant,type", "--tenant", tenant,
+    cli_rows = billing_cli(pipeline, "report", "--from", D1, "--to", "2026-03-04", "--by", "tenant,type", "--tenant", tenant,
                            "--rates", "examples/rates.yaml", "--json")
     assert {(r["day"], r["resourceType"]): r["seconds"] for r in cli_rows["rows"]} == {
         k: v for k, v in expected_by(resources, "resourceType").items() if v}
     assert cli_rows["total"]["seconds"] == sum(r.expected.get(d, 0) for r in resources for d in (D1, D2, fleet.D3))
     assert all(r["tenant"] == tenant and r["currency"] == "EUR" and r["cost"] > 0 for r in cli_rows["rows"])
-    csv_text = billing_cli("report", "--from", D1, "--to", "2026-03-04", "--by", "resource", "--total",
+    csv_text = billing_cli(pipeline, "report", "--from", D1, "--to", "2026-03-04", "--by", "resource", "--total",
                            "--tenant", tenant, "--csv")
     assert csv_text.splitlines()[0] == "resource,resources,seconds,hours"
     assert f"aws/vm/vm-a-{uid},1,60300,16.75" in csv_text.splitlines()

@@ -60,15 +60,15 @@ def test_one_event_stores_each_resource_it_reports_on(pipeline, firestore):
 
 def test_a_metrics_only_event_keeps_the_status_and_announces_no_change(pipeline, firestore):
     through(pipeline, event("e1", value("notification", "enumeration", "LOCKED"),
-                                             value("metric", "decimal64.3", -5)))
+                            value("metric", "decimal64.3", -5)))
     changes = len(pipeline.bus.on("dcm-status-changed"))
     through(pipeline, event("e2", value("metric", "decimal64.3", "-7"),
-                                             time="2026-11-20T10:00:05Z"))
+                            time="2026-11-20T10:00:05Z"))
     doc = stored(firestore, LOCK)
     assert (doc["status"], doc["resourceSpecific"]["metrics"], doc["updates"]) == ("LOCKED", {"decimal64.3": -7.0}, 2)
     assert len(pipeline.bus.on("dcm-status-changed")) == changes  # new metrics are no status change
     through(pipeline, event("e3", value("notification", "enumeration", "HOLDOVER"),
-                                             time="2026-11-20T10:00:09Z"))
+                            time="2026-11-20T10:00:09Z"))
     assert stored(firestore, LOCK)["status"] == "HOLDOVER"
     assert orjson.loads(pipeline.bus.on("dcm-status-changed")[-1].data)["data"]["newStatus"] == "HOLDOVER"
 

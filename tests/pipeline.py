@@ -35,11 +35,13 @@ import tempfile
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Callable, Iterator
 from unittest import mock
 
 import orjson
 import pytest
+from dcm_status_contracts import timeutil
 from dcm_status_sdk import BindingMode, Reporter, ReporterConfig, ReportForm
 from google.api_core import exceptions as gexc
 
@@ -49,7 +51,6 @@ from tests.fakes import FakePublisher, pubsub_refuses, runtime_of
 from tests.functional.conftest import _ENTRIES, PROJECT, Checked, client_for
 
 ACKS = frozenset({102, 200, 201, 202, 204})  # what a push endpoint answers to ack (anything else: nack)
-PUBLISH_TIME = "2026-01-01T00:00:01Z"
 MAX_STEPS = 10_000  # deliveries in one settle(): more is a loop (a message that never settles)
 
 
@@ -148,6 +149,7 @@ class Message:
     attributes: dict[str, str]
     ordering_key: str
     message_id: str
+    publish_time: str = ""  # RFC 3339, microseconds; each later than the one before (the bus's clock)
 
 
 @dataclass
@@ -162,7 +164,7 @@ def push_body(delivery: Delivery) -> dict[str, Any]:
     """What Pub/Sub POSTs to a push endpoint."""
     m = delivery.message
     body: dict[str, Any] = {"message": {"data": base64.b64encode(m.data).decode(), "attributes": m.attributes,
-                                        "messageId": m.message_id, "publishTime": PUBLISH_TIME},
+                                        "messageId": m.message_id, "publishTime": m.publish_time},
                             "subscription": f"projects/{PROJECT}/subscriptions/{delivery.subscription.name}"}
     if m.ordering_key:
         body["message"]["orderingKey"] = m.ordering_key
@@ -197,6 +199,12 @@ class Bus(FakePublisher):
         self.undelivered: list[Delivery] = []  # nacked max_delivery_attempts times, no dead-letter policy
         self.pulled: dict[str, list[Message]] = {}
         self._ids = itertools.count(1)
+        self._last = timeutil.now()
+
+    def forget(self) -> None:
+        """Nothing queued, nothing recorded (one pipeline for many inputs, e.g. hypothesis' examples)."""
+        for kept in (self.messages, self.queue, self.delivered, self.filtered, self.undelivered, self.pulled):
+            kept.clear()
 
     def publish(self, topic: str, data: bytes, ordering_key: str = "", retry: Any = None, timeout: Any = None,
                 **attributes: Any) -> Future:
@@ -208,8 +216,14 @@ class Bus(FakePublisher):
             return future
         future = super().publish(topic, data, ordering_key, retry, timeout, **attributes)
         if future.exception() is None:
-            self.enqueue(Message(name, bytes(data), dict(attributes), ordering_key, str(next(self._ids))))
+            self.enqueue(Message(name, bytes(data), dict(attributes), ordering_key, str(next(self._ids)),
+                                 self._clock()))
         return future
+
+    def _clock(self) -> str:
+        """Now, as Pub/Sub stamps a publish: strictly later than the last (two publishes never tie)."""
+        self._last = max(timeutil.now(), self._last + timedelta(microseconds=1))
+        return timeutil.format(self._last)
 
     def enqueue(self, message: Message) -> None:
         for sub in (s for s in self.topology.subscriptions if s.topic == message.topic):
@@ -259,7 +273,7 @@ class Bus(FakePublisher):
         attributes = {**m.attributes, "CloudPubSubDeadLetterSourceDeliveryCount": str(delivery.attempt),
                       "CloudPubSubDeadLetterSourceSubscription": sub.name,
                       "CloudPubSubDeadLetterSourceSubscriptionProject": PROJECT,
-                      "CloudPubSubDeadLetterSourceTopicPublishTime": PUBLISH_TIME}
+                      "CloudPubSubDeadLetterSourceTopicPublishTime": m.publish_time}
         self.publish(f"projects/{PROJECT}/topics/{sub.dead_letter_topic}", m.data, **attributes).result()
 
     def answers(self, function: str) -> list[int]:

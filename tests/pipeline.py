@@ -215,9 +215,11 @@ class Bus(FakePublisher):
             future.set_exception(refused)
             return future
         future = super().publish(topic, data, ordering_key, retry, timeout, **attributes)
-        if future.exception() is None:
-            self.enqueue(Message(name, bytes(data), dict(attributes), ordering_key, str(next(self._ids)),
-                                 self._clock()))
+        if future.exception() is None:  # its id is the bus's: unique for the bus's life (forget() or not)
+            message = Message(name, bytes(data), dict(attributes), ordering_key, str(next(self._ids)), self._clock())
+            self.enqueue(message)
+            future = Future()
+            future.set_result(message.message_id)
         return future
 
     def _clock(self) -> str:
@@ -235,13 +237,19 @@ class Bus(FakePublisher):
             else:
                 self.queue.append(delivery)
 
-    def settle(self) -> list[Delivery]:
-        """Deliver until nothing is queued; the deliveries settled now, in order."""
-        start = len(self.delivered)
+    def settle(self, only: tuple[str, ...] | None = None) -> list[Delivery]:
+        """Deliver until nothing is queued (``only``: to these functions; the others' stay queued, in order);
+        the deliveries settled now, in order."""
+        start, held = len(self.delivered), deque()
         for _ in range(MAX_STEPS):
             if not self.queue:
+                self.queue.extend(held)
                 return self.delivered[start:]
-            self._deliver(self.queue.popleft())
+            delivery = self.queue.popleft()
+            if only is None or delivery.subscription.push in only:
+                self._deliver(delivery)
+            else:
+                held.append(delivery)
         raise AssertionError(f"pipeline did not settle in {MAX_STEPS} deliveries: {self.queue[0]}")
 
     def _deliver(self, delivery: Delivery) -> None:
@@ -276,9 +284,16 @@ class Bus(FakePublisher):
                       "CloudPubSubDeadLetterSourceTopicPublishTime": m.publish_time}
         self.publish(f"projects/{PROJECT}/topics/{sub.dead_letter_topic}", m.data, **attributes).result()
 
-    def answers(self, function: str) -> list[int]:
-        """The status codes ``function`` answered, every attempt."""
-        return [a for d in self.delivered + self.undelivered if d.subscription.push == function for a in d.answers]
+    def take(self, function: str) -> list[Delivery]:
+        """The deliveries queued for ``function``, taken off the queue (a test applies them when it chooses:
+        ``again``)."""
+        taken = [d for d in self.queue if d.subscription.push == function]
+        self.queue = deque(d for d in self.queue if d.subscription.push != function)
+        return taken
+
+    def again(self, deliveries: list[Delivery]) -> None:
+        """These messages delivered (once more), each a new delivery of the same message, as Pub/Sub redelivers."""
+        self.queue.extend(Delivery(d.subscription, d.message) for d in deliveries)
 
 
 # ---- the pipeline -------------------------------------------------------------------------------------
@@ -354,8 +369,8 @@ class Pipeline:
         """Publish as a client would (refused as production refuses: raises); the message is queued."""
         return self.bus.publish(self.topic(topic), data, ordering_key, **attributes).result()
 
-    def settle(self) -> list[Delivery]:
-        return self.bus.settle()
+    def settle(self, only: tuple[str, ...] | None = None) -> list[Delivery]:
+        return self.bus.settle(only)
 
     def send(self, topic: str, data: bytes, ordering_key: str = "", **attributes: Any) -> list[Delivery]:
         """Publish, then settle: every delivery it caused."""

@@ -314,9 +314,9 @@ class Pipeline:
         self.topology = load(providers)
         self.db = firestore
         self.bus = Bus(self.topology, self.push)
-        self.runtime = runtime_of(publisher=self.bus, firestore=firestore, DCM_PROJECT=PROJECT,
-                                  DCM_FEED_SETTLE_SECONDS="0", DCM_STREAM_SECONDS="0.5",
-                                  **{**self.topology.env(), **env})
+        self.runtime = runtime_of(publisher=self.bus, firestore=firestore, **{
+            **self.topology.env(), "DCM_PROJECT": PROJECT, "DCM_FEED_SETTLE_SECONDS": "0", "DCM_STREAM_SECONDS": "0.5",
+            **env})
         self.reporters: dict[tuple[str, BindingMode], Reporter] = {}
         self._bound: set[str] = set()
 

@@ -1,6 +1,6 @@
 """The dashboard's charts in Chromium on the real stack (issue 40).
 
-- Usage page: billing's known lifecycles (tests/e2e/test_billing.py's fleet) go through the changed topic to
+- Usage page: billing's known lifecycles (tests/billing_fleet.py's fleet) go through the changed topic to
   billing; the page's stacked bars (the chart's data) and its table hold exactly /v1/usage's hours for the
   month, by provider and by tenant; its "Download CSV" link downloads the same rows.
 - Pipeline chart: a burst of reports shows as applied updates in the trends the sweep writes (the chart's data
@@ -27,10 +27,16 @@ from dcm_status_contracts import timeutil
 from shared.state import trends
 from shared.state.usage import report as usage_report
 from tests.e2e.conftest import wait_until
-from tests.e2e.test_billing import END, START, fleet, publish
+from tests.billing_fleet import CHANGED, END, START, fleet
 from tests.e2e.test_dashboard import ARTIFACTS, Dashboard, api, browser, chromium_executable  # noqa: F401
 
 pytestmark = pytest.mark.e2e
+
+
+def publish(e2e, events) -> None:
+    """The change events on the stack's changed topic, as upsert publishes them."""
+    for f in [e2e.publisher.publish(e2e.topic_path(CHANGED), ev.body, **ev.attributes) for ev in events]:
+        f.result(timeout=30)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MONTH = "2026-03"

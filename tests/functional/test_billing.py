@@ -1,6 +1,9 @@
 """Billing on the Firestore emulator: one write per change event, and the report's enumeration of resources
 from the transitions alone (a collection-group query): a tenant move split between the tenants, a late change
-correcting counted usage, documents written before this layout still counted.
+correcting counted usage, documents written before this layout still counted. And through the in-process
+pipeline (tests/pipeline.py: the changed topic's subscriptions as topology.yaml declares them), billing's known
+fleet shuffled and duplicated gives exact resource hours, and a provider's reports reach billing and audit
+(moved from tests/e2e, issue 41: nothing in them needs the local stack).
 
 Firestore operations are counted where the client sends them (the commit, query and get RPCs), so nothing is
 assumed about how the code batches its calls.
@@ -10,23 +13,23 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from dcm_status_contracts import status_changed
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey
-from dcm_status_contracts.status_update import StatusUpdate
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.state.usage import report as billing_report
 from shared.billing.store import BILLING_RESOURCES, TRANSITIONS, BillingStore
 from shared.upsert.decide import resource_document
+from tests import billing_fleet as fleet
+from tests.billing_fleet import CHANGED, D1, D2, H, status_update
 from tests.functional.conftest import post_push
 
-CHANGED = "dcm-status-changed"
-D1, D2 = "2026-03-01", "2026-03-02"
 START, END = "2026-03-01T00:00:00Z", "2026-03-03T00:00:00Z"
-H = 3600
 
 
 class CountingApi:
@@ -63,17 +66,6 @@ def rpcs(firestore) -> Counter:
     tally: Counter = Counter()
     firestore._firestore_api_internal = CountingApi(firestore._firestore_api, tally)
     return tally
-
-
-def status_update(key: ResourceKey, status: str, at: str, event_id: str, metadata: dict[str, str]) -> StatusUpdate:
-    at = timeutil.canonical(at)
-    return StatusUpdate(
-        key=key, status=status, raw_status=status.lower(), status_recognized=True, message=status.lower(),
-        reason=None, last_transition_time=at, observed_at=at, metadata=dict(metadata), resource_specific={},
-        event_id=event_id, event_source=f"{key.provider}-provider",
-        event_type=f"dcm.providers.{key.provider}.{key.resource_type}.{key.resource_id}.status", event_subject=None,
-        dataschema=f"https://schemas.dcm.org/{key.resource_type}/status-v1.json", schema_defaulted=False,
-        ingress_message_id=event_id, ingress_topic=None, received_at=timeutil.now_str())
 
 
 def lifecycle(key: str, steps: list[tuple[str, str, dict[str, str]]],
@@ -240,3 +232,142 @@ def test_documents_written_before_this_layout_still_count(billing, firestore):
     assert legacy.get().to_dict()["lastAtUs"] == 1  # untouched
     assert seconds(firestore, "resource") == {(D1, "aws/vm/legacy"): H + 3 * H}
     assert seconds(firestore, "tenant", tenant="old") == {(D1, "old"): H + 3 * H}
+
+
+# ---- through the pipeline (moved from tests/e2e/test_billing.py, issue 41) ---------------------------
+def publish(pipeline, events: list[status_changed.ChangeEvent]) -> None:
+    """On the changed topic as upsert publishes them (no callback registered: marked for notify's filter)."""
+    for ev in events:
+        pipeline.publish(CHANGED, ev.body, **{"notify": "0", **ev.attributes})
+    pipeline.settle()
+
+
+def stored_event_ids(db, resource: fleet.Resource) -> set[str]:
+    return {d["eventId"] for d in BillingStore(db).transition_documents(resource.key.doc_id) if not d.get("implied")}
+
+
+def report_seconds(db, by: str, tenant: str, **kw: Any) -> dict[tuple[str, Any], int | float]:
+    rows = billing_report.report(db, kw.pop("start", fleet.START), kw.pop("end", fleet.END), [by], tenant=tenant, **kw)
+    return {(r["day"], r[by]): r["seconds"] for r in rows}
+
+
+def expected_by(resources: list[fleet.Resource], label: str) -> dict[tuple[str, Any], int]:
+    out: dict[tuple[str, Any], int] = {}
+    for r in resources:
+        value = {"resource": str(r.key), "resourceType": r.key.resource_type, "provider": r.key.provider,
+                 "tenant": r.metadata.get("tenant"), "region": r.metadata.get("region"),
+                 "environment": r.metadata.get("environment")}[label]
+        for day, secs in r.expected.items():
+            out[(day, value)] = out.get((day, value), 0) + secs
+    return out
+
+
+def billing_cli(pipeline, *args: str) -> Any:
+    """`dcm-status billing ARGS` on the pipeline's Firestore, in process; JSON output parsed."""
+    import json
+
+    from infra.local.state import REPO_ROOT
+
+    result = pipeline.cli("billing", *(str(REPO_ROOT / a) if a.endswith(".yaml") else a for a in args))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout) if "--json" in args else result.stdout
+
+
+def test_shuffled_duplicated_fleet_gives_exact_resource_hours(pipeline, firestore):
+    uid = "fn"
+    tenant = f"t-{uid}"
+    resources = fleet.fleet(uid, tenant)
+    events = {str(r.key): r.events() for r in resources}
+    rng = random.Random(uid)
+    deliveries = [ev for evs in events.values() for ev in evs for _ in range(rng.randint(1, 3))]
+    rng.shuffle(deliveries)
+    publish(pipeline, deliveries)
+    assert all(stored_event_ids(firestore, r) == {ev.event_id for ev in events[str(r.key)]} for r in resources)
+
+    for label in ("resource", "resourceType", "provider", "region", "tenant", "environment"):
+        expected = {k: v for k, v in expected_by(resources, label).items() if v}
+        assert report_seconds(firestore, label, tenant) == expected, label
+
+    # the rate card prices every row; cost = hours x rate, exactly
+    from shared.state.usage.rates import RateCard
+    prices = {"vm": 0.5, "container": 0.25, "cluster": 1, "volume": 0.01, "network": 3600}
+    rates = RateCard.from_dict({"currency": "EUR", "resourceTypes": prices})
+    rows = billing_report.report(firestore, fleet.START, fleet.END, ["resourceType"], daily=False, rates=rates,
+                                 tenant=tenant)
+    per_type: dict[str, int] = {}
+    for (_, rtype), secs in expected_by(resources, "resourceType").items():
+        per_type[rtype] = per_type.get(rtype, 0) + secs
+    assert per_type == {"vm": 103500, "container": 136770, "cluster": 212400, "volume": 168900, "network": 1}
+    assert {r["resourceType"]: r["cost"] for r in rows} == {
+        t: round(s * prices[t] / H, 6) for t, s in per_type.items()}
+
+    # the operator's view: dcm-status billing report (JSON and CSV), same figures
+    cli_rows = billing_cli(pipeline, "report", "--from", D1, "--to", "2026-03-04", "--by", "tenant,type", "--tenant", tenant,
+                           "--rates", "examples/rates.yaml", "--json")
+    assert {(r["day"], r["resourceType"]): r["seconds"] for r in cli_rows["rows"]} == {
+        k: v for k, v in expected_by(resources, "resourceType").items() if v}
+    assert cli_rows["total"]["seconds"] == sum(r.expected.get(d, 0) for r in resources for d in (D1, D2, fleet.D3))
+    assert all(r["tenant"] == tenant and r["currency"] == "EUR" and r["cost"] > 0 for r in cli_rows["rows"])
+    csv_text = billing_cli(pipeline, "report", "--from", D1, "--to", "2026-03-04", "--by", "resource", "--total",
+                           "--tenant", tenant, "--csv")
+    assert csv_text.splitlines()[0] == "resource,resources,seconds,hours"
+    assert f"aws/vm/vm-a-{uid},1,60300,16.75" in csv_text.splitlines()
+
+    # delivering everything again changes nothing
+    publish(pipeline, [ev for evs in events.values() for ev in evs])
+    assert report_seconds(firestore, "resource", tenant) == {
+        k: v for k, v in expected_by(resources, "resource").items() if v}
+
+
+def test_resource_still_running_is_counted_up_to_now(pipeline, firestore):
+    tenant = "now-fn"
+    key = ResourceKey("azure", "container", "ctr-now-fn")
+    r = fleet.Resource(key, {"tenant": tenant}, [(f"{D2}T10:00:30Z", "RUNNING")], [], {})
+    events = r.events()
+    publish(pipeline, events)
+    assert stored_event_ids(firestore, r) == {events[0].event_id}
+    now = datetime(2026, 3, 5, 6, 0, tzinfo=timezone.utc)  # the window ends next year: count up to "now"
+    assert report_seconds(firestore, "resource", tenant, start="2026-03-04T00:00:00Z", end="2027-01-01T00:00:00Z",
+                          now=now) == {("2026-03-04", str(key)): 24 * H, ("2026-03-05", str(key)): 6 * H}
+    # and with the real clock, a long-running resource is counted up to the moment of the report
+    before = timeutil.now()
+    rows = billing_report.report(firestore, "2026-11-01T00:00:00Z", "2030-01-01T00:00:00Z", ["resource"],
+                                 daily=False, tenant=tenant)
+    after = timeutil.now()
+    since = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    assert (before - since).total_seconds() <= rows[0]["seconds"] <= (after - since).total_seconds()
+
+
+def test_through_the_pipeline_provider_to_billing_and_audit(pipeline, firestore):
+    """Provider reports -> ingest -> upsert -> change events (one late) -> billing and audit."""
+    tenant, rid = "pipe-fn", "vm-pipe-fn"
+    key = f"aws/vm/{rid}"
+    aws = pipeline.reporter("aws")
+
+    def report(status: str, at: str, wait: bool = True) -> None:
+        aws.publish_now("vm", rid, status, f"{status.lower()}", time=at, last_transition_time=at,
+                        metadata={"tenant": tenant, "region": "eu-west"}).result(timeout=30)
+        pipeline.settle()
+        if wait:
+            assert pipeline.resource(key)["status"] == status
+
+    report("RUNNING", f"{D1}T10:00:00Z")
+    report("STOPPED", f"{D1}T12:30:00Z")
+    report("DELETED", f"{D1}T14:00:00Z")
+    report("RUNNING", f"{D1}T13:00:00Z", wait=False)  # older than DELETED: stale for upsert, late for billing
+
+    docs = [x for x in BillingStore(firestore).transition_documents(ResourceKey.parse(key).doc_id)
+            if not x.get("implied")]
+    assert sorted((d["at"], d["status"], d["late"]) for d in docs) == [
+        (f"{D1}T10:00:00.000000Z", "RUNNING", False), (f"{D1}T12:30:00.000000Z", "STOPPED", False),
+        (f"{D1}T13:00:00.000000Z", "RUNNING", True), (f"{D1}T14:00:00.000000Z", "DELETED", False)]
+    assert all(d["labels"] == {"tenant": tenant, "region": "eu-west"} for d in docs)
+    rows = billing_report.report(firestore, fleet.START, fleet.END, ["tenant", "region"], tenant=tenant)
+    assert rows == [{"day": D1, "tenant": tenant, "region": "eu-west", "resources": 1,
+                     "seconds": 2 * H + 30 * 60 + H, "hours": 3.5}]
+
+    stops = [s.to_dict() for s in firestore.collection("audit_stopped").where(
+        filter=FieldFilter("key", "==", key)).stream()]
+    assert len(stops) == 1
+    assert {k: stops[0][k] for k in ("at", "oldStatus", "provider", "tenant", "late")} == {
+        "at": f"{D1}T12:30:00.000000Z", "oldStatus": "RUNNING", "provider": "aws", "tenant": tenant, "late": False}

@@ -201,3 +201,46 @@ def test_down_says_what_goes_with_the_stack(env, monkeypatch, stopped, says):
     monkeypatch.setattr(LocalStack, "down", lambda self: stopped)
     result = CliRunner().invoke(cli, ["down"], env=env)
     assert result.exit_code == 0 and result.stderr.strip() == says
+
+
+# ---- moved from tests/e2e/test_cli.py (issue 41): on the in-process pipeline (tests/pipeline.py), no stack ----
+def test_bad_input_gets_a_clear_error(pipeline):
+    bad_key = pipeline.cli("get", "not-a-key")
+    assert bad_key.exit_code == 2 and "PROVIDER/TYPE/ID" in bad_key.stderr
+    bad_provider = pipeline.cli("provider", "add", "Bad_Name")
+    assert bad_provider.exit_code == 2 and "lowercase" in bad_provider.stderr
+
+
+PUBLISH_MISTAKES = [
+    # (what, publish arguments, what stderr says); "provider not added" (the stack's providers): tests/e2e
+    ("unknown type", ["--provider", "aws", "--type", "queue", "--status", "RUNNING"],
+     "ingest would reject this event (unknown_resource_type)"),
+    ("not a time", ["--provider", "aws", "--type", "vm", "--status", "RUNNING", "--time", "yesterday"],
+     "ingest would reject this event"),
+    ("empty id", ["--provider", "aws", "--type", "vm", "--status", "RUNNING", "--id", ""],
+     "ingest would reject this event"),
+]
+
+
+@pytest.mark.parametrize("what, args, says", PUBLISH_MISTAKES, ids=[m[0] for m in PUBLISH_MISTAKES])
+def test_publish_refuses_what_the_pipeline_would_reject(pipeline, what, args, says):
+    result = pipeline.cli("publish", *(args if "--id" in args else ["--id", "refused-fn", *args]))
+    assert result.exit_code == 1 and says in result.stderr and "Traceback" not in result.stderr
+    assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
+    assert not pipeline.bus.messages  # nothing published
+
+
+def test_filters_are_case_insensitive_and_tables_fit_80_columns(pipeline):
+    rid = "a-very-long-resource-id-that-would-not-fit-in-eighty-columns-fn"
+    sent = pipeline.cli("publish", "--provider", "aws", "--type", "vm", "--id", rid, "--status", "stopped",
+                        "--message", "a long message " * 8)
+    assert sent.exit_code == 0, sent.stderr
+    pipeline.settle()
+    assert pipeline.resource(f"aws/vm/{rid}")["status"] == "STOPPED"
+    narrow = pipeline.cli("list", "--provider", "AWS", "--type", "VM", "--status", "stopped")  # COLUMNS=80
+    lines = narrow.stdout.splitlines()
+    assert lines[0].split() == ["KEY", "STATUS", "SINCE", "MESSAGE"]
+    assert any(f"aws/vm/{rid[:10]}" in line and "…" in line for line in lines)
+    assert all(len(line) <= 80 for line in lines)
+    wide = pipeline.cli("list", "--provider", "aws", "--status", "Stopped", "--wide")
+    assert any(f"aws/vm/{rid}" in line for line in wide.stdout.splitlines())

@@ -137,3 +137,49 @@ def test_the_redaction_list_is_the_operators(upsert, firestore, publisher, redac
     got = redacting_api.get("/v1/resources/aws/vm/i-1").get_json()
     assert got["output_spec"] == {"host": "10.0.1.5", "port": REDACTED, "password": "s3cret", "db": REDACTED}
     assert got["outputs"] == {"port": REDACTED}
+
+
+# ---- the whole pipeline (moved from tests/e2e/test_outputs.py, issue 41) -------------------------------
+def test_outputs_travel_the_pipeline_redacted_for_readers_and_never_logged(pipeline, logged):
+    """ingress -> ingest -> normalized -> upsert -> Firestore, the change feed, the API: stored, replaced whole,
+    kept when omitted, announced with JSON pointers, a credential among them redacted for readers and never in a
+    function's log, a malformed map dead-lettered with its path."""
+    from shared.deadletter.store import DeadLetterStore
+
+    secret, uid = "e2e-s3cret-value", "fn"
+    aws = pipeline.reporter("aws")
+    rid, key = f"out-{uid}", f"aws/vm/out-{uid}"
+    spec = {"host": "10.0.1.5", "port": 5432, "password": secret}
+    aws.publish_now("vm", rid, "RUNNING", "up", time="2026-05-01T10:00:00Z", last_transition_time="2026-05-01T10:00:00Z",
+                    output_spec=spec, outputs={"connectionString": f"postgres://app:{secret}@10.0.1.5/db"}).result(30)
+    pipeline.settle()
+    assert pipeline.resource(key)["status"] == "RUNNING" and pipeline.resource(key)["output_spec"] == spec
+    # New outputs alone (same status, no transition): stored whole, announced; then a report without them keeps them.
+    moved = {"host": "10.0.1.6", "port": 5432, "password": secret}
+    aws.publish_now("vm", rid, "RUNNING", "up", time="2026-05-01T10:01:00Z", output_spec=moved).result(30)
+    pipeline.settle()
+    assert pipeline.resource(key)["output_spec"] == moved
+    aws.publish_now("vm", rid, "STOPPED", "down", time="2026-05-01T10:02:00Z",
+                    last_transition_time="2026-05-01T10:02:00Z").result(30)
+    pipeline.settle()
+    doc = pipeline.resource(key)
+    assert doc["status"] == "STOPPED"
+    assert doc["output_spec"] == moved and doc["outputs"]["connectionString"].startswith("postgres://app:")
+
+    shown = pipeline.api.get(f"/v1/resources/{key}").json
+    assert shown["output_spec"] == {**moved, "password": "[redacted]"}
+    assert shown["outputs"] == {"connectionString": "postgres://app:[redacted]@10.0.1.5/db"}
+    feed = [c for c in pipeline.api.get("/v1/changes?last=50").json["changes"] if c["key"] == key]
+    assert len(feed) == 3
+    outputs_only = next(c for c in feed if c["oldStatus"] == c["newStatus"] == "RUNNING")
+    assert {"attribute": "/output_spec/host", "old": "10.0.1.5", "new": "10.0.1.6"} in outputs_only["changes"]
+    assert secret not in orjson.dumps(feed).decode()
+
+    # A map that is not one is dead-lettered with its path; its value is in no log line.
+    bad = {"specversion": "1.0", "id": f"bad-{uid}", "source": "aws-provider", "time": "2026-05-01T10:03:00Z",
+           "type": f"dcm.providers.aws.vm.instances.{rid}.status",
+           "data": {"status": "RUNNING", "output_spec": f"postgres://app:{secret}@h/db"}}
+    pipeline.send("ingress:aws", orjson.dumps(bad), **{"content-type": "application/cloudevents+json"})
+    [entry] = [e for e in DeadLetterStore(pipeline.db).query(reason="schema_invalid") if e.get("key") == key]
+    assert entry["reason"] == "schema_invalid" and entry["message"].startswith("/data/output_spec")
+    assert secret not in logged.text(), "a function logs an output value"

@@ -1,6 +1,7 @@
-"""The dcm-project providers end to end on the emulators: each one's wire form (rebuilt from its code,
-schemas/samples/upstream/) stored under {provider}/{type}/{data.id}; whole-second clocks, the sequence
-extension, a provider clock far in the future, and what a re-report costs."""
+"""The dcm-project providers through the in-process pipeline (tests/pipeline.py; moved from tests/e2e, issue 41:
+ordering rules need no stack): each one's wire form (rebuilt from its code, schemas/samples/upstream/) stored
+under {provider}/{type}/{data.id}; whole-second clocks, the sequence extension, a provider clock far in the
+future, and what a re-report costs."""
 
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ import uuid
 from datetime import timedelta
 
 import orjson
-import pytest
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import ResourceKey, event_identity
 from dcm_status_contracts.pubsub_binding import BindingMode, mode_of
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from tests import samples
-from tests.e2e.conftest import wait_until
 
-pytestmark = pytest.mark.e2e
 UPSTREAM = samples.load("upstream")
 
 
@@ -29,7 +27,8 @@ def acm_event(cluster: str, status: str, time: str, **extra) -> bytes:
                          "data": {"id": cluster, "status": status, "message": ""}})
 
 
-def test_every_upstream_producer_is_stored_under_its_data_id_with_a_recognised_status(e2e, uid):
+def test_every_upstream_producer_is_stored_under_its_data_id_with_a_recognised_status(pipeline):
+    uid = "fn"
     expected = {}
     for s in UPSTREAM:
         body = orjson.loads(s.data)
@@ -41,61 +40,69 @@ def test_every_upstream_producer_is_stored_under_its_data_id_with_a_recognised_s
             attributes["ce-id"] += f"-{uid}"
         else:
             body["id"] += f"-{uid}"
-        e2e.publish_raw(s.provider, orjson.dumps(body), **attributes)
+        pipeline.publish(f"ingress:{s.provider}", orjson.dumps(body), **attributes)
         expected.setdefault(s.expect["key"] + f"-{uid}", []).append(s)
+    pipeline.settle()
     for key, group in expected.items():
-        doc = wait_until(lambda: e2e.resource(key), 30, what=f"{key} stored")
+        doc = pipeline.resource(key)
         assert doc["statusRecognized"], (key, doc["rawStatus"])
         assert doc["status"] in {s.expect["status"] for s in group}, (key, doc["status"])
         assert doc["key"] == key and ResourceKey.parse(key).resource_id.endswith(uid)
-    assert not [d for d in e2e.deadletters(provider=None) if uid in (d.get("key") or "")]
+    assert not pipeline.bus.on("dcm-status-deadletter")
     print(f"\n{len(UPSTREAM)} upstream samples from {len({s.provider for s in UPSTREAM})} producers: "
           f"{len(expected)} resources stored under provider/type/data.id, every status recognised")
 
 
-def test_whole_second_clocks_the_later_publication_wins(e2e, uid):
+def test_whole_second_clocks_the_later_publication_wins(pipeline):
+    uid = "fn"
     """ACM and three-tier stamp whole seconds: PENDING then READY within one second, ten clusters. The
     event ids are random UUIDs, as ACM's are: a tie broken by id would leave about half of them PENDING."""
     second = timeutil.format(timeutil.now().replace(microsecond=0))[:19] + "Z"
     clusters = [f"c{i}-{uid}" for i in range(10)]
     for c in clusters:
-        e2e.publish_raw("acm-cluster", acm_event(c, "PENDING", second))
-        e2e.publish_raw("acm-cluster", acm_event(c, "READY", second))  # published after: it is later
+        pipeline.publish("ingress:acm-cluster", acm_event(c, "PENDING", second))
+        pipeline.publish("ingress:acm-cluster", acm_event(c, "READY", second))  # published after: it is later
+    pipeline.settle()
     for c in clusters:
-        doc = e2e.wait_for_status(f"acm-cluster/cluster/{c}", "ACTIVE")
-        assert doc["rawStatus"] == "READY"
-    # and the late PENDING, whichever order it arrived in, never overwrote READY
-    wait_until(lambda: all(e2e.resource(f"acm-cluster/cluster/{c}")["status"] == "ACTIVE" for c in clusters), 5)
+        doc = pipeline.resource(f"acm-cluster/cluster/{c}")
+        assert doc["status"] == "ACTIVE" and doc["rawStatus"] == "READY"
+    # and the PENDING published first, applied first here, never overwrote READY
+    assert all(pipeline.resource(f"acm-cluster/cluster/{c}")["status"] == "ACTIVE" for c in clusters)
 
 
-def test_the_sequence_extension_orders_one_source_over_its_clock(e2e, uid):
+def test_the_sequence_extension_orders_one_source_over_its_clock(pipeline):
+    uid = "fn"
     cluster = f"seq-{uid}"
     now = timeutil.now()
     steps = [(3, "READY", now - timedelta(minutes=10)),  # highest sequence, earliest clock: it wins
              (1, "PENDING", now - timedelta(minutes=5)),
              (2, "PROVISIONING", now)]
     for n, status, at in steps:
-        e2e.publish_raw("acm-cluster", acm_event(cluster, status, timeutil.format(at), sequence=f"{n:05d}"))
-    wait_until(lambda: len(list(e2e.db.collection("events").where(
-        filter=FieldFilter("key", "==", f"acm-cluster/cluster/{cluster}")).stream())) == 3, 30,
-        what="all three events processed")
-    doc = e2e.resource(f"acm-cluster/cluster/{cluster}")
+        pipeline.publish("ingress:acm-cluster", acm_event(cluster, status, timeutil.format(at), sequence=f"{n:05d}"))
+    pipeline.settle()
+    assert len(list(pipeline.db.collection("events").where(
+        filter=FieldFilter("key", "==", f"acm-cluster/cluster/{cluster}")).stream())) == 3  # all three processed
+    doc = pipeline.resource(f"acm-cluster/cluster/{cluster}")
     assert (doc["status"], doc["rawStatus"], doc["sequence"]) == ("ACTIVE", "READY", "00003")
 
 
-def test_a_provider_clock_far_in_the_future_does_not_freeze_the_resource(e2e, uid):
+def test_a_provider_clock_far_in_the_future_does_not_freeze_the_resource(pipeline):
+    uid = "fn"
     cluster = f"skew-{uid}"
-    e2e.publish_raw("acm-cluster", acm_event(cluster, "PENDING", "2099-01-01T00:00:00Z"))
-    first = e2e.wait_for_status(f"acm-cluster/cluster/{cluster}", "PROGRESSING")
+    pipeline.send("ingress:acm-cluster", acm_event(cluster, "PENDING", "2099-01-01T00:00:00Z"))
+    first = pipeline.resource(f"acm-cluster/cluster/{cluster}")
+    assert first["status"] == "PROGRESSING"
     assert first["reportedTime"] == "2099-01-01T00:00:00.000000Z"
     assert timeutil.parse(first["observedAt"]) < timeutil.now() + timedelta(minutes=5)  # clamped
     later = timeutil.format(timeutil.now() + timedelta(seconds=2))
-    e2e.publish_raw("acm-cluster", acm_event(cluster, "READY", later))
-    doc = e2e.wait_for_status(f"acm-cluster/cluster/{cluster}", "ACTIVE")  # not refused as "stale" forever
+    pipeline.send("ingress:acm-cluster", acm_event(cluster, "READY", later))
+    doc = pipeline.resource(f"acm-cluster/cluster/{cluster}")
+    assert doc["status"] == "ACTIVE"  # not refused as "stale" forever
     assert doc["reportedTime"] is None
 
 
-def test_a_re_report_writes_no_history_and_announces_nothing(e2e, uid):
+def test_a_re_report_writes_no_history_and_announces_nothing(pipeline):
+    uid = "fn"
     """OSAC's full resync republishes every resource unchanged: counted, last-seen recorded, nothing else."""
     vm = f"vm-{uid}"
     key = f"osac/vm/{vm}"
@@ -106,17 +113,17 @@ def test_a_re_report_writes_no_history_and_announces_nothing(e2e, uid):
                              "time": at, "data": {"id": vm, "status": "RUNNING", "message": "vm is running"}})
 
     start = timeutil.now()
-    e2e.publish_raw("osac", osac(0, timeutil.format(start)))
-    e2e.wait_for_status(key, "RUNNING")
+    pipeline.send("ingress:osac", osac(0, timeutil.format(start)))
+    assert pipeline.resource(key)["status"] == "RUNNING"
     for n in range(1, 4):  # one resync after another (each one applied before the next is sent)
-        e2e.publish_raw("osac", osac(n, timeutil.format(start + timedelta(seconds=n))))
-        wait_until(lambda: (d := e2e.resource(key)) and d.get("reReports") == n, 30, what=f"re-report {n}")
-    doc = e2e.resource(key)
+        pipeline.send("ingress:osac", osac(n, timeutil.format(start + timedelta(seconds=n))))
+        assert pipeline.resource(key).get("reReports") == n, f"re-report {n}"
+    doc = pipeline.resource(key)
     assert doc["eventId"] == f"osac-{uid}-3" and doc["updates"] == 1
-    ledger = [d.to_dict() for d in e2e.db.collection("events").where(filter=FieldFilter("key", "==", key)).stream()]
+    ledger = [d.to_dict() for d in pipeline.db.collection("events").where(filter=FieldFilter("key", "==", key)).stream()]
     assert len([d for d in ledger if "recordedAt" in d]) == 1  # its history: the applied entry only (issue 32)
     assert [d["outcome"] for d in ledger] == ["applied"]  # a re-report writes its resource only (its ring)
     assert [e["id"] for e in doc["reReported"]] == [
         event_identity("osac", "dcm/providers/osac-sp-vm", f"osac-{uid}-{n}") for n in range(1, 4)]
-    billing = e2e.db.collection("billing_resources").document(ResourceKey.parse(key).doc_id).collection("transitions")
-    wait_until(lambda: len(billing.get()) == 1, 30, what="billing to hold the one change")
+    billing = pipeline.db.collection("billing_resources").document(ResourceKey.parse(key).doc_id).collection("transitions")
+    assert len(billing.get()) == 1  # billing holds the one change

@@ -1,4 +1,5 @@
-"""Property-based run of schemathesis against the running api function.
+"""Property-based run of schemathesis against the api function, in process (moved from tests/e2e, issue 41:
+the functional tier serves the api on the Firestore emulator; tests/pipeline.py seeds it through the pipeline).
 
 Every operation of the OpenAPI document gets generated requests, valid ones and
 invalid ones; every answer must be documented (status, content type, schema),
@@ -15,12 +16,12 @@ from __future__ import annotations
 import time
 
 import pytest
-import requests
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.generation import GenerationMode
 
-from tests.e2e.conftest import E2EStack
+from infra.local.stack import LOCAL_SETTINGS
+from tests.pipeline import pipeline_of
 
 MAX_EXAMPLES = 30
 RETRIES = 4  # a 503 asked again (after its Retry-After) this many times in all
@@ -31,14 +32,14 @@ RETRIES = 4  # a 503 asked again (after its Retry-After) this many times in all
 CONTRACT_HOOK = "http://127.0.0.1:9/contract"
 
 
-@pytest.fixture(scope="module")
-def api_schema(e2e: E2EStack):
-    e2e.reporter("aws").publish_now("vm", "contract-1", "RUNNING", "seed").result(timeout=30)
-    e2e.wait_for_status("aws/vm/contract-1", "RUNNING")
-    yield schemathesis.openapi.from_url(e2e.api_url + "v1/openapi.json")
-    for c in requests.get(e2e.api_url + "v1/callbacks", timeout=30).json()["callbacks"]:
-        if c["hook"] == CONTRACT_HOOK:  # or every later change would be sent to a closed port, and retried
-            requests.delete(e2e.api_url + f"v1/callbacks/{c['id']}", headers={"DCM-Request": "1"}, timeout=30)
+@pytest.fixture
+def api_schema(firestore):
+    """The api as the local stack runs it (its settings: the example rate card...), one resource stored."""
+    for pipeline in pipeline_of(firestore, **LOCAL_SETTINGS):
+        pipeline.reporter("aws").publish_now("vm", "contract-1", "RUNNING", "seed").result(timeout=30)
+        pipeline.settle()
+        assert pipeline.resource("aws/vm/contract-1")["status"] == "RUNNING"
+        yield schemathesis.openapi.from_wsgi("/v1/openapi.json", pipeline.bind("api").application)
 
 
 def operations(schema) -> list:
@@ -99,7 +100,7 @@ def call_as_a_client_does(case):
     of a state store slow to answer: a loaded emulator's), ``RETRIES`` times at most: a 503 that lasts is
     still a failure."""
     for _ in range(RETRIES):
-        response = case.call(timeout=30)
+        response = case.call()
         retry_after = response.headers.get("retry-after")  # schemathesis: lower-case names, lists of values
         if response.status_code != 503 or not retry_after:
             return response

@@ -48,11 +48,13 @@ demo: install
 test: install
 	@$(MAKE) --no-print-directory -j3 --output-sync=target test-fast test-e2e test-reliability
 
+# Each pytest run ends with the ten slowest tests and files of each of its tiers, wall and CPU seconds
+# (tests/durations.py).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/deploy
+	$(PY) -m pytest -q -p no:cacheprovider --tier-durations=10 tests/unit tests/functional tests/deploy
 
 test-e2e: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 tests/e2e
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --tier-durations=10 tests/e2e
 
 # The quick reliability run of every `make test`: the scenarios the e2e tier has no twin of. The kill and
 # outage rows (all in `make reliability`) have theirs there, run by every `make test`: function killed ->

@@ -111,7 +111,7 @@ class Recorder:
         if self.json_path:
             Path(self.json_path).write_text(json.dumps({"wall": self.seconds, "cpu": self.cpu}, indent=0,
                                                        sort_keys=True))
-        if self.top:
+        if self.top and self.seconds:
             terminalreporter.write_sep("=", "where the time went, by tier (tests/durations.py)")
             for line in summary(self.seconds, self.top, self.cpu):
                 terminalreporter.write_line(line)

@@ -51,8 +51,8 @@ test: install
 # Each pytest run ends with the ten slowest tests and files of each of its tiers, wall and CPU seconds
 # (tests/durations.py). The fast tier on two workers (each its own Firestore emulator; whole files per worker,
 # so a module's one-off load, the provider schema or a clean virtualenv, is paid once). Both ways side by side
-# on a busy 2-core machine (load 15-50): 28.4 min instead of 43.0, for 18% more CPU (244 s against 207: a
-# second interpreter collecting, a second emulator). Serial, a fast tier that finishes last in `make test`
+# on a busy 2-core machine, twice: 217 s instead of 325 (load ~17) and 28 min instead of 43 (load 15-50), for
+# 17-18% more CPU (198 s against 169; 244 against 207: a second interpreter collecting, a second emulator). Serial, a fast tier that finishes last in `make test`
 # (the CI runs: ~500 s of 474-582) leaves one core idle; on two workers it ends sooner (issue 41).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --tier-durations=10 tests/unit tests/functional tests/deploy

@@ -14,6 +14,16 @@ for _name, _value in load().env().items():  # what the deployers set from infra/
 
 import pytest  # noqa: E402
 
+from tests import durations  # noqa: E402
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    durations.add_options(parser)  # --tier-durations=N: where the time went, tier by tier
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    durations.configure(config)
+
 
 @pytest.fixture(autouse=True)
 def _firestore_breaker_closed():

@@ -36,8 +36,10 @@ from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
 from dcm_status_contracts.status_report import build_event  # noqa: E402
 from dcm_status_sdk import Reporter, ReporterConfig  # noqa: E402
 from google.cloud import firestore, pubsub_v1  # noqa: E402
+from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
 from infra.local.stack import LocalStack  # noqa: E402
+from shared.api import queries  # noqa: E402
 from shared.api.queries import ResourceFilter, resource_page  # noqa: E402
 from shared.ingest.normalize import normalize_message  # noqa: E402
 from shared.runtime import settings  # noqa: E402
@@ -89,7 +91,7 @@ def list_latency(api: str, db: firestore.Client) -> None:
     ]
     session = requests.Session()
     for name, params, where in queries:
-        api_ms, direct_ms, counts_ms = [], [], []
+        api_ms, direct_ms, counts_ms, every_ms = [], [], [], []
         for _ in range(LIST_SAMPLES // len(queries)):
             token = None
             for _page in range(rng.randint(0, 3)):  # a page somewhere in the first four
@@ -105,8 +107,24 @@ def list_latency(api: str, db: firestore.Client) -> None:
             t = time.perf_counter()
             session.get(api, params={**page, "withCounts": "true"}, timeout=30)
             counts_ms.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            every_status(db, where, token)
+            every_ms.append((time.perf_counter() - t) * 1000)
         print(f"  GET /v1/resources {name:<16} {figure('api', api_ms)}; "
-              f"{figure('direct read (ceiling)', direct_ms)}; {figure('withCounts', counts_ms)}")
+              f"{figure('direct read (ceiling)', direct_ms)}; {figure('withCounts', counts_ms)} "
+              f"= {pct(counts_ms, 0.99) / pct(direct_ms, 0.99):.1f}x the direct read's p99 [target (issue 42) <= 2x]; "
+              f"{figure('every status counted (before issue 42, direct)', every_ms)}")
+
+
+def every_status(db: firestore.Client, where: ResourceFilter, token: str | None) -> None:
+    """The page, its total and a count per status of the filter's types, all at once: what ``withCounts`` read
+    before issue 42 (it now counts the statuses the fleet summary saw: shared/api/queries.py)."""
+    base = ResourceFilter(where.provider, where.resource_type, None, where.label, where.search)
+    names = [where.status] if where.status else list(queries.statuses(where.resource_type))
+    started = [queries.count_later(where.query(db))] + [
+        queries.count_later(base.query(db).where(filter=FieldFilter("status", "==", s))) for s in names]
+    resource_page(db, where, limit=50, token=token)
+    [f.result() for f in started]
 
 
 def live_latency(stack: LocalStack, state, db: firestore.Client) -> None:

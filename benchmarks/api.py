@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import orjson  # noqa: E402
 import requests  # noqa: E402
 from dcm_status_contracts import status_update  # noqa: E402
+from dcm_status_contracts.errors import Transient  # noqa: E402
 from dcm_status_contracts.model import PubSubMessage  # noqa: E402
 from dcm_status_contracts.pubsub_binding import to_message  # noqa: E402
 from dcm_status_contracts.status_report import build_event  # noqa: E402
@@ -73,7 +74,15 @@ def seed(db: firestore.Client, n: int) -> float:
                             event_id=f"seed-{i}", metadata={"tenant": TENANTS[i % len(TENANTS)]})
         data, attrs = to_message(event)
         message = PubSubMessage(data, attrs, f"m-{i}", None, f"dcm-status-ingress-{provider}")
-        store.apply(status_update.from_bytes(status_update.to_bytes(normalize_message(message, env))))
+        update = status_update.from_bytes(status_update.to_bytes(normalize_message(message, env)))
+        for attempt in range(5):  # as Pub/Sub would redeliver it: a loaded emulator's deadline is no failure here
+            try:
+                store.apply(update)
+                return
+            except Transient:
+                if attempt == 4:
+                    raise
+                time.sleep(1.0)
 
     started = time.perf_counter()
     with ThreadPoolExecutor(8) as pool:

@@ -15,10 +15,14 @@
 6. ingest's and upsert's CPU per event against their minimal reference handlers
    (benchmarks/minimal_handlers.py: the same calls for one event and nothing else), served the same way
    (functions-framework under the stack's gunicorn settings and keeper, the same client libraries, push
-   subscriptions copied from the real ones), fed the same events in the same run, after (3).
+   subscriptions copied from the real ones), fed the same events in the same run, after (3);
+7. where the Firestore emulator's CPU per event goes (benchmarks/breakdown.py): the same burst with the sweep
+   as run, without its aggregates, stopped; upsert's calls replayed (reads, writes, the minimal handler's
+   documents); each document's bytes, fields and production index entries.
 
-Prints figures; asserts nothing (run: make bench). Target (issue 32): each of ingest and upsert within 2x
-of its minimal handler's CPU per event.
+Prints figures; asserts nothing (run: make bench). Targets: issue 32, each of ingest and upsert within 2x
+of its minimal handler's CPU per event; issue 42, the pipeline's throughput >= 85% of the minimal handlers',
+the emulator's CPU per event <= 1.3x theirs, p99 publish -> stored at 20 events/s <= 250 ms.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from google.cloud import firestore, pubsub_v1  # noqa: E402
 from google.cloud.firestore_v1.base_query import FieldFilter  # noqa: E402
 
 from infra.local.stack import LocalStack  # noqa: E402
+
+import breakdown  # noqa: E402  (benchmarks/breakdown.py)
 
 THROUGHPUT_EVENTS = int(os.environ.get("BENCH_EVENTS", "1500"))
 LATENCY_EVENTS, LATENCY_RATE = 200, 20.0
@@ -124,6 +130,13 @@ def throughput(db, publisher, topic: str, tag: str, events: int = THROUGHPUT_EVE
     return events / (time.perf_counter() - start)
 
 
+def burst(db, publisher, topic: str, tag: str, groups: dict[str, int]) -> float:
+    """The Firestore emulator's CPU ms per event of a burst of ``breakdown.BURST`` new resources."""
+    before = cpu_seconds(groups)
+    throughput(db, publisher, topic, tag, breakdown.BURST)
+    return cpu_per_event(before, cpu_seconds(groups), breakdown.BURST).get(breakdown.EMULATOR, 0.0)
+
+
 def latency(db, publisher, topic: str) -> tuple[float, float]:
     sent: dict[str, float] = {}
     for i in range(LATENCY_EVENTS):
@@ -190,9 +203,10 @@ def start_minimal(stack: LocalStack, state, groups: dict[str, int]) -> list:
     return started
 
 
-def against_minimal(db, publisher, state, groups: dict[str, int], real: dict[str, float]) -> None:
+def against_minimal(db, publisher, state, groups: dict[str, int], real: dict[str, float]) -> tuple[float, float]:
     """The minimal handlers fed the same events as the pipeline was (after a warm-up), and each real
-    function's CPU per event against its minimal handler's, as issue 32 states them."""
+    function's CPU per event against its minimal handler's, as issue 32 states them; returns their events/s
+    and the Firestore emulator's CPU ms per event."""
     topic = publisher.topic_path(state.project, MIN_TOPICS["ingest"])
     throughput(db, publisher, topic, "min-warm", WARM_UP_EVENTS, MIN_LEDGER)
     before = cpu_seconds(groups)
@@ -204,6 +218,7 @@ def against_minimal(db, publisher, state, groups: dict[str, int], real: dict[str
         ours, least = real.get(name, 0.0), spent.get(minimal, 0.0)
         ratio = f"{ours / least:.1f}x" if least else "n/a"
         print(f"cpu per event, {name}: {ours:.1f} ms = {ratio} the minimal handler ({least:.1f} ms)  [target <= 2x]")
+    return rate, spent.get(breakdown.EMULATOR, 0.0)
 
 
 @contextlib.contextmanager
@@ -247,9 +262,18 @@ def main() -> None:
         print(f"  on {cores} cores that CPU allows at most {bound:.1f} events/s = {bound / ceiling:.0%} of the "
               f"fair ceiling; measured {rate / bound:.0%} of that bound")
         p50, p99 = latency(db, publisher, topic)
-        print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms")
+        print(f"publish -> stored latency at {LATENCY_RATE:.0f} events/s: p50 {p50:6.1f} ms   p99 {p99:6.1f} ms"
+              "  [target (issue 42): p99 <= 250 ms]")
+        rows = breakdown.sweep_variants(stack, state, groups, lambda tag: burst(db, publisher, topic, tag, groups),
+                                        cpu_seconds)
         extra.extend(start_minimal(stack, state, groups))
-        against_minimal(db, publisher, state, groups, real)
+        min_rate, min_emulator = against_minimal(db, publisher, state, groups, real)
+        emulator = real.get(breakdown.EMULATOR, 0.0)
+        print(f"issue 42: pipeline {rate:.1f} events/s = {rate / min_rate:.0%} of the minimal handlers' {min_rate:.1f} "
+              f"[target >= 85%]; Firestore emulator CPU per event {emulator:.1f} ms = {emulator / min_emulator:.2f}x "
+              f"the minimal handlers' {min_emulator:.1f} ms [target <= 1.3x]")
+        docs = breakdown.documents(db, "pipe-", "bench-min-")
+        breakdown.report(rows, min_emulator, breakdown.replays(stack, state, db, groups, cpu_seconds, docs), docs)
 
 if __name__ == "__main__":
     main()

@@ -133,12 +133,22 @@ locals {
       recordedUs = "sharded"
     }
   }
+  # Fields no query filters, orders or sums on: the maps a provider fills (each subfield two index entries a
+  # write) and free text. Mirrors UNFILTERED_FIELDS in shared/state/documents.py (issue 42: docs/cost.md).
+  firestore_unfiltered_fields = {
+    resources = ["resourceSpecific", "extra", "output_spec", "outputs", "message", "flapping"]
+    events    = ["output_spec", "outputs", "message"]
+  }
   # "collection-field" => {collection, field}: one single-field index exemption each.
-  firestore_unindexed_fields = merge([
+  firestore_unindexed_fields = merge(concat([
     for collection, fields in local.firestore_sequential_fields : {
       for field, how in fields : "${collection}-${replace(lower(field), ".", "-")}" => { collection = collection, field = field }
     }
-  ]...)
+    ], [
+    for collection, fields in local.firestore_unfiltered_fields : {
+      for field in fields : "${collection}-${replace(lower(field), ".", "-")}" => { collection = collection, field = field }
+    }
+  ])...)
 
   # Fields that collection-group queries filter on (equality only, merged). Firestore keeps single-field
   # indexes of collection scope only, by default: each of these gets an ascending one of collection-group

@@ -325,12 +325,14 @@ class LocalStack:
         """Restart one function server on its port (e.g. to load a newly added schema)."""
         self.restart_functions(state, [name])
 
-    def restart_functions(self, state: StackState, names: list[str]) -> None:
+    def restart_functions(self, state: StackState, names: list[str],
+                          extra_env: Mapping[str, str] | None = None) -> None:
         """Restart these function servers on their ports, side by side: all stopped together, all started,
-        then each waited for (the servers import in parallel rather than one after another)."""
+        then each waited for (the servers import in parallel rather than one after another). ``extra_env``:
+        settings over the stack's (benchmarks/pipeline.py's breakdown restarts the sweep with some off)."""
         emulators.stop_all([Process(**state.functions[name]) for name in names])
         for name in names:
-            proc = self._start_function(name, state, port=state.functions[name]["port"])
+            proc = self._start_function(name, state, port=state.functions[name]["port"], extra_env=extra_env)
             state.functions[name] = asdict(proc)
             self._save(state)
         for name in names:

@@ -216,11 +216,13 @@ class Api:
         size = p.integer("pageSize", 50, 1, queries.MAX_PAGE_SIZE)
         with_counts = p.boolean("withCounts")
         total = queries.count_later(where.query(self.db), READ_OPTIONS)  # while the page is read
+        counting = (queries.status_counts_later(self.db, where, self.served.statuses_seen(where.resource_type),
+                                                READ_OPTIONS) if with_counts else None)
         docs, token = queries.resource_page(self.db, where, sort, size, p.text("pageToken", 2048), READ_OPTIONS)
         body: dict[str, Any] = {"resources": [self.redaction.resource(d) for d in docs], "nextPageToken": token,
                                 "total": total.result()}
-        if with_counts:
-            body["counts"] = queries.status_counts_of(self.db, where, READ_OPTIONS)
+        if counting is not None:
+            body["counts"] = queries.status_counts_of(self.db, where, body["total"], counting, READ_OPTIONS)
         return json_response(body)
 
     def _resource(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Collection, Iterable, Iterator, Mapping
 
 from dcm_status_contracts import timeutil, tokens
 from dcm_status_contracts.errors import InvalidRequest, Reason
@@ -207,13 +207,36 @@ def counts(queries: Mapping[str, Any], options: Mapping[str, Any] | None = None)
     return aggregates.counts(queries, options or fs.read_options())
 
 
-def status_counts_of(db: firestore.Client, where: ResourceFilter,
+def status_counts_later(db: firestore.Client, where: ResourceFilter, likely: Collection[str] | None = None,
+                        options: Mapping[str, Any] | None = None) -> dict[str, Future[int]]:
+    """The counts per status of what matches ``where``, started now (to run beside the page): none when it names
+    a status (its count is the total); else those of the ``likely`` statuses, every status of its types when
+    None (``status_counts_of`` counts the rest only if these do not add up to the total)."""
+    if where.status:
+        return {}
+    return {s: count_later(_of_status(db, where, s), options) for s in statuses(where.resource_type)
+            if likely is None or s in likely}
+
+
+def status_counts_of(db: firestore.Client, where: ResourceFilter, total: int,
+                     started: Mapping[str, Future[int]] | None = None,
                      options: Mapping[str, Any] | None = None) -> dict[str, int]:
-    """Matching resources per status (only the statuses some resource has)."""
-    names = [where.status] if where.status else list(statuses(where.resource_type))
-    base = ResourceFilter(where.provider, where.resource_type, None, where.label, where.search)
-    got = counts({s: base.query(db).where(filter=FieldFilter("status", "==", s)) for s in names}, options)
+    """Matching resources per status (only the statuses some resource has), given ``total`` (how many match)
+    and the counts ``status_counts_later`` started. Every resource has one status, so counts that add up to the
+    total are all there is; when they fall short (a status the fleet summary had not seen yet), the statuses
+    not counted yet are counted too: as exact as counting every status, at one count per status present."""
+    if where.status:
+        return {where.status: total} if total else {}
+    got = {s: f.result() for s, f in (started or {}).items()}
+    if sum(got.values()) != total:
+        got.update(counts({s: _of_status(db, where, s) for s in statuses(where.resource_type) if s not in got},
+                          options))
     return {s: n for s, n in got.items() if n}
+
+
+def _of_status(db: firestore.Client, where: ResourceFilter, status: str) -> Any:
+    return (ResourceFilter(where.provider, where.resource_type, None, where.label, where.search).query(db)
+            .where(filter=FieldFilter("status", "==", status)))
 
 
 def summary(db: firestore.Client, providers: Iterable[str], options: Mapping[str, Any] | None = None

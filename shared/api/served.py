@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
+from google.api_core import exceptions as gexc
+
 from shared.state import aggregates, snapshots
 from shared.state.snapshots import SnapshotKind, Snapshot
 
@@ -57,6 +59,23 @@ class Served:
             got = snapshots.first(self.db, kind, self._compute[kind], self.periods.of(kind), "api", self.options)
             self._kept[kind] = (self._monotonic(), got)
             return got
+
+    def statuses_seen(self, resource_type: str | None = None) -> frozenset[str] | None:
+        """The statuses the fleet summary last saw (of ``resource_type``, of every type when None): those a
+        filtered list's counts per status start with (shared/api/queries.py ``status_counts_of``). None when
+        there is no summary yet, or it cannot be read: never computed here, never an error."""
+        try:
+            with self._locks[SnapshotKind.SUMMARY]:
+                kept = self._kept.get(SnapshotKind.SUMMARY)
+                if kept is None or self._monotonic() - kept[0] >= self.keep_seconds(SnapshotKind.SUMMARY):
+                    got, _ = snapshots.read(self.db, SnapshotKind.SUMMARY, self.options)
+                    if got is None:
+                        return None
+                    kept = self._kept[SnapshotKind.SUMMARY] = (self._monotonic(), got)
+        except (gexc.GoogleAPIError, ValueError, KeyError):  # a hint only: without it every status is counted
+            return None
+        by_type = kept[1].figures.get("byType") or {}
+        return frozenset(s for t, counted in by_type.items() if resource_type in (None, t) for s in counted)
 
     def keep_seconds(self, kind: SnapshotKind) -> float:
         return min(KEEP_SECONDS, self.periods.of(kind) / 2)

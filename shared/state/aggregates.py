@@ -26,6 +26,7 @@ from shared.state import resources
 from shared.state.documents import (
     DEADLETTERS,
     DOCUMENT_RE_REPORTS,
+    DOCUMENT_WRITES,
     DUPLICATES,
     HISTORY_OUTCOMES,
     LEDGER,
@@ -99,24 +100,77 @@ def summary_queries(db: Any, providers: Iterable[str]) -> dict[str, Any]:
     return queries
 
 
+def marker(db: Any, providers: Iterable[str], options: Mapping[str, Any] | None = None
+           ) -> tuple[dict[str, Any], datetime]:
+    """What the summary's counts depend on, in one aggregation query (one read per 1,000 resources), and its
+    read time: how many resource documents there are and how many writes they have had in all (every write of
+    one adds to its ``documentWrites``: upsert's, the sweep's), with the providers counted. Equal at two times:
+    no resource document was written in between (none is ever deleted), so counts read at the first hold at
+    the second."""
+    result = db.collection(RESOURCES).count(alias="n").sum(DOCUMENT_WRITES, alias="w").get(**(options or {}))
+    got = {r.alias: r for r in result[0]}
+    return ({"resources": int(got["n"].value), "writes": int(got["w"].value or 0), "providers": sorted(providers)},
+            got["n"].read_time)
+
+
 def summary(db: Any, providers: Iterable[str], options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Resources per type and status, and per provider (aggregation queries), and the providers silent as a
     whole (``providers/{p}``: one read each), all as of one time (``asOf``)."""
-    got, at = counts_at_one_time(summary_queries(db, providers), options)
+    return summary_since(db, providers, None, options)[0]
+
+
+def summary_since(db: Any, providers: Iterable[str], previous: Any = None,
+                  options: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``summary``, and its ``marker``: counted again only when the marker moved since the ``previous`` summary
+    (a snapshot: shared/state/snapshots.py, with the marker it was counted at); else its counts, as of now (no
+    resource document was written since they were read). The silent providers are read again either way."""
+    providers = list(providers)
+    mark, at = marker(db, providers, options)
     options = {**(options or {}), READ_TIME: at}
+    if previous is not None and previous.marker == mark:
+        kept = previous.figures
+        by_type, by_provider, total = kept["byType"], kept["byProvider"], kept["total"]
+    else:
+        seen = previous.figures.get("byType") if previous is not None else None
+        got = summary_counts(db, providers, seen, options)
+        by_type, by_provider, total = _by_type(got), _by_provider(got), got["total"]
+    silent = [{"provider": s.id, "since": d.get("since"), "lastSeenAt": d.get("lastSeenAt")}
+              for s in db.collection(PROVIDERS).where(filter=FieldFilter("state", "==", "SILENT")).stream(**options)
+              for d in [s.to_dict()]]
+    return {"total": total, "byType": by_type, "byProvider": by_provider,
+            "silentProviders": sorted(silent, key=lambda d: d["provider"]), "asOf": timeutil.format(at)}, mark
+
+
+def summary_counts(db: Any, providers: Iterable[str], seen: Mapping[str, Mapping[str, int]] | None,
+                   options: Mapping[str, Any]) -> dict[str, int]:
+    """The summary's counts (``summary_queries``' names), at the read time ``options`` give: the total, one per
+    type and per provider, and one per status of a type that the ``seen`` summary's counts had (every status of
+    every type when None); a type whose counted statuses fall short of its count (a status it did not have
+    then) has the rest of its statuses counted too. Every resource has one status: exact, at one count per
+    type and per status present rather than one per status of the registry."""
+    every = summary_queries(db, providers)
+    first = {n: q for n, q in every.items() if not n.startswith("type:") or seen is None
+             or n.split(":", 2)[2] in (seen.get(n.split(":", 2)[1]) or {})}
+    types = {} if seen is None else {f"of:{t}": db.collection(RESOURCES).where(
+        filter=FieldFilter("resourceType", "==", t)) for t in registry().resource_types}
+    got = counts({**first, **types}, options)
+    short = [t for t in types if sum(n for name, n in got.items() if name.startswith(f"type:{t[3:]}:")) != got[t]]
+    rest = {n: q for n, q in every.items() if n not in got and any(n.startswith(f"type:{t[3:]}:") for t in short)}
+    got.update(counts(rest, options) if rest else {})
+    return {n: got.get(n, 0) for n in every}
+
+
+def _by_type(got: Mapping[str, int]) -> dict[str, dict[str, int]]:
     by_type: dict[str, dict[str, int]] = {}
-    by_provider: dict[str, int] = {}
     for name, n in got.items():
         if name.startswith("type:") and n:
             _, t, s = name.split(":", 2)
             by_type.setdefault(t, {})[s] = n
-        elif name.startswith("provider:") and n:
-            by_provider[name.split(":", 1)[1]] = n
-    silent = [{"provider": s.id, "since": d.get("since"), "lastSeenAt": d.get("lastSeenAt")}
-              for s in db.collection(PROVIDERS).where(filter=FieldFilter("state", "==", "SILENT")).stream(**options)
-              for d in [s.to_dict()]]
-    return {"total": got["total"], "byType": by_type, "byProvider": by_provider,
-            "silentProviders": sorted(silent, key=lambda d: d["provider"]), "asOf": timeutil.format(at)}
+    return by_type
+
+
+def _by_provider(got: Mapping[str, int]) -> dict[str, int]:
+    return {name.split(":", 1)[1]: n for name, n in got.items() if name.startswith("provider:") and n}
 
 
 def status_counts(db: Any) -> dict[str, dict[str, int]]:

@@ -127,6 +127,17 @@ SEQUENTIAL_FIELDS: dict[str, dict[str, str]] = {
 }
 
 
+# collection => fields no query filters, orders or sums on, whose single-field indexes would only cost index
+# entries on every write: the maps a provider fills (each subfield two entries: ascending and descending) and
+# free text. Exempted like the unindexed sequential fields (terraform/data_model.tf
+# firestore_unfiltered_fields; tests/deploy/test_terraform.py); benchmarks/breakdown.py counts what they save.
+# A query on one of them would need its index back first.
+UNFILTERED_FIELDS: dict[str, tuple[str, ...]] = {
+    RESOURCES: ("resourceSpecific", "extra", "output_spec", "outputs", "message", "flapping"),
+    LEDGER: ("output_spec", "outputs", "message"),
+}
+
+
 def stale_shard_of(key: str, shards: int = STALE_SHARDS) -> int:
     """The shard of a resource document's freshness deadline (``STALE_SHARD``): fixed by its key, so a
     re-report moves only its ``staleAt`` within one range."""

@@ -53,6 +53,7 @@ class Snapshot:
     figures: Mapping[str, Any]
     as_of: datetime
     every_seconds: int
+    marker: Mapping[str, Any] | None = None  # what its figures depend on, as read with them (aggregates.marker)
 
     def age(self, now: datetime) -> float:
         return max(0.0, (now - self.as_of).total_seconds())
@@ -86,7 +87,8 @@ def decode(kind: SnapshotKind, doc: Mapping[str, Any] | None) -> Snapshot | None
     """The snapshot a document holds; None for no document or a claim (no figures yet)."""
     if not doc or doc.get("figures") is None:
         return None
-    return Snapshot(kind, orjson.loads(doc["figures"]), timeutil.parse(doc["asOf"]), int(doc["everySeconds"]))
+    return Snapshot(kind, orjson.loads(doc["figures"]), timeutil.parse(doc["asOf"]), int(doc["everySeconds"]),
+                    doc.get("marker"))
 
 
 def read(db: Any, kind: SnapshotKind, options: Mapping[str, Any] | None = None) -> tuple[Snapshot | None, Any]:
@@ -96,12 +98,15 @@ def read(db: Any, kind: SnapshotKind, options: Mapping[str, Any] | None = None) 
 
 
 def store(db: Any, kind: SnapshotKind, figures: Mapping[str, Any], every_seconds: int, read_as: Any, by: str,
-          compute_ms: int = 0, options: Mapping[str, Any] | None = None) -> bool:
+          compute_ms: int = 0, options: Mapping[str, Any] | None = None,
+          marker: Mapping[str, Any] | None = None) -> bool:
     """Write a snapshot over the document ``read_as`` (as ``read`` returned it), only if it is still as
-    read; False when another writer came first (its snapshot stays). ``figures["asOf"]``: its time."""
+    read; False when another writer came first (its snapshot stays). ``figures["asOf"]``: its time;
+    ``marker``: what they depend on, as read with them (the next writer counts again only if it moved)."""
     doc = {"kind": kind.value, "asOf": figures["asOf"], "everySeconds": every_seconds,
            "figures": orjson.dumps({k: v for k, v in figures.items() if k != "asOf"}),
-           "computedBy": by, "computeMs": compute_ms, "writtenAt": timeutil.now_str()}
+           "computedBy": by, "computeMs": compute_ms, "writtenAt": timeutil.now_str(),
+           "marker": dict(marker) if marker is not None else None}
     try:
         if read_as.exists:
             read_as.reference.update(doc, option=db.write_option(last_update_time=read_as.update_time),

@@ -29,7 +29,8 @@ A hot resource (its updates coalesced on the ledger while its document was not w
 its document written with its newest state once it has a write token again, and stops being hot once
 it has been quiet for ``HOT_QUIET``: one read per hot resource a tick, plus its ledger's latest states.
 The documents written longest ago come first (an index on hot, shard, writtenAt), so however many are hot, none
-waits behind the same first ``HOT_BATCH`` tick after tick; ``HOT_WORKERS`` of them are done at once.
+waits behind the same first ``HOT_BATCH`` tick after tick; ``HOT_WORKERS`` of them are done at once. A tick with
+none hot (the usual one) asks only whether there is any (one read of the ``hot`` index), not every shard's range.
 
 Reconciliation of providers' snapshots (``shared/contracts/resync.py``): for each open batch
 (``resyncs/{provider~id}``, written by upsert from the batch's first event),
@@ -45,9 +46,12 @@ entries), and, once it is complete, the provider's resources of the batch's type
 reads as the batch's own events). An idempotent sweep: a tick redelivered, or two at once, publish
 the same synthesised events (deterministic ids), which upsert deduplicates.
 
-Snapshots of the aggregates (shared/state/snapshots.py): each tick writes the fleet summary (its counts:
-one read per 1,000 index entries, 3 x the fleet / 1,000 in all, + one count per type and status and per
-provider), and, every ``stats_every_seconds``, the pipeline's accounting (counts over the whole ledger).
+Snapshots of the aggregates (shared/state/snapshots.py): each tick writes the fleet summary, and, every
+``stats_every_seconds``, the pipeline's accounting (counts over the whole ledger). The summary is counted again
+only when a resource document was written since its counts were read (its marker: the documents' number and
+their writes' sum, one aggregation query, shared/state/aggregates.py ``summary_since``); then one count per
+type, per provider and per status a type had (the rest of a type's only when those fall short of its count):
+one read per 1,000 index entries, about 3 x the fleet / 1,000 in all.
 The api serves them: a reader costs one read. A tick whose snapshot write loses to another writer's
 (a tick redelivered, or two at once) leaves that one in place.
 
@@ -245,28 +249,31 @@ class Sweep:
 
     def snapshot(self, now_dt: Any) -> list[str]:
         """Write the snapshots that are due (the summary each tick, the accounting every ``stats_every``);
-        returns the kinds written."""
+        returns the kinds written. The summary is counted again only when a resource document was written
+        since the snapshot's counts were read (its marker moved: shared/state/aggregates.py ``summary_since``);
+        else the snapshot is written again with the same counts as of now, at one aggregation query."""
         written = []
         for kind, every, compute in (
                 (snapshots.SnapshotKind.SUMMARY, self.summary_every,
-                 lambda: aggregates.summary(self.db, self.providers, COUNTING)),
+                 lambda current: aggregates.summary_since(self.db, self.providers, current, COUNTING)),
                 (snapshots.SnapshotKind.STATS, self.stats_every,
-                 lambda: aggregates.stats(self.db, COUNTING, self.window_days))):
+                 lambda current: (aggregates.stats(self.db, COUNTING, self.window_days), None))):
             with fs.guard("Firestore read"):
                 current, read_as = snapshots.read(self.db, kind, {"timeout": fs.TIMEOUT})
             if current is not None and not current.due(now_dt, slack_seconds=self.summary_every / 2):
                 continue
             started = time.monotonic()
             with fs.guard("Firestore query"):
-                figures = compute()
+                figures, marker = compute(current)
             took = round((time.monotonic() - started) * 1000)
             with fs.guard("Firestore write"):
                 stored = snapshots.store(self.db, kind, figures, every, read_as, "sweep", took,
-                                         {"timeout": fs.TIMEOUT})
+                                         {"timeout": fs.TIMEOUT}, marker)
             if stored:
                 written.append(kind.value)
             log.info("aggregates' snapshot %s", "written" if stored else "left to the writer that came first",
-                     extra={"labels": {"snapshot": kind.value}, "asOf": figures["asOf"], "computeMs": took})
+                     extra={"labels": {"snapshot": kind.value}, "asOf": figures["asOf"], "computeMs": took,
+                            "recounted": marker is None or current is None or current.marker != marker})
         return written
 
     def watch_providers(self, now_dt: Any, with_stale: Iterable[str] = (), backlog: bool = True) -> set[str]:
@@ -346,8 +353,10 @@ class Sweep:
     def flush_hot(self, now_dt: Any) -> int:
         """Write each hot resource's document with its newest state (when it may take a write), or, quiet
         and up to date, stop treating it as hot; returns how many documents were written."""
+        hot_docs = self.db.collection(RESOURCES).where(filter=FieldFilter("hot", "==", True))
         with fs.guard("Firestore query"):
-            hot_docs = self.db.collection(RESOURCES).where(filter=FieldFilter("hot", "==", True))
+            if not list(hot_docs.select([]).limit(1).stream(timeout=fs.TIMEOUT)):
+                return 0  # none hot (the usual tick): one read, not the (hot, shard, writtenAt) ranges' queries
             queries = [q.order_by("writtenAt") for q in resources.shard_groups(hot_docs, RESOURCE_SHARD_SPACE)]
             hot = resources.merged(queries, "writtenAt", False, HOT_BATCH, timeout=fs.TIMEOUT)
         if not hot:

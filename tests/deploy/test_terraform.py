@@ -679,16 +679,21 @@ def test_no_sequential_field_is_indexed_but_behind_a_shard(config: tf.Config, te
     """The fields written at the event rate with increasing values: the data model declares the very list
     the code (and benchmarks/capacity.py) knows; each has its single-field index exempted; a composite
     index orders by it only behind the shard field (or a resource's key: one resource's entries)."""
-    from shared.state.documents import SEQUENTIAL_FIELDS, SHARD, SHARD_FIELDS, SHARDED
+    from shared.state.documents import SEQUENTIAL_FIELDS, SHARD, SHARD_FIELDS, SHARDED, UNFILTERED_FIELDS
 
     got = tf.evaluate({"sequential": "local.firestore_sequential_fields", "shard": "local.firestore_shard_field",
-                       "shard_fields": "local.firestore_shard_fields",
+                       "shard_fields": "local.firestore_shard_fields", "unfiltered": "local.firestore_unfiltered_fields",
                        "unindexed": "local.firestore_unindexed_fields", "indexes": "local.firestore_indexes",
                        "ttl": "local.firestore_ttl_fields"}, terraform=terraform)
     assert got["sequential"] == SEQUENTIAL_FIELDS and got["shard"] == SHARD
+    assert {c: tuple(f) for c, f in got["unfiltered"].items()} == UNFILTERED_FIELDS
     assert {c: set(f) for c, f in got["shard_fields"].items()} == {c: set(f) for c, f in SHARD_FIELDS.items()}
     exempt = {(v["collection"], v["field"]) for v in got["unindexed"].values()}
-    assert exempt == {(c, f) for c, fields in SEQUENTIAL_FIELDS.items() for f in fields}
+    assert exempt == ({(c, f) for c, fields in SEQUENTIAL_FIELDS.items() for f in fields}
+                      | {(c, f) for c, fields in UNFILTERED_FIELDS.items() for f in fields})
+    for index in got["indexes"].values():  # an unfiltered field is in no index either
+        paths = {f["field_path"] for f in index["fields"]}
+        assert not paths & set(UNFILTERED_FIELDS.get(index["collection"], ())), (index["collection"], paths)
     assert not exempt & set(got["ttl"].items()), "a field has one configuration: the TTL ones are exempt there"
     for index in got["indexes"].values():
         paths = [f["field_path"] for f in index["fields"]]

@@ -11,8 +11,10 @@ import orjson
 import pytest
 from dcm_status_contracts import timeutil
 from google.api_core import exceptions as gexc
+from google.cloud import firestore as gfirestore
 
 from shared.state import aggregates, snapshots
+from shared.state.documents import DOCUMENT_WRITES
 from shared.state.snapshots import SnapshotKind
 from tests.functional.conftest import SHAPES
 
@@ -20,10 +22,11 @@ HOUR_AGO = lambda: timeutil.format(timeutil.now() - timedelta(hours=1))  # noqa:
 
 
 def resource(db, provider: str, rtype: str, rid: str, status: str) -> None:
-    """A resource document with what the counts read (upsert writes many more fields)."""
+    """A resource document with what the counts read, and what tells the sweep it was written (every writer
+    adds one to ``documentWrites``; upsert writes many more fields)."""
     db.document(f"resources/{provider}~{rtype}~{rid}").set(
         {"key": f"{provider}/{rtype}/{rid}", "provider": provider, "resourceType": rtype, "resourceId": rid,
-         "status": status})
+         "status": status, DOCUMENT_WRITES: gfirestore.Increment(1)}, merge=True)
 
 
 def tick(sweep) -> None:
@@ -157,7 +160,41 @@ def test_a_snapshot_that_cannot_be_written_leaves_the_ticks_other_work_done(swee
 
     firestore.document("resyncs/aws~b9").set({"provider": "aws", "batch": "b9", "total": 1, "at": HOUR_AGO(),
                                               "scope": ["vm"], "state": "open", "openedAt": HOUR_AGO()})
-    monkeypatch.setattr(aggregates, "counts_at_one_time", down)
+    monkeypatch.setattr(aggregates, "counts", down)  # every count of the summary and the accounting
     tick(sweep)  # acked
     assert firestore.document("resyncs/aws~b9").get().to_dict()["state"] == "abandoned"  # reconciled all the same
     assert not firestore.document("aggregates/summary").get().exists
+
+
+def test_the_summary_is_counted_again_only_once_a_resource_document_was_written_since(sweep, firestore,
+                                                                                      monkeypatch):
+    recounts = []
+    real = aggregates.summary_counts
+    monkeypatch.setattr(aggregates, "summary_counts", lambda *a, **k: recounts.append(1) or real(*a, **k))
+    resource(firestore, "aws", "vm", "i-1", "RUNNING")
+    resource(firestore, "azure", "vm", "w-1", "FAILED")
+    tick(sweep)
+    first = stored(firestore, SnapshotKind.SUMMARY)
+    assert len(recounts) == 1 and figures(firestore, SnapshotKind.SUMMARY)["byType"] == {"vm": {"RUNNING": 1, "FAILED": 1}}
+
+    backdate(firestore, SnapshotKind.SUMMARY)  # a period later, nothing written: the same counts, as of now
+    tick(sweep)
+    again = stored(firestore, SnapshotKind.SUMMARY)
+    assert len(recounts) == 1 and again["figures"] == first["figures"] and again["asOf"] > HOUR_AGO()
+    assert again["marker"] == first["marker"]
+
+    resource(firestore, "aws", "vm", "i-1", "STOPPED")  # one write, the count of documents unchanged
+    backdate(firestore, SnapshotKind.SUMMARY)
+    tick(sweep)
+    assert len(recounts) == 2 and figures(firestore, SnapshotKind.SUMMARY)["byType"] == {"vm": {"STOPPED": 1, "FAILED": 1}}
+
+
+def test_a_summary_counts_every_status_present_whatever_the_previous_one_saw(firestore):
+    for i, (rtype, status) in enumerate([("vm", "RUNNING"), ("vm", "PAUSED"), ("container", "PENDING"),
+                                         ("vm", "RUNNING")]):
+        resource(firestore, "aws", rtype, f"r-{i}", status)
+    full = aggregates.summary(firestore, ("aws",))
+    saw = snapshots.Snapshot(SnapshotKind.SUMMARY, {"byType": {"vm": {"RUNNING": 9}}}, timeutil.now(), 60, {"moved": 1})
+    figures_since, _ = aggregates.summary_since(firestore, ("aws",), saw)
+    assert {k: v for k, v in figures_since.items() if k != "asOf"} == {k: v for k, v in full.items() if k != "asOf"}
+    assert full["byType"] == {"vm": {"RUNNING": 2, "PAUSED": 1}, "container": {"PENDING": 1}}

@@ -25,10 +25,11 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.local import emulators
 from shared.api import app as api_app
+from shared.api import queries
 from shared.api.feed import ChangeFeed, FeedFilter
 from shared.ingest.normalize import normalize_message
 from shared.runtime import settings
-from shared.state import aggregates
+from shared.state import aggregates, snapshots
 from shared.state.documents import SHARDS
 from shared.upsert.store import StateStore
 from tests.fakes import runtime_of
@@ -80,6 +81,51 @@ def test_the_resource_list_filters_searches_sorts_and_counts(api, fleet):
     body = api.get("/v1/resources?type=vm&withCounts=true").json
     assert body["total"] == 5 and body["counts"] == {"RUNNING": 3, "STOPPED": 1, "FAILED": 1}
     assert "counts" not in api.get("/v1/resources").json
+
+
+def _summary_saw(db, by_type: dict) -> None:
+    """A fleet summary snapshot that saw these statuses (as the sweep writes it)."""
+    _, read_as = snapshots.read(db, snapshots.SnapshotKind.SUMMARY)
+    snapshots.store(db, snapshots.SnapshotKind.SUMMARY, {"total": 0, "byType": by_type, "byProvider": {},
+                                                 "silentProviders": [], "asOf": timeutil.now_str()}, 60, read_as, "test")
+
+
+def _counted_statuses(monkeypatch) -> list:
+    counted: list = []
+    real = queries.count_later
+
+    def spy(query, options=None):
+        counted.append([f.value.string_value for f in _filters(query) if f.field.field_path == "status"])
+        return real(query, options)
+    monkeypatch.setattr(queries, "count_later", spy)
+    return counted
+
+
+def _filters(query) -> list:
+    where = query._to_protobuf().where
+    found = [where.field_filter] if where.field_filter.field.field_path else []
+    return found + [f.field_filter for f in where.composite_filter.filters]
+
+
+def test_a_lists_counts_per_status_count_the_statuses_the_summary_saw_and_only_those(api, fleet, firestore,
+                                                                                     monkeypatch):
+    _summary_saw(firestore, {"vm": {"RUNNING": 3, "STOPPED": 1, "FAILED": 1}, "container": {"Running": 1}})
+    counted = _counted_statuses(monkeypatch)
+    body = api.get("/v1/resources?type=vm&withCounts=true").json
+    assert body["total"] == 5 and body["counts"] == {"RUNNING": 3, "STOPPED": 1, "FAILED": 1}
+    assert sorted(s for c in counted for s in c) == ["FAILED", "RUNNING", "STOPPED"]  # + the total, no others
+    assert len(counted) == 4
+    counted.clear()
+    body = api.get("/v1/resources?provider=aws&status=RUNNING&withCounts=true").json
+    assert body["counts"] == {"RUNNING": 3} and len(counted) == 1  # the total is the status's count
+
+
+def test_a_status_the_summary_had_not_seen_yet_is_counted_all_the_same(api, fleet, firestore, monkeypatch):
+    _summary_saw(firestore, {"vm": {"RUNNING": 3}})  # STOPPED and FAILED came after it
+    counted = _counted_statuses(monkeypatch)
+    body = api.get("/v1/resources?type=vm&withCounts=true").json
+    assert body["total"] == 5 and body["counts"] == {"RUNNING": 3, "STOPPED": 1, "FAILED": 1}
+    assert counted == [[], ["RUNNING"]]  # started beside the page: the total and RUNNING; the rest after
 
 
 def test_a_search_pages_by_resource_id(api, fleet):

@@ -8,6 +8,7 @@ from datetime import timedelta
 import orjson
 import pytest
 from dcm_status_contracts import timeutil
+from google.api_core import exceptions as gexc
 
 from shared.api.served import Periods, Served, cache_control
 from shared.runtime import settings
@@ -81,6 +82,29 @@ def test_an_instance_reads_the_snapshot_once_while_it_keeps_it(monkeypatch):
     served.get(SnapshotKind.SUMMARY)
     served.get(SnapshotKind.STATS)
     assert reads == [SnapshotKind.SUMMARY, SnapshotKind.SUMMARY, SnapshotKind.STATS]
+
+
+def test_the_statuses_the_summary_saw_are_a_hint_never_computed_and_none_when_unreadable(monkeypatch):
+    """``withCounts`` starts with them (shared/api/queries.py); without them every status is counted."""
+    stored = Snapshot(SnapshotKind.SUMMARY, {"byType": {"vm": {"RUNNING": 2, "FAILED": 1}, "container": {"PENDING": 1}}},
+                      AS_OF, 60)
+    answers = [(None, None), (stored, None), gexc.DeadlineExceeded("slow")]
+
+    def read(db, kind, options):
+        got = answers.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    monkeypatch.setattr(snapshots, "read", read)
+    monkeypatch.setattr(snapshots, "first", lambda *a, **k: pytest.fail("the hint never computes a snapshot"))
+    clock = [100.0]
+    served = Served(None, (), Periods(), {}, monotonic=lambda: clock[0])
+    assert served.statuses_seen() is None  # no summary yet
+    assert served.statuses_seen("vm") == {"RUNNING", "FAILED"}
+    assert served.statuses_seen() == {"RUNNING", "FAILED", "PENDING"}  # kept: not read again
+    clock[0] += 60
+    assert served.statuses_seen() is None  # unreadable: a hint only
 
 
 def test_the_periods_are_settings_with_the_production_defaults():

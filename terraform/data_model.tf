@@ -94,8 +94,8 @@ locals {
   # writes (a resync's re-reports included), so it spreads over more ranges (360) than a list may read.
   firestore_stale_shard_field = "staleShard"
   firestore_shard_fields = {
-    events    = [local.firestore_shard_field]
-    resources = [local.firestore_shard_field, local.firestore_stale_shard_field]
+    events      = [local.firestore_shard_field]
+    resources   = [local.firestore_shard_field, local.firestore_stale_shard_field]
     transitions = [local.firestore_shard_field]
   }
   firestore_sequential_fields = {

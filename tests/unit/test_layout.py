@@ -377,14 +377,16 @@ MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 50
 CODE_SUFFIXES = (".py", ".js", ".tf", ".sh", ".css", ".html")
 LONG_MODULES_ALLOWED = {"shared/api/static/app.js", "terraform/variables.tf"}
-SKIPPED_FOLDERS = {".git", ".venv", "build", "node_modules", "__pycache__", "tests"}
+SKIPPED_FOLDERS = {"build", "node_modules", "__pycache__", "tests"}
 
 
 def code_files() -> list[Path]:
-    """Every module of the tree but the tests' (and what is built or installed)."""
+    """Every module of the tree but the tests' (and what is built or installed: no hidden folder, where the
+    virtualenvs are, `.venv` and lint's `.venv-checkov`, and the local stack's state)."""
     found = []
     for folder, subfolders, files in os.walk(REPO):
-        subfolders[:] = [d for d in subfolders if d not in SKIPPED_FOLDERS and not d.endswith(".egg-info")]
+        subfolders[:] = [d for d in subfolders
+                         if d not in SKIPPED_FOLDERS and not d.startswith(".") and not d.endswith(".egg-info")]
         found += [Path(folder) / f for f in files if f.endswith(CODE_SUFFIXES)]
     return found
 

@@ -115,12 +115,16 @@ def _check_as_ingest(data: bytes, attrs: dict[str, str], topic: str, resource_ty
     from shared.ingest.normalize import normalize_message
     from shared.runtime import settings as settings_module
 
-    logging.getLogger("dcm").setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging
+    dcm_logs = logging.getLogger("dcm")
+    level = dcm_logs.level
+    dcm_logs.setLevel(logging.CRITICAL + 1)  # ingest's log lines are for Cloud Logging; the level given back after
     try:
         update = normalize_message(PubSubMessage(data, attrs, "local-check", topic=topic), settings_module.from_env())
     except Rejected as exc:
         raise click.ClickException(f"ingest would reject this event ({exc.reason.value}): {exc.message}; "
                                    "--no-validate sends it anyway") from exc
+    finally:
+        dcm_logs.setLevel(level)
     if update.status == CommonStatus.UNKNOWN and status_token(status) != CommonStatus.UNKNOWN:
         click.echo(f"warning: {status!r} is not a {resource_type} status; it will be stored as UNKNOWN "
                    "(the reported value kept as rawStatus)", err=True)

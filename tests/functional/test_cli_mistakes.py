@@ -4,6 +4,7 @@ script. (With a stack: tests/e2e/test_cli.py.)"""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -228,6 +229,17 @@ def test_publish_refuses_what_the_pipeline_would_reject(pipeline, what, args, sa
     assert result.exit_code == 1 and says in result.stderr and "Traceback" not in result.stderr
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
     assert not pipeline.bus.messages  # nothing published
+
+
+def test_publishs_check_gives_the_platforms_log_level_back(pipeline):
+    """The check as ingest silences ingest's log lines while it runs, then gives the level back: run in the
+    process of the functions (a test's, a notebook's), it left every later log line and traced attribute out."""
+    logging.getLogger("dcm").setLevel(logging.INFO)
+    assert pipeline.cli("publish", "--provider", "aws", "--type", "vm", "--id", "lvl-1",
+                        "--status", "RUNNING").exit_code == 0
+    assert pipeline.cli("publish", "--provider", "aws", "--type", "queue", "--id", "lvl-2",
+                        "--status", "RUNNING").exit_code == 1
+    assert logging.getLogger("dcm").level == logging.INFO
 
 
 def test_filters_are_case_insensitive_and_tables_fit_80_columns(pipeline):

@@ -243,7 +243,9 @@ class Sweep:
         """The daily usage snapshot (shared/state/usage/snapshot.py), every ``usage_every`` seconds."""
         with fs.guard("Firestore query"):
             done = usage_snapshot.tick(self.db, now_dt, every=timedelta(seconds=self.usage_every))
-        if done.get("chunksWritten"):
+        if done.get("lost"):
+            log.warning("usage snapshot: another keeper claimed it mid-keep; this one stopped, it keeps on", extra=done)
+        elif done.get("chunksWritten"):
             log.info("usage snapshot kept", extra=done)
         return done
 

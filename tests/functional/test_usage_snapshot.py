@@ -10,8 +10,8 @@ from datetime import date, datetime, timedelta
 import pytest
 from dcm_status_contracts import timeutil
 
+from shared.state.usage import keeper, snapshot
 from shared.state.usage import report as usage_report
-from shared.state.usage import snapshot
 from tests.functional.test_billing import deliver, lifecycle
 from tests.functional.test_usage_api import ACME, FLEET, ZETA
 from tests.functional.test_usage_api import D1 as FLEET_D1
@@ -135,3 +135,38 @@ def test_a_day_is_split_into_more_chunks_as_it_grows_and_served_whole(fleet, bil
     assert before and max(before) >= 2 and len(chunks) == chunks[0]["of"] >= max(before)
     assert all(len(c["entries"]) <= 3 for c in chunks)
     _same(fleet, at(D1, "00:00:00"), at(D5, "00:00:00"), timeutil.now())
+
+
+def test_a_second_keeper_waits_while_another_holds_the_snapshot(fleet):
+    """Two ticks at once (a redelivery while the first still keeps): the second finds the claim and writes
+    nothing (shared/state/usage/keeper.py)."""
+    now = _after_grace()
+    held = keeper.claim(fleet, snapshot.state_ref(fleet), now)
+    assert held is not None
+    assert snapshot.tick(fleet, now) == {"transitions": 0, "chunksRead": 0, "chunksWritten": 0, "held": 1}
+    assert snapshot.read_state(fleet) is None  # a claim is no snapshot: usage is computed from the transitions
+    assert snapshot.tick(fleet, now + keeper.LEASE + timedelta(seconds=1))["chunksWritten"] > 0  # a crashed keeper's claim ends
+
+
+def test_a_keeper_overtaken_mid_keep_writes_nothing_more_and_nothing_is_lost(fleet, billing, monkeypatch):
+    """A keeper that outlived its claim (another took it over) loses its next commit: none of its chunks, and not
+    its older watermark over the newer keeper's, under which the transitions between the two would be lost."""
+    snapshot.tick(fleet, _after_grace())
+    for events in LATER.values():
+        deliver(billing, events)
+    slow = _after_grace()
+    real_save, newer = snapshot.Snapshot.save, {}
+
+    def overtaken_save(self, last, watermark_us, claim, now):
+        if not newer:  # the slow keeper has computed: another keeps everything meanwhile, past its claim
+            newer["tick"] = snapshot.tick(fleet, slow + keeper.LEASE + timedelta(seconds=1))
+            newer["state"] = snapshot.read_state(fleet)
+        return real_save(self, last, watermark_us, claim, now)
+
+    monkeypatch.setattr(snapshot.Snapshot, "save", overtaken_save)
+    slow_tick = snapshot.tick(fleet, slow)
+    assert slow_tick["lost"] == 1 and slow_tick["chunksWritten"] == 0
+    assert "lost" not in newer["tick"] and newer["tick"]["chunksWritten"] > 0
+    assert snapshot.read_state(fleet) == newer["state"]  # the newer watermark stands
+    for start, end in ((D1, D3), (D2, D5), (D1, D5)):
+        _same(fleet, at(start, "00:00:00"), at(end, "00:00:00"), timeutil.now())

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from dcm_status_contracts import timeutil
 
-from shared.state.usage import daily
+from shared.state.usage import daily, keeper
 from shared.state.usage.daily import Entry, Identity
 from shared.state.usage.intervals import Interval, day_start
 from shared.state.usage.transitions import ResourceTransitions, TransitionReader, epoch_us
@@ -95,10 +95,11 @@ class Snapshot:
                 self.days[d] = Day()
         return self.days[d]
 
-    def save(self, last: date, watermark_us: int) -> int:
-        """Writes the days changed (their changed chunks; every chunk of a new or re-split day), then the state.
-        Returns the chunk documents written."""
-        written, batch = 0, self.db.batch()
+    def save(self, last: date, watermark_us: int, claim: keeper.Claim, now: datetime) -> int:
+        """Writes the days changed (their changed chunks; every chunk of a new or re-split day), then the state,
+        every commit guarded by this keeper's ``claim`` (keeper.py): once another keeper has claimed the state,
+        nothing more is written (``claim.lost``). Returns the chunk documents written."""
+        written, committed, batch = 0, 0, self._guarded(claim, now)
         for d in sorted(self.days):
             day = self.days[d]
             if not day.dirty and (day.of or not day.entries):
@@ -118,17 +119,31 @@ class Snapshot:
                                                                  "entries": group})
                 written += 1
                 if written % BATCH == 0:
-                    batch.commit()
-                    batch = self.db.batch()
+                    if not self._commit(batch, claim):
+                        return committed
+                    committed, batch = written, self._guarded(claim, now)
             day.of, day.dirty = of, set()
-        batch.commit()
+        if not self._commit(batch, claim):
+            return committed
         stored = [d for d, day in self.days.items() if day.of]
         first = min([*stored, *([self.state.first] if self.state else [])], default=last)
         self.state = State(first, max([last, *stored, *([self.state.last] if self.state else [])]), watermark_us)
-        self.db.collection(STATE[0]).document(STATE[1]).set({
-            "firstDay": first.isoformat(), "lastDay": self.state.last.isoformat(), "watermarkUs": watermark_us,
-            "watermark": timeutil.format(daily.from_us(watermark_us))})
+        claim.release({"firstDay": first.isoformat(), "lastDay": self.state.last.isoformat(),
+                       "watermarkUs": watermark_us, "watermark": timeutil.format(daily.from_us(watermark_us))})
         return written
+
+    def _guarded(self, claim: keeper.Claim, now: datetime) -> Any:
+        batch = self.db.batch()
+        claim.guard(batch, now)
+        return batch
+
+    @staticmethod
+    def _commit(batch: Any, claim: keeper.Claim) -> bool:
+        try:
+            claim.committed(batch.commit())
+        except keeper.LOST:
+            claim.lost = True
+        return not claim.lost
 
     # ---- changes -----------------------------------------------------------------------------------------
     def apply(self, recorded: Mapping[str, ResourceTransitions], last: date, cap: date | None = None) -> None:
@@ -197,10 +212,14 @@ def to_us_delta(delta: timedelta) -> int:
     return delta // timedelta(microseconds=1)
 
 
+def state_ref(db: Any) -> Any:
+    return db.collection(STATE[0]).document(STATE[1])
+
+
 def read_state(db: Any, options: Mapping[str, Any] | None = None) -> State | None:
-    snap = db.collection(STATE[0]).document(STATE[1]).get(**dict(options or {}))
+    snap = state_ref(db).get(**dict(options or {}))
     doc = snap.to_dict() if snap.exists else None
-    if not doc:
+    if not doc or "firstDay" not in doc:  # none, or only a first keeper's claim
         return None
     return State(date.fromisoformat(doc["firstDay"]), date.fromisoformat(doc["lastDay"]), int(doc["watermarkUs"]))
 
@@ -213,23 +232,28 @@ def tick(db: Any, now: datetime, options: Mapping[str, Any] | None = None,
     reader = TransitionReader(db, options)
     until = epoch_us(now - GRACE)
     state = read_state(db, options)
-    if state is None:
-        return bootstrap(db, reader, now.date(), until, options)
-    if until - state.watermark_us < max(1, to_us_delta(every)):
+    if state is not None and until - state.watermark_us < max(1, to_us_delta(every)):
         return {"transitions": 0, "chunksRead": 0, "chunksWritten": 0}
+    claim = keeper.claim(db, state_ref(db), now, options)
+    if claim is None:  # another keeper holds it
+        return {"transitions": 0, "chunksRead": 0, "chunksWritten": 0, "held": 1}
+    state = read_state(db, options)  # as of the claim: another keeper may have moved it since
+    if state is None:
+        return bootstrap(db, reader, now, until, claim, options)
     snap = Snapshot(db, reader, state, options)
     recorded = reader.recorded(state.watermark_us, until)
     last = max(now.date(), state.last)
     snap.day(last)
     snap.apply(recorded, last)
-    written = snap.save(last, until)
+    written = snap.save(last, until, claim, now)
     return {"transitions": sum(len(r.transitions) for r in recorded.values()), "chunksRead": snap.reads,
-            "chunksWritten": written}
+            "chunksWritten": written, **({"lost": 1} if claim.lost else {})}
 
 
-def bootstrap(db: Any, reader: TransitionReader, today: date, until: int,
+def bootstrap(db: Any, reader: TransitionReader, now: datetime, until: int, claim: keeper.Claim,
               options: Mapping[str, Any] | None = None) -> dict[str, int]:
     """The first snapshot: every resource's days from the first transition stored on, from its whole set."""
+    today = now.date()
     sets = reader.transition_sets()
     first = min((t.at.date() for r in sets for t in r.transitions), default=today)
     snap = Snapshot(db, reader, State(first, first, 0), options)
@@ -243,8 +267,9 @@ def bootstrap(db: Any, reader: TransitionReader, today: date, until: int,
                 snap.day(d).dirty.add(r.doc_id)
                 prev = entry
     snap.day(today)
-    written = snap.save(today, until)
-    return {"transitions": sum(len(r.transitions) for r in sets), "chunksRead": 0, "chunksWritten": written}
+    written = snap.save(today, until, claim, now)
+    return {"transitions": sum(len(r.transitions) for r in sets), "chunksRead": 0, "chunksWritten": written,
+            **({"lost": 1} if claim.lost else {})}
 
 
 def serve(db: Any, start: datetime, horizon: datetime, options: Mapping[str, Any] | None = None

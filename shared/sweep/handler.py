@@ -212,23 +212,16 @@ class Sweep:
             self.flush_hot(now)
         except Transient as exc:
             log.warning("sweep tick failed; the next tick does the same work", extra={"error": str(exc)})
-        try:  # on their own: a failure above leaves the dashboards their figures, and this one the rest
-            self.snapshot(now)
-        except Transient as exc:
-            log.warning("sweep tick failed to write the aggregates' snapshot; the next tick writes it",
-                        extra={"error": str(exc)})  # "sweep tick failed": the sweep_failures metric counts it
-        try:
-            if self.trends_every:
-                self.trends(now)
-        except Transient as exc:
-            log.warning("sweep tick failed to write the trends; the next tick completes them",
-                        extra={"error": str(exc)})
-        try:
-            if self.usage_every:
-                self.usage(now)
-        except Transient as exc:
-            log.warning("sweep tick failed to keep the usage snapshot; the next tick does",
-                        extra={"error": str(exc)})
+        # Each on its own: a failure above leaves the dashboards their figures, and each of these the rest.
+        # "sweep tick failed": the sweep_failures metric counts each.
+        for what, due, step in (("write the aggregates' snapshot; the next tick writes it", True, self.snapshot),
+                                ("write the trends; the next tick completes them", self.trends_every, self.trends),
+                                ("keep the usage snapshot; the next tick does", self.usage_every, self.usage)):
+            try:
+                if due:
+                    step(now)
+            except Transient as exc:
+                log.warning(f"sweep tick failed to {what}", extra={"error": str(exc)})
 
     def trends(self, now_dt: Any) -> list[str]:
         """The pipeline's counts per minute and provider (shared/state/trends.py): the current minute at the

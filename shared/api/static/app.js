@@ -773,7 +773,7 @@
       T.next = page.nextPageToken;
       T.total = page.total;
       T.counts = page.counts || {};
-      body.replaceChildren(...page.resources.map(row));
+      renderRows(body, page.resources);
       renderTableSummary();
     } catch (e) {
       if (seq !== T.seq) return;
@@ -815,8 +815,18 @@
     $('next').disabled = !T.next;
     $('rows-empty').hidden = $('rows').children.length > 0;
   }
+  // A page read again leaves the rows it shows unchanged in place: a row replaced under the pointer loses the
+  // click being made on it (mousedown on the old row, mouseup on the new one), and an operator's click on a
+  // resource then did nothing.
+  const rowSignature = (r) => JSON.stringify([r.key, r.status, r.rawStatus, r.message, r.updatedAt, r.lastSeenAt]);
+  function renderRows(body, resources) {
+    const shown = new Map([...body.children].filter((tr) => !tr.classList.contains('unmatched')).map((tr) => [tr.dataset.sig, tr]));
+    const rows = resources.map((r) => shown.get(rowSignature(r)) || row(r));
+    if (rows.length === body.children.length && rows.every((tr, i) => body.children[i] === tr)) return;
+    body.replaceChildren(...rows);
+  }
   function row(r) {
-    return h('tr', { 'data-key': r.key, 'data-status': r.status, 'data-updated': r.updatedAt || '' },
+    return h('tr', { 'data-key': r.key, 'data-status': r.status, 'data-updated': r.updatedAt || '', 'data-sig': rowSignature(r) },
       h('td', { class: 'mono' }, h('a', { href: resourceHref(r) }, r.key)),
       h('td', { 'data-testid': 'status', title: r.rawStatus && r.rawStatus !== r.status ? `reported as ${r.rawStatus}` : null },
         badge(r.status)),
@@ -861,7 +871,7 @@
     const body = $('rows');
     const existing = [...body.children].find((tr) => tr.dataset.key === c.key);
     if (existing) {
-      if ((existing.dataset.updated || '') > (r.updatedAt || '~')) return;  // the table already shows a later state
+      if ((existing.dataset.updated || '') >= (r.updatedAt || '~')) return;  // the table already shows this state or a later one
       const tr = row(r);
       if (!matches(r, f)) {
         tr.classList.add('unmatched');

@@ -97,19 +97,19 @@ class _Filter:
     def _peek(self) -> str | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
 
-    def _or(self) -> bool:
-        value = self._and()
-        while self._peek() == "OR":
+    def _chain(self, op: str, operand: Callable[[], bool], combine: Callable[[bool, bool], bool]) -> bool:
+        """``operand (op operand)*``, every operand parsed (and evaluated) whatever the value so far."""
+        value = operand()
+        while self._peek() == op:
             self._next()
-            value = self._and() or value
+            value = combine(operand(), value)
         return value
 
+    def _or(self) -> bool:
+        return self._chain("OR", self._and, lambda a, b: a or b)
+
     def _and(self) -> bool:
-        value = self._not()
-        while self._peek() == "AND":
-            self._next()
-            value = self._not() and value
-        return value
+        return self._chain("AND", self._not, lambda a, b: a and b)
 
     def _not(self) -> bool:
         if self._peek() in ("NOT", "-"):

@@ -36,6 +36,7 @@ class Claim:
     ref: Any
     token: str
     update_time: Any
+    doc: Mapping[str, Any]  # the state document as read when claimed (the claim's precondition: still so)
     lost: bool = False
 
     def guard(self, batch: Any, now: datetime) -> None:
@@ -75,4 +76,4 @@ def claim(db: Any, ref: Any, now: datetime, options: Mapping[str, Any] | None = 
             result = ref.create(fields, **dict(options or {}))
     except LOST:
         return None
-    return Claim(db, ref, token, result.update_time)
+    return Claim(db, ref, token, result.update_time, doc)

@@ -218,8 +218,12 @@ def state_ref(db: Any) -> Any:
 
 def read_state(db: Any, options: Mapping[str, Any] | None = None) -> State | None:
     snap = state_ref(db).get(**dict(options or {}))
-    doc = snap.to_dict() if snap.exists else None
-    if not doc or "firstDay" not in doc:  # none, or only a first keeper's claim
+    return state_of(snap.to_dict() if snap.exists else None)
+
+
+def state_of(doc: Mapping[str, Any] | None) -> State | None:
+    """The state a ``usage_snapshot/state`` document holds; None for none, or only a first keeper's claim."""
+    if not doc or "firstDay" not in doc:
         return None
     return State(date.fromisoformat(doc["firstDay"]), date.fromisoformat(doc["lastDay"]), int(doc["watermarkUs"]))
 
@@ -237,7 +241,7 @@ def tick(db: Any, now: datetime, options: Mapping[str, Any] | None = None,
     claim = keeper.claim(db, state_ref(db), now, options)
     if claim is None:  # another keeper holds it
         return {"transitions": 0, "chunksRead": 0, "chunksWritten": 0, "held": 1}
-    state = read_state(db, options)  # as of the claim: another keeper may have moved it since
+    state = state_of(claim.doc)  # as the claim read it: another keeper may have moved it since the first read
     if state is None:
         return bootstrap(db, reader, now, until, claim, options)
     snap = Snapshot(db, reader, state, options)

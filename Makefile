@@ -76,7 +76,7 @@ test-reliability: $(STAMP)
 	$(PY) -m infra.reliability --quick $(QUICK_ROWS)
 
 unit: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/functional  # two workers: the tier waits (CLI subprocesses, its emulator) as much as it computes
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --tier-durations=10 $(if $(DURATIONS_JSON),--tier-durations-json=$(DURATIONS_JSON)) tests/unit tests/functional  # two workers: the tier waits (CLI subprocesses, its emulator) as much as it computes
 
 check: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint unit

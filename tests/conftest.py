@@ -14,7 +14,9 @@ for _name, _value in load().env().items():  # what the deployers set from infra/
 
 import pytest  # noqa: E402
 
-from tests import durations  # noqa: E402
+from tests import durations, profile  # noqa: E402
+
+profile.load()  # the edit loop's fewer generated inputs (DCM_TEST_PROFILE=check) or the full count
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

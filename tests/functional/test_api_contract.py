@@ -22,8 +22,9 @@ from schemathesis.generation import GenerationMode
 
 from infra.local.stack import LOCAL_SETTINGS
 from tests.pipeline import pipeline_of
+from tests.profile import examples
 
-MAX_EXAMPLES = 30
+MAX_EXAMPLES = examples(30)  # per operation and mode (ten in `make check`: tests/profile.py)
 RETRIES = 4  # a 503 asked again (after its Retry-After) this many times in all
 
 

@@ -25,6 +25,7 @@ from shared.api.app import Api, Guards
 from shared.api.callbacks import Callbacks
 from shared.api.callers import Caller, TokenRule, Verdict, caller_of, same_origin
 from tests.google_tokens import API_URL, IAP_AUDIENCE, Google, Signer, bearer, unsigned
+from tests.profile import examples
 
 HOOK = "https://hooks.example.com/cb/PATH-SECRET?key=QUERY-SECRET"
 WRITE = {"DCM-Request": "1"}
@@ -287,7 +288,7 @@ token_parts = st.lists(st.one_of(text, st.sampled_from(["key", "-updatedAt", "re
                                                         "__x__", "..", "2026-01-01T00:00:00Z"])), max_size=4)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parts=token_parts, raw=text)
 def test_fuzzed_tokens_cursors_ids_and_hooks_never_answer_500(api, parts, raw):
     encoded = tokens.to_token(parts)

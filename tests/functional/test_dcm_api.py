@@ -22,6 +22,7 @@ from werkzeug.test import EnvironBuilder
 from shared.api import dcm
 from tests import dcm_contract
 from tests.functional.test_api import seed
+from tests.profile import examples
 
 
 class Dcm:
@@ -242,7 +243,7 @@ text = st.text(st.characters(codec="utf-8"), max_size=80)
 PARAMETERS = dcm.LIST_PARAMETERS + ("colour",)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query=st.dictionaries(st.sampled_from(PARAMETERS), text, max_size=4), raw_id=text,
        parts=st.lists(st.one_of(text, st.sampled_from(["key", "a/b", "__x__", "."])), max_size=3))
 def test_fuzzed_parameters_ids_and_page_tokens_never_answer_500(api, query, raw_id, parts):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import collections
-import os
 from typing import Any
 
 import orjson
@@ -31,8 +30,9 @@ from tests.fakes import FakePublisher, runtime_of
 from infra.topology import load
 from tests.functional.conftest import PROJECT, bind_all, client_for
 from tests.pipeline import pipeline_of
+from tests.profile import examples
 
-EXAMPLES = int(os.environ.get("DCM_FUZZ_EXAMPLES", "300"))
+EXAMPLES = examples(300, fuzz=True)  # DCM_FUZZ_EXAMPLES, or 300 (a fifth in `make check`: tests/profile.py)
 SEEDS = samples.load("valid") + samples.load("upstream")
 TALLY: collections.Counter = collections.Counter()
 

@@ -28,6 +28,7 @@ from shared.state.usage.report import FORMULA_STARTS, safe_cell, to_csv
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, Checked, bind_all
 from tests.functional.test_billing import deliver, lifecycle
+from tests.profile import examples
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RATES = os.path.join(REPO, "examples", "rates.yaml")
@@ -212,7 +213,7 @@ NAMES = st.sampled_from(["from", "to", "by", "rates", "format", "pageSize", "pag
                          "x"])
 
 
-@settings(max_examples=int(os.environ.get("DCM_FUZZ_EXAMPLES", "60")), deadline=None, derandomize=True,
+@settings(max_examples=examples(60, fuzz=True), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(params=st.dictionaries(NAMES, VALUE, max_size=5), path=st.sampled_from(["/v1/usage", "/v1/trends"]),
        accept=st.sampled_from(["", "text/csv", "application/json", "text/csv, application/json", "*/*"]))

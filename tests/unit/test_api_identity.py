@@ -20,6 +20,7 @@ from shared.runtime import auth
 from shared.runtime import settings as settings_module
 from shared.runtime.entrypoint import check_startup
 from tests.google_tokens import API_URL, IAP_AUDIENCE, Google, Signer, bearer, unsigned
+from tests.profile import examples
 
 GOOGLE = Google()
 RULE = TokenRule.google((API_URL,), GOOGLE.keys)
@@ -99,7 +100,7 @@ def test_local_mode_is_local_whatever_is_sent():
                                                                                           Verdict.LOCAL)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(parts=st.lists(st.one_of(st.text(max_size=40),
                                 st.binary(max_size=40).map(lambda b: base64.urlsafe_b64encode(b).decode().rstrip("="))),
                       min_size=0, max_size=4),

@@ -98,6 +98,8 @@ def test_firestore_failures_map_to_retry_or_dead_letter(error, raised, reason):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.profile import examples  # noqa: E402
+
 _keys = st.one_of(st.text(max_size=3), st.sampled_from(["", "__x__", "__name__", "a" * 1501, "é" * 400]))
 _scalars = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3),
                      st.integers(min_value=-(2 ** 64), max_value=2 ** 64))
@@ -106,7 +108,7 @@ _json = st.recursive(_scalars, lambda children: st.one_of(st.lists(children, max
                      max_leaves=30)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(_json, st.integers(min_value=0, max_value=5))
 def test_the_fast_checks_agree_with_the_walks_that_say_where(value, limit):
     """storable() and too_deep() answer valid data from a fast check and walk again only on a breach: the

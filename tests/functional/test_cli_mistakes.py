@@ -1,6 +1,8 @@
 """The mistakes people make with ``dcm-status`` without a running stack: each ends with one line on
-stderr and a non-zero exit, never a traceback; run through click's runner and through the installed
-script. (With a stack: tests/e2e/test_cli.py.)"""
+stderr and a non-zero exit, never a traceback; run through click's runner and through ``main``, the function
+the installed script calls, in this process (its real argv, environment and stderr). The installed script
+itself, a Python start-up each, runs where the process is the point: a few mistakes and the help, in a fresh
+interpreter whose import-time warnings would reach stderr. (With a stack: tests/e2e/test_cli.py.)"""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ import socket
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from infra.cli import cli
+from infra.cli import cli, main
 
 SCRIPT = str(Path(sys.executable).parent / "dcm-status")
 PUBLISH = ["publish", "--type", "vm", "--id", "i-1", "--status", "RUNNING"]
@@ -32,6 +35,39 @@ def env(tmp_path, monkeypatch):
                   "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
                   "AWS_EC2_METADATA_DISABLED": "true", "COLUMNS": "80"})
     return clean
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def entry_point(env, monkeypatch, capfd):
+    """``entry_point(args, extra_env)``: ``main`` run as the installed script runs it (sys.argv, exactly this
+    environment, its exit code), in this process: what it wrote to stdout and stderr (the file descriptors)."""
+    def run(args: list[str], extra: dict[str, str] | None = None) -> Ran:
+        wanted = {**env, **(extra or {})}
+        for name in [n for n in os.environ if n not in wanted]:
+            monkeypatch.delenv(name)
+        for name, value in wanted.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(sys, "argv", [SCRIPT, *args])
+        capfd.readouterr()  # nothing written before it counts
+        with pytest.raises(SystemExit) as exited:
+            main()
+        out, err = capfd.readouterr()
+        code = exited.value.code
+        return Ran(code if isinstance(code, int) else (0 if code is None else 1), out, err)
+    return run
+
+
+def script(args: list[str], env: dict[str, str]) -> Ran:
+    """The installed ``dcm-status`` in a process of its own (a Python start-up: only where that is the point)."""
+    result = subprocess.run([SCRIPT, *args], env=env, capture_output=True, text=True, timeout=120)
+    return Ran(result.returncode, result.stdout, result.stderr)
 
 
 @pytest.fixture
@@ -100,36 +136,47 @@ def test_through_clicks_runner(env, name, args, extra, code, says):
 
 
 @pytest.mark.parametrize("name, args, extra, code, says", CASES, ids=[c[0] for c in CASES])
+def test_through_the_entry_point(entry_point, name, args, extra, code, says):
+    ran = entry_point(args, extra)
+    _one_clear_line(ran.code, ran.stderr, code, says)
+
+
+# The installed script in a fresh interpreter: a mistake of usage (exit 2) and one the command meets (exit 1,
+# Google Cloud's clients imported): nothing an import prints, no traceback, one line. (Every case above runs
+# through the same entry point in process.)
+SCRIPT_CASES = [c for c in CASES if c[0] in ("bad provider name", "project without credentials")]
+
+
+@pytest.mark.parametrize("name, args, extra, code, says", SCRIPT_CASES, ids=[c[0] for c in SCRIPT_CASES])
 def test_through_the_installed_script(env, name, args, extra, code, says):
-    result = subprocess.run([SCRIPT, *args], env={**env, **extra}, capture_output=True, text=True, timeout=60)
-    _one_clear_line(result.returncode, result.stderr, code, says)
+    ran = script(args, {**env, **extra})
+    _one_clear_line(ran.code, ran.stderr, code, says)
 
 
-def test_aws_provider_without_aws_credentials_or_with_an_unreachable_endpoint(env, listener):
-    env = {**env, "DCM_PROJECT": "p", "PUBSUB_EMULATOR_HOST": listener}
-    no_credentials = subprocess.run([SCRIPT, "provider", "run-aws", "--once"], env=env, capture_output=True,
-                                    text=True, timeout=120)
-    _one_clear_line(no_credentials.returncode, no_credentials.stderr, 1, "no AWS credentials")
-    unreachable = subprocess.run([SCRIPT, "provider", "run-aws", "--once", "--endpoint-url", f"http://{DEAD}"],
-                                 env={**env, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"},
-                                 capture_output=True, text=True, timeout=120)
-    _one_clear_line(unreachable.returncode, unreachable.stderr, 1, "cannot reach the AWS endpoint")
+def test_aws_provider_without_aws_credentials_or_with_an_unreachable_endpoint(env, listener, entry_point):
+    env = {"DCM_PROJECT": "p", "PUBSUB_EMULATOR_HOST": listener}
+    no_credentials = entry_point(["provider", "run-aws", "--once"], env)
+    _one_clear_line(no_credentials.code, no_credentials.stderr, 1, "no AWS credentials")
+    unreachable = entry_point(["provider", "run-aws", "--once", "--endpoint-url", f"http://{DEAD}"],
+                              {**env, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"})
+    _one_clear_line(unreachable.code, unreachable.stderr, 1, "cannot reach the AWS endpoint")
 
 
-def test_kubernetes_provider_with_its_api_server_down(env, listener):
-    env = {**env, "DCM_PROJECT": "p", "PUBSUB_EMULATOR_HOST": listener}
-    down = subprocess.run([SCRIPT, "provider", "run-kubernetes", "--api-url", f"http://{DEAD}", "--once"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    _one_clear_line(down.returncode, down.stderr, 1, "cannot connect")
+def test_kubernetes_provider_with_its_api_server_down(listener, entry_point):
+    down = entry_point(["provider", "run-kubernetes", "--api-url", f"http://{DEAD}", "--once"],
+                       {"DCM_PROJECT": "p", "PUBSUB_EMULATOR_HOST": listener})
+    _one_clear_line(down.code, down.stderr, 1, "cannot connect")
 
 
-def test_help_version_and_the_types_publish_accepts(env):
-    for args in (["-h"], ["--help"], ["--version"], ["publish", "-h"], ["dlq", "show", "-h"]):
-        result = subprocess.run([SCRIPT, *args], env=env, capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0 and result.stdout and not result.stderr, args
-    publish = subprocess.run([SCRIPT, "publish", "--help"], env=env, capture_output=True, text=True).stdout
+def test_help_version_and_the_types_publish_accepts(env, entry_point):
+    """The installed script's help (80 columns), its version; the other ways to ask, through its entry point."""
+    ran = {tuple(args): script(args, env) for args in (["--help"], ["--version"], ["publish", "-h"])}
+    ran.update({tuple(args): entry_point(args) for args in (["-h"], ["dlq", "show", "-h"])})
+    for args, result in ran.items():
+        assert result.code == 0 and result.stdout and not result.stderr, args
+    publish = ran[("publish", "-h")].stdout
     assert "vm: PROVISIONING, RUNNING" in publish and "Example: dcm-status publish" in publish
-    assert "0.1.0" in subprocess.run([SCRIPT, "--version"], env=env, capture_output=True, text=True).stdout
+    assert "0.1.0" in ran[("--version",)].stdout
 
 
 def test_every_command_has_help_with_an_example_and_every_option_a_help_text():

@@ -105,20 +105,21 @@ async def connect(server: Server, provider: str | None) -> Any:
 
 async def publish(server: Server, provider: str, messages: list[tuple[str, bytes, dict | None]],
                   jetstream: bool = True) -> list[Any]:
-    """Publish (subject, data, headers) as ``provider``: JetStream (the PubAcks) or core NATS."""
+    """Publish (subject, data, headers) as ``provider``: JetStream (every PubAck, each awaited after all are
+    sent: a thousand round trips one after another were most of a flood's seconds) or core NATS."""
     nc = await connect(server, provider)
-    acks = []
+    pending = []
     try:
         js = nc.jetstream()
         for subject, data, headers in messages:
             if jetstream:
-                acks.append(await js.publish(subject, data, headers=headers or None))
+                pending.append(await js.publish_async(subject, data, headers=headers or None))
             else:
                 await nc.publish(subject, data, headers=headers or None)
         await nc.flush()
+        return list(await asyncio.wait_for(asyncio.gather(*pending), 60))
     finally:
         await nc.close()
-    return acks
 
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:

@@ -10,6 +10,7 @@ over 50."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import sys
@@ -31,9 +32,15 @@ OURS = ("shared", "infra", "functions", "tests", "benchmarks", "examples", "dcm_
 IO_MODULES = ("google.cloud", "google.api_core", "requests", "flask", "functions_framework", "socket", "urllib.request")
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once per run (many tests walk the same modules; none changes a tree)."""
+    return ast.parse(path.read_text())
+
+
 def imports(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
             if node.module in ("shared", "infra"):
@@ -133,7 +140,7 @@ IMPORT_NAMES = {"referencing": "jsonschema", "opentelemetry": "opentelemetry_api
 def absolute_imports(path: Path) -> set[str]:
     """What ``path`` imports by absolute name (``from .errors import ...`` is the package itself)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
         elif isinstance(node, ast.Import):
@@ -253,7 +260,7 @@ def module_arrows() -> dict[str, set[str]]:
         here = module_of(path)
         package = here if path.name == "__init__.py" else here.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -306,7 +313,7 @@ def test_reference_providers_are_on_the_kit_alone():
 
 def _path_literals(path: Path) -> set[str]:
     """The string literals of a module that are no docstring."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
             and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
     return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
@@ -333,7 +340,7 @@ def test_every_message_a_function_publishes_goes_through_the_one_publish_that_ca
     for path in python_files(SHARED):
         if path in allowed:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 assert node.func.attr != "publish", f"{path.relative_to(REPO)}:{node.lineno} publishes past " \
                                                     "shared/runtime/publishing.publish (no trace context)"

@@ -76,11 +76,13 @@ test-reliability: $(STAMP)
 	$(PY) -m infra.reliability --quick $(QUICK_ROWS)
 
 # The edit loop's profile (tests/profile.py): each property-based test on a fifth of its generated inputs, at
-# least ten (the same properties; `make test` and CI try them all). PROFILE=full: all of them here too.
+# least ten (the same properties; `make test` and CI try them all). PROFILE=full: all of them here too. Two
+# workers (the tier waits on its emulator as much as it computes), whole files per worker: a module's fixtures
+# are paid once, and test_fuzz's tally runs beside its tests.
 PROFILE ?= check
 
 unit: $(STAMP)
-	DCM_TEST_PROFILE=$(PROFILE) $(PY) -m pytest -q -p no:cacheprovider -n 2 --tier-durations=10 $(if $(DURATIONS_JSON),--tier-durations-json=$(DURATIONS_JSON)) tests/unit tests/functional  # two workers: the tier waits (CLI subprocesses, its emulator) as much as it computes
+	DCM_TEST_PROFILE=$(PROFILE) $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --tier-durations=10 $(if $(DURATIONS_JSON),--tier-durations-json=$(DURATIONS_JSON)) tests/unit tests/functional
 
 check: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint unit

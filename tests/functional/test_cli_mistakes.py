@@ -169,9 +169,9 @@ def test_kubernetes_provider_with_its_api_server_down(listener, entry_point):
 
 
 def test_help_version_and_the_types_publish_accepts(env, entry_point):
-    """The installed script's help (80 columns), its version; the other ways to ask, through its entry point."""
-    ran = {tuple(args): script(args, env) for args in (["--help"], ["--version"], ["publish", "-h"])}
-    ran.update({tuple(args): entry_point(args) for args in (["-h"], ["dlq", "show", "-h"])})
+    """The installed script's help (80 columns); the other ways to ask, and the version, through its entry point."""
+    ran = {tuple(args): script(args, env) for args in (["--help"], ["publish", "-h"])}
+    ran.update({tuple(args): entry_point(args) for args in (["-h"], ["--version"], ["dlq", "show", "-h"])})
     for args, result in ran.items():
         assert result.code == 0 and result.stdout and not result.stderr, args
     publish = ran[("publish", "-h")].stdout

@@ -19,7 +19,7 @@ window. A failure acks the tick all the same: the next one does the same work.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from dcm_status_contracts import timeutil
 from dcm_status_contracts.model import PubSubMessage
@@ -34,9 +34,10 @@ log = get_logger("billing")
 
 
 class Billing:
-    def __init__(self, db: Any, usage_every: int):
+    def __init__(self, db: Any, usage_every: int, clock: Callable[[], datetime] = timeutil.now):
         self.db = db
         self.usage_every = usage_every  # seconds between keeps of the daily usage snapshot; 0: never
+        self.clock = clock  # a tick's time
 
     @classmethod
     def build(cls, runtime: Runtime) -> "Billing":
@@ -44,7 +45,7 @@ class Billing:
 
     def __call__(self, message: PubSubMessage) -> None:
         """One tick (its body is never read: ``shared.runtime.ticks``)."""
-        ticks.run(log, "billing", timeutil.now(),
+        ticks.run(log, "billing", self.clock(),
                   (("keep the usage snapshot; the next tick does", self.usage_every, self.usage),))
 
     def usage(self, now_dt: datetime) -> dict[str, int]:

@@ -19,10 +19,8 @@ from shared.state.usage.transitions import (  # noqa: F401  (the stored layout, 
     TransitionReader,
     epoch_us,
     implied_document,
-    recorded_transition,
     to_transition,
     transition_document,
-    transitions_path,
 )
 
 

@@ -79,7 +79,7 @@ def rates(f: Fleet, d: Design) -> dict[str, float]:
 # writtenAt is in an index only with ``hot`` (hot, shard, writtenAt): a hot document's writes (the sweep
 # deletes the field once it is quiet), at most HOT_RATE each; the busiest 0.01% of resources taken as hot.
 WRITTEN_BY = {("events", documents.COMMITTED_AT): "changes", ("events", "recordedAt"): "changes",
-              (documents.TRANSITIONS, "recordedUs"): "changes",  # billing: one transition per change
+              (documents.TRANSITIONS, "recordedUs"): "changes",  # upsert: one transition per change (issue 40)
               ("resources", "updatedAt"): "changes",
               ("resources", "staleAt"): "events", ("resources", "writtenAt"): "hot"}
 
@@ -200,14 +200,14 @@ def project_rows(f: Fleet, d: Design) -> list[Row]:
 def run_rows(f: Fleet, d: Design) -> list[Row]:
     """Instances are bounded by the region's CPU quota (1 vCPU each: vCPU = instances), scaled out at 60%
     CPU, and by its memory quota (instances x the declared memory); a service's maximum instances is the
-    lower of the two quotas over its size (the max-instances page). The fan-out consumers (billing, audit,
-    notify) are taken at ingest's CPU per change each. The quota: the deployment's declared
+    lower of the two quotas over its size (the max-instances page). The fan-out consumers of the changed
+    topic (audit, notify; billing is none since issue 40) are taken at ingest's CPU per change each. The quota: the deployment's declared
     quota_preferences.run_cpu, else a 1,000 vCPU baseline; memory: a 2,000 GiB baseline."""
     regional_vcpu = quota(f, "run_cpu") or RUN_CPU_BASELINE
     memory = function_memory_gib()
     r = rates(f, d)
     upsert = r["events"] * d.upsert_cpu_ms / 1000 / 0.6
-    every = upsert + (r["events"] + r["changes"] * 3) * d.ingest_cpu_ms / 1000 / 0.6
+    every = upsert + (r["events"] + r["changes"] * 2) * d.ingest_cpu_ms / 1000 / 0.6
     return [
         Row("vCPU of every function, against the regional CPU quota", regional_vcpu, every, "vCPU", S["maxinst"],
             f"upsert {upsert:,.0f} of them ({d.upsert_cpu_ms} ms/event); the quota: "
@@ -272,11 +272,11 @@ def usage_rows(f: Fleet) -> list[Row]:  # /v1/usage from the daily snapshot, aga
             f.changes * MONTH_SECONDS, "reads", S["pricing"], f"${f.changes * MONTH_SECONDS * price['read']:,.2f}"),
         Row("GET /v1/usage: reads per computation of a month's window (the daily snapshot)", None, call, "reads",
             S["pricing"], f"${call * price['read']:,.4f}: {MONTH_DAYS} days x {usage_chunks(f):,} chunks + what was "
-            f"recorded since the sweep kept it ({usage_every()} s); kept by the api {usage_api.KEEP_SECONDS / 60:.0f} min"),
+            f"recorded since billing kept it ({usage_every()} s); kept by the api {usage_api.KEEP_SECONDS / 60:.0f} min"),
         Row("an open Usage page: $ per month (a month's window, asked hourly)", None, USAGE_PAGE_CALLS * call *
             price["read"], "USD", S["pricing"], f"{USAGE_PAGE_CALLS} computations; before the snapshot "
             f"${USAGE_PAGE_CALLS * f.changes * MONTH_SECONDS * price['read']:,.0f}"),
-        Row("sweep: keeping the usage snapshot, $ per month", None, keep_usd, "USD", S["pricing"],
+        Row("billing: keeping the usage snapshot, $ per month", None, keep_usd, "USD", S["pricing"],
             f"each transition read once ({keep['reads']:,.0f} reads, {keep['writes']:,.0f} chunk writes): "
             f"${keep_usd / (f.changes * MONTH_SECONDS) * 1e6:,.2f} per million changes, off the event path"),
     ]

@@ -38,7 +38,9 @@ MONTH_SECONDS = 30 * 24 * 3600
 # 2026-11-27 (issue 32): an applied change 3 -> 1 read, 5.5 -> 3.5 writes, 4.5 -> 3.5 invocations (the ledger read
 # only when it may matter, history on the ledger entry, billing one write, notify not invoked without a callback
 # that can match); a re-report 2 -> 1 read, 2 -> 1 write (its resource document only).
-COUNTED_CHANGE = {"reads": 1.0, "writes": 3.5, "publishes": 3.0, "invocations": 3.5}
+# 2026-11-28 (issue 40): an applied change 3.5 -> 2.5 invocations (upsert writes the transition in its commit:
+# billing is no consumer of the changed topic; the writes stay 3.5, the delivery to billing goes).
+COUNTED_CHANGE = {"reads": 1.0, "writes": 3.5, "publishes": 3.0, "invocations": 2.5}
 COUNTED_REREPORT = {"reads": 1.0, "writes": 1.0, "publishes": 2.0, "invocations": 2.0}
 MESSAGE_BYTES = 1_500  # a normalised status update or a change event, attributes included (cost.py bills >= 1 KB)
 RESOURCE_FIELDS = 33  # top-level fields of a resource document (shared/upsert/decide.py resource_document and the rest)
@@ -263,7 +265,7 @@ MONTH_DAYS = 31
 
 
 def usage_every() -> int:
-    """How often the sweep keeps the snapshot: the production default (DCM_USAGE_EVERY_SECONDS)."""
+    """How often billing keeps the snapshot: the production default (DCM_USAGE_EVERY_SECONDS)."""
     return settings.from_env({"DCM_PROJECT": "capacity"}).usage_every_seconds
 
 
@@ -275,12 +277,12 @@ def usage_chunks(f: Fleet) -> int:
 
 def usage_call_reads(f: Fleet) -> float:
     """One computation of a month's window: its days' chunks, the snapshot's state, and what was recorded since
-    the sweep last kept it (on average half its period of changes, each transition read once)."""
+    billing last kept it (on average half its period of changes, each transition read once)."""
     return MONTH_DAYS * usage_chunks(f) + 1 + max(1.0, f.changes * usage_every() / 2)
 
 
 def usage_keep(f: Fleet) -> dict[str, float]:
-    """The sweep's keeping, per month: every transition read once, and at each keep today's chunks read and the
+    """Billing's keeping (on the sweep's ticks), per month: every transition read once, and at each keep today's chunks read and the
     changed ones written (at most every chunk), plus each new day's chunks written once."""
     keeps = MONTH_SECONDS / usage_every()
     chunks = usage_chunks(f)

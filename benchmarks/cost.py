@@ -5,8 +5,8 @@ write and every Pub/Sub publish counted (nothing assumed about what the code doe
 at the client's RPCs, as Firestore bills them (``CountingApi``: a query's documents too, at least one
 read per query):
 
-- an applied status change (ingest -> upsert -> billing, notify with no callback registered, audit
-  filtered out),
+- an applied status change (ingest -> upsert, which writes its transition of usage in its commit (issue 40);
+  on the changed topic, notify with no callback registered and audit, filtered out when it is no stop),
 - an unchanged re-report, a duplicate delivery, an invalid event (dead-lettered and stored).
 
 Pub/Sub deliveries follow the topology: one per subscription of the topic published to (a
@@ -240,37 +240,39 @@ def _pipeline(topo: Topology, s: settings.Settings, db: object, tally: Counter) 
     bus = Bus(tally, {}, subscribers, [])
     runtime = bus.runtime = Runtime.of(s, db, bus)
     ingest, upsert = Ingest.build(runtime), Upsert.build(runtime)
-    billing, audit, deadletter = Billing.build(runtime), Audit.build(runtime), DeadLetter.build(runtime)
+    audit, deadletter = Audit.build(runtime), DeadLetter.build(runtime)
     every = lambda m: True  # noqa: E731
     stopped = lambda m: orjson.loads(m.data)["data"]["newStatus"] == "STOPPED"  # noqa: E731 - audit's filter
     maybe_callback = lambda m: status_changed.notify_wanted(m.attributes)  # noqa: E731 - notify's filter
     bus.handlers = {s.ingress_topic("aws"): [("ingest", ingest, every)],
                     s.normalized_topic("aws"): [("upsert", upsert, every)],
-                    s.topic_changed: [("billing", billing, every), ("audit", audit, stopped),
-                                      ("notify", Notify.build(runtime), maybe_callback)],
+                    s.topic_changed: [("audit", audit, stopped), ("notify", Notify.build(runtime), maybe_callback)],
                     s.topic_deadletter: [("deadletter", deadletter, every)]}
     return bus
 
 
-def usage_keep(db, tally: Counter, send, drain, n: int = 50) -> dict:
-    """The sweep keeping the daily usage snapshot (shared/state/usage/snapshot.py), counted per applied change:
-    ``n`` resources created an hour ago and the snapshot kept (its first keep, not counted), then each changed
-    and the snapshot kept again."""
+def usage_keep(db, every: int, tally: Counter, send, drain, n: int = 50) -> dict:
+    """Billing keeping the daily usage snapshot (shared/state/usage/snapshot.py) on a tick of the sweep's topic,
+    counted per applied change: ``n`` resources created an hour ago and the snapshot kept (its first keep, not
+    counted), then each changed and the snapshot kept again, ``every`` seconds later (its Firestore work: one
+    invocation a tick is no cost per change)."""
+    tick = PubSubMessage(b'{"tick": "sweep"}', {}, "t", None, "dcm-status-sweep")
     hour_ago = timeutil.now() - timedelta(hours=1)
     for i in range(n):
         send(i, "RUNNING", timeutil.format(hour_ago))
         drain()
-    snapshot.tick(db, timeutil.now() + snapshot.GRACE)
+    first = timeutil.now() + snapshot.GRACE
+    Billing(db, every, clock=lambda: first)(tick)
     for i in range(n):
         send(i, "STOPPED", timeutil.format(hour_ago + timedelta(minutes=30)))
         drain()
     tally.clear()
-    snapshot.tick(db, timeutil.now() + snapshot.GRACE)
+    Billing(db, every, clock=lambda: timeutil.now() + snapshot.GRACE + timedelta(seconds=every))(tick)
     return {**{k: v / n for k, v in tally.items()}, "usd": price(tally) / n}
 
 
 def print_keep(keep: dict) -> None:
-    print(f"off the event path, the sweep keeping the daily usage snapshot (shared/state/usage/snapshot.py), per "
+    print(f"off the event path, billing keeping the daily usage snapshot (shared/state/usage/snapshot.py), per "
           f"applied change: {keep.get('firestore reads', 0):.2f} reads, {keep.get('firestore writes', 0):.2f} "
           f"writes, ${keep['usd'] * 1e6:.2f} per million (each transition read once; docs/cost.md)")
 
@@ -321,8 +323,8 @@ def main() -> None:
             *event(f"vm-{i}", "STOPPED" if i % 2 else "PROVISIONING", "2026-01-01T02:00:00Z", f"u-{i}"))))
         rows.append(measure("dead letter", 50, lambda i: publish(b"not json %d" % i, {})))
         print_rows(rows)
-        print_keep(usage_keep(db, tally, lambda i, status, at: publish(*event(f"k-{i}", status, at, f"k-{i}-{status}")),
-                              bus.drain))
+        print_keep(usage_keep(db, s.usage_every_seconds, tally,
+                              lambda i, status, at: publish(*event(f"k-{i}", status, at, f"k-{i}-{status}")), bus.drain))
     finally:
         fs.stop()
 

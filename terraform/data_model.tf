@@ -33,8 +33,10 @@
 #                              reason / provider / fingerprint ==, ranged and
 #                              ordered on lastSeen: composite indexes below.
 #                              TTL on expireAt.
-#   billing_resources/{key}    never written since billing writes one document per
+#   billing_resources/{key}    never written since one transition document is written per
 #                              change (documents from before are left, read by nobody).
+#     .../transitions/{id}     written by upsert in the commit of a change's ledger entry
+#                              (issue 40; billing keeps the daily usage snapshot from them).
 #     .../transitions          one resource's read whole, or from a time on (atUs >=):
 #                              automatic. The report's collection-group queries
 #                              (shared/state/usage/transitions.py): provider ==,
@@ -128,7 +130,7 @@ locals {
       "resync.index"     = "unindexed"
       reReported         = "unindexed" # the ring of latest re-reports: rewritten by each, never queried
     }
-    # billing's (a collection group): when it recorded each, read behind the shard by the usage snapshot
+    # the transitions (a collection group): when upsert recorded each, read behind the shard by the usage snapshot
     transitions = {
       recordedUs = "sharded"
     }
@@ -203,7 +205,7 @@ locals {
     { collection = "resources", equality = ["provider"], sharded = true, order_by = "staleAt", orders = ["DESCENDING"] },
     # Hot resources, the documents written longest ago first (the sweep writes or cools them).
     { collection = "resources", equality = ["hot"], sharded = true, order_by = "writtenAt", orders = ["ASCENDING"] },
-    # What billing recorded since the daily usage snapshot last looked (shared/state/usage/snapshot.py), every
+    # What upsert recorded since the daily usage snapshot (billing's) last looked (shared/state/usage/snapshot.py), every
     # shard at once: a collection-group index (recordedUs is sharded).
     { collection = "transitions", equality = ["shard"], order_by = "recordedUs", orders = ["ASCENDING"], query_scope = "COLLECTION_GROUP" },
   ]

@@ -29,8 +29,8 @@ locals {
       labels      = { lane = "EXTRACT(labels.lane)", status = "EXTRACT(labels.status)" }
     }
     sweep_failures = {
-      description = "Sweep ticks that failed (Firestore or Pub/Sub did not answer); the next tick does the same work."
-      filter      = "jsonPayload.logger=\"dcm.sweep\" AND jsonPayload.message:\"sweep tick failed\""
+      description = "Sweep ticks that failed (Firestore or Pub/Sub did not answer), the sweep's or billing's (its usage snapshot, on the same ticks); the next tick does the same work."
+      filter      = "(jsonPayload.logger=\"dcm.sweep\" OR jsonPayload.logger=\"dcm.billing\") AND jsonPayload.message:\"tick failed\""
       labels      = {}
     }
     sweep_resyncs = {

@@ -1,6 +1,7 @@
 """Billing's known lifecycles (issue 41: shared by tests/functional/test_billing.py, which checks the usage they
-give, and tests/e2e/test_charts.py, which draws it): the change events upsert would announce for seven
-resources over three days, and the billable seconds each gives per UTC day, written out by hand."""
+give, and tests/e2e/test_charts.py, which draws it): the status updates of seven resources over three days (and
+the change events upsert announces for them), and the billable seconds each gives per UTC day, written out by
+hand."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dcm_status_contracts.status_update import StatusUpdate
 from shared.upsert.decide import resource_document
 
 CHANGED = "dcm-status-changed"
+NORMALIZED = "dcm-status-normalized-{provider}"  # upsert's lanes (infra/topology.yaml)
 START, END = "2026-03-01T00:00:00Z", "2026-03-04T00:00:00Z"
 D1, D2, D3 = "2026-03-01", "2026-03-02", "2026-03-03"
 H = 3600
@@ -39,6 +41,14 @@ class Resource:
     steps: list[tuple[str, str]]  # (transition time, status), in time order: announced as changes
     late: list[tuple[str, str]]  # announced late (refused as stale for the current state)
     expected: dict[str, int]  # UTC day -> billable seconds in [START, END)
+
+    def updates(self) -> list[StatusUpdate]:
+        """The status updates upsert is given (steps in time order, then the late ones): it records each one's
+        transition with its ledger entry, and announces the change events ``events`` lists."""
+        return ([status_update(self.key, status, at, f"{self.key.resource_id}-{i}", self.metadata)
+                 for i, (at, status) in enumerate(self.steps)]
+                + [status_update(self.key, status, at, f"{self.key.resource_id}-late-{i}", self.metadata)
+                   for i, (at, status) in enumerate(self.late)])
 
     def events(self) -> list[status_changed.ChangeEvent]:
         out, old = [], None

@@ -1,4 +1,5 @@
-"""Cloud Function `billing`: a thin entry point; the behaviour lives in `shared/billing/`."""
+"""Cloud Function `billing`: a thin entry point; the behaviour lives in `shared/billing/` (pushed the sweep's
+ticks: infra/topology.yaml)."""
 
 import functions_framework
 

@@ -1,5 +1,5 @@
-"""The demo's billing check: what billing computed from the bus, next to what the fleet's
-known lifecycles say it should be (the same interval arithmetic, an independent input)."""
+"""The demo's billing check: what billing computed from the transitions upsert recorded, next to what the
+fleet's known lifecycles say it should be (the same interval arithmetic, an independent input)."""
 
 from __future__ import annotations
 
@@ -19,16 +19,19 @@ from shared.billing.store import BillingStore
 
 
 def backlog(db) -> int:
-    """Change events upsert announced that billing has not stored yet.
+    """Change events upsert announced whose transition is not stored.
 
-    Meant for a fresh stack (the demo): ledger entries expire after their TTL, and
-    change events published by hand have no ledger entry (the result is then < 0).
+    Upsert writes a change's transition in the commit of its ledger entry (issue 40): none is ever
+    missing, but for changes that are no transition of usage (the sweep's "not reported lately", new
+    outputs alone: shared/state/usage/transitions.py ``recorded_transition``), which count here too.
+    Meant for a fresh stack (the demo): ledger entries expire after their TTL, and transitions
+    written by hand have no ledger entry (the result is then < 0).
     """
     return queries.announced_changes(db) - BillingStore(db).stored_changes()
 
 
 def wait_for_billing(db, timeout: float = 60.0, interval: float = 0.5) -> int:
-    """Wait until billing stored every announced change (or timeout); returns the backlog left."""
+    """Wait until every announced change has its transition stored (or timeout); returns the backlog left."""
     deadline = time.monotonic() + timeout
     while (left := backlog(db)) > 0 and time.monotonic() < deadline:
         time.sleep(interval)
@@ -56,7 +59,7 @@ def console_summary(console: Any, db, *, start: datetime | str | None = None, en
                     expected: Sequence[Mapping[str, Any]] | None = None) -> bool:
     """Print billing's table and total; False on a mismatch with ``expected`` or a backlog left.
 
-    Waits (up to ``wait`` s) until billing has stored every change upsert announced. The window
+    Waits (up to ``wait`` s) until every change upsert announced has its transition stored. The window
     defaults to [UTC midnight of the first transition, now). ``expected``: rows from
     ``aggregate(usage_from_lifecycles(...), by, daily=False)``.
     """

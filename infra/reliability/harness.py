@@ -114,8 +114,8 @@ class Harness:
         return f"projects/{self.state.project}/topics/{self.topo.topic('ingress', provider)}"
 
     def reset(self) -> None:
-        """A clean start for the next scenario: the consumers' backlog of the last one dropped (billing,
-        audit and notify trail upsert; left running, their messages would fail on the wiped Firestore
+        """A clean start for the next scenario: the consumers' backlog of the last one dropped (audit and
+        notify trail upsert; left running, their messages would fail on the wiped Firestore
         and end as dead letters counted against the next scenario), what is in flight let end, then
         Firestore wiped."""
         self.stack.purge(self.state)

@@ -242,6 +242,17 @@ def from_message(message: PubSubMessage) -> ChangeEventView:
     if not isinstance(data, dict):
         raise Rejected(Reason.SCHEMA_INVALID, "change event has no data object", {"path": "/data"})
     _check_data(event, data)
+    return _view(event["id"], data)
+
+
+def from_change(change: ChangeEvent) -> ChangeEventView:
+    """The view every consumer reads from ``change`` (``from_message`` of its message): for the producer, which
+    built it valid (no schema check; a time it could not parse is Rejected, as in ``from_message``)."""
+    return _view(change.event_id, orjson.loads(change.body)["data"])
+
+
+def _view(event_id: str, data: Mapping[str, Any]) -> ChangeEventView:
+    """The view of a change event's valid ``data``: its times canonical, labels read from its snapshot."""
     try:
         at = timeutil.canonical(data["newTransitionTime"])
         old_at = timeutil.canonical(data["oldTransitionTime"]) if data["oldTransitionTime"] else None
@@ -250,7 +261,7 @@ def from_message(message: PubSubMessage) -> ChangeEventView:
         raise Rejected(Reason.SCHEMA_INVALID, f"change event time: {exc}", {"schema": SCHEMA_URI},
                        key=data["key"]) from exc
     return ChangeEventView(
-        event_id=event["id"],
+        event_id=event_id,
         key=data["key"],
         provider=data["provider"],
         resource_type=data["resourceType"],

@@ -58,8 +58,7 @@ The api serves them: a reader costs one read. A tick whose snapshot write loses 
 Trends (shared/state/trends.py): the current minute's counts per provider at the summary's pace, one document
 a minute (4 aggregation queries per provider and window: one read each up to 1,000 entries counted).
 
-Usage (shared/state/usage/snapshot.py): every ``usage_every_seconds``, the daily usage snapshot takes in what
-billing recorded since (each transition read once) and rewrites the chunks that changed.
+The daily usage snapshot is billing's, on the same ticks (shared/billing/handler.py, issue 40).
 """
 
 from __future__ import annotations
@@ -82,12 +81,12 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.runtime import firestore as fs
+from shared.runtime import ticks
 from shared.runtime.clients import Runtime
 from shared.runtime.logs import get_logger
 from shared.runtime.publishing import publish
 from shared.runtime.settings import Settings
 from shared.state import aggregates, resources, snapshots, trends
-from shared.state.usage import snapshot as usage_snapshot
 from shared.state.documents import (
     DOCUMENT_WRITES,
     HOT_QUIET,
@@ -190,7 +189,6 @@ class Sweep:
         self.watch = Watch(settings)
         self.summary_every = settings.summary_every_seconds
         self.trends_every = settings.trends_every_seconds  # 0: no trends
-        self.usage_every = settings.usage_every_seconds  # 0: no daily usage snapshot
         self.stats_every = settings.stats_every_seconds
         self.stale_space = tuple(range(settings.stale_shards))  # what upsert writes (Settings.stale_shards)
         self.window_days = settings.ledger_ttl_days  # the accounting's window: the ledger's retention
@@ -214,14 +212,9 @@ class Sweep:
             log.warning("sweep tick failed; the next tick does the same work", extra={"error": str(exc)})
         # Each on its own: a failure above leaves the dashboards their figures, and each of these the rest.
         # "sweep tick failed": the sweep_failures metric counts each.
-        for what, due, step in (("write the aggregates' snapshot; the next tick writes it", True, self.snapshot),
-                                ("write the trends; the next tick completes them", self.trends_every, self.trends),
-                                ("keep the usage snapshot; the next tick does", self.usage_every, self.usage)):
-            try:
-                if due:
-                    step(now)
-            except Transient as exc:
-                log.warning(f"sweep tick failed to {what}", extra={"error": str(exc)})
+        ticks.run(log, "sweep", now, (("write the aggregates' snapshot; the next tick writes it", True, self.snapshot),
+                                      ("write the trends; the next tick completes them", self.trends_every,
+                                       self.trends)))
 
     def trends(self, now_dt: Any) -> list[str]:
         """The pipeline's counts per minute and provider (shared/state/trends.py): the current minute at the
@@ -230,16 +223,6 @@ class Sweep:
             done = trends.record(self.db, self.providers, now_dt, self.trends_every, COUNTING)
         if done:
             log.info("trends written", extra={"minutes": done})
-        return done
-
-    def usage(self, now_dt: Any) -> dict[str, int]:
-        """The daily usage snapshot (shared/state/usage/snapshot.py), every ``usage_every`` seconds."""
-        with fs.guard("Firestore query"):
-            done = usage_snapshot.tick(self.db, now_dt, every=timedelta(seconds=self.usage_every))
-        if done.get("lost"):
-            log.warning("usage snapshot: another keeper claimed it mid-keep; this one stopped, it keeps on", extra=done)
-        elif done.get("chunksWritten"):
-            log.info("usage snapshot kept", extra=done)
         return done
 
     def snapshot(self, now_dt: Any) -> list[str]:

@@ -7,6 +7,11 @@ says the writes. The ledger entry of an update newer than the stored state is no
 update that is not newer asks for it (``Unread.LEDGER``), then, when it has none, for the entry an earlier
 version may have written (``Unread.LEGACY_LEDGER``), and is decided again with what was read.
 
+An applied or stale update with a change writes, in the same commit as its ledger entry, the change's
+transition of usage (``billing_resources/{key}/transitions/{changeEventId}``: shared/state/usage/transitions.py
+``recorded_transition``, the content billing's consumer of the changed topic wrote before issue 40): a change
+is recorded with the state change, never missed or dead-lettered on its way to billing.
+
 A hot resource (its document out of write tokens: ``write_tokens``) coalesces: the update is decided against
 its newest state (the document, or a newer state its latest ledger entries carry), the ledger entry (and
 history, and change event) are written as ever, and the state after it rides on the ledger entry (``state``)
@@ -54,6 +59,7 @@ from shared.state.documents import (
     without_bookkeeping,
     write_tokens,
 )
+from shared.state.usage.transitions import recorded_transition, transitions_path
 from shared.upsert.decision import (
     Decision,
     Increment,
@@ -291,6 +297,7 @@ def _stale(d: _Facts) -> tuple[Result, list[Write]]:
         Write(WriteOp.CREATE, LEDGER, d.update.dedup_id, d.ledger_entry(
             Outcome.STALE, **_feed_entry(d.policy, d.update), change=late.to_record(), changeAnnounced=False, **entry)),
         *resource_writes,
+        *_transition(d, late),
         *d.batch_writes,
     ]
 
@@ -345,8 +352,18 @@ def _applied(d: _Facts) -> tuple[Result, list[Write]]:
             Outcome.APPLIED, **(_feed_entry(d.policy, update) if change else {}),
             change=change.to_record() if change else None, changeAnnounced=change is None, **entry)),
         *resource_writes,
+        *_transition(d, change),
         *d.batch_writes,
     ]
+
+
+def _transition(d: _Facts, change: ChangeEvent | None) -> list[Write]:
+    """The change's transition of usage, in the commit of its ledger entry (shared/state/usage/transitions.py
+    ``recorded_transition``: none for a change that is no transition of usage): recorded with the state change,
+    or not at all; its id is the change event's, so a commit decided again writes the same document."""
+    view = status_changed.from_change(change) if change is not None else None
+    doc = recorded_transition(view, d.now_dt) if view is not None else None
+    return [] if doc is None else [Write(WriteOp.SET, transitions_path(view.doc_id), view.event_id, doc)]
 
 _OUTCOMES: dict[Standing, Callable[[_Facts], tuple[Result, list[Write]]]] = {
     Standing.DELIVERED_BEFORE: _duplicate,

@@ -23,6 +23,9 @@ Collections (shared/state/documents.py):
   then marks it ``changeAnnounced`` so later copies do not. An entry with a
   change is also an entry of the change feed: ``committedAt`` is the server's
   time of the write (a transform of the same write: no extra cost).
+- ``billing_resources/{provider~type~id}/transitions/{changeEventId}``: the change's transition of usage
+  (shared/state/usage/transitions.py), written in the commit of an applied or stale update's ledger entry
+  when its change is a transition (issue 40): an applied change then costs 3 writes, a late one 2.
 - ``duplicates/{ingressTopic~ingressMessageId}``: distinct duplicate
   publications (not redeliveries of one message), for stats.
 """

@@ -1,7 +1,7 @@
 """The dashboard's charts in Chromium on the real stack (issue 40).
 
-- Usage page: billing's known lifecycles (tests/billing_fleet.py's fleet) go through the changed topic to
-  billing; the page's stacked bars (the chart's data) and its table hold exactly /v1/usage's hours for the
+- Usage page: billing's known lifecycles (tests/billing_fleet.py's fleet) go through upsert's lanes (upsert
+  records each change's transition in its commit); the page's stacked bars (the chart's data) and its table hold exactly /v1/usage's hours for the
   month, by provider and by tenant; its "Download CSV" link downloads the same rows.
 - Pipeline chart: a burst of reports shows as applied updates in the trends the sweep writes (the chart's data
   from /v1/trends, not only the live stream's local counts) within one snapshot period; how long it took is
@@ -22,20 +22,22 @@ from typing import Any
 
 import pytest
 import requests
-from dcm_status_contracts import timeutil
+from dcm_status_contracts import status_update, timeutil
 
 from shared.state import trends
 from shared.state.usage import report as usage_report
+from tests.billing_fleet import END, START, fleet
 from tests.e2e.conftest import wait_until
-from tests.billing_fleet import CHANGED, END, START, fleet
 from tests.e2e.test_dashboard import ARTIFACTS, Dashboard, api, browser, chromium_executable  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 
 
-def publish(e2e, events) -> None:
-    """The change events on the stack's changed topic, as upsert publishes them."""
-    for f in [e2e.publisher.publish(e2e.topic_path(CHANGED), ev.body, **ev.attributes) for ev in events]:
+def publish(e2e, updates) -> None:
+    """The status updates on the stack's lanes (ordered by resource key), as ingest publishes them."""
+    topology = e2e.stack.topology(e2e.state)
+    for f in [e2e.publisher.publish(e2e.topic_path(topology.topic("normalized", u.key.provider)),
+                                    status_update.to_bytes(u), ordering_key=str(u.key)) for u in updates]:
         f.result(timeout=30)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -98,11 +100,11 @@ def test_the_usage_page_draws_v1_usage_and_its_csv_link_downloads_the_same_rows(
     page read would not be in the second)."""
     tenant = f"charts-{uid}"
     resources = fleet(uid, tenant)
-    publish(e2e, [ev for r in resources for ev in r.events()])
+    publish(e2e, [u for r in resources for u in r.updates()])
     expected = sum(sum(r.expected.values()) for r in resources)
-    # billing has stored every change before the page reads (the api keeps a window's usage 5 minutes)
+    # upsert has stored every change's transition before the page reads (the api keeps a window's usage 5 minutes)
     wait_until(lambda: sum(r["seconds"] for r in usage_report.report(e2e.db, START, END, ["tenant"], tenant=tenant))
-               == expected, timeout=60, what="billing to hold the fleet's changes")
+               == expected, timeout=60, what="the fleet's transitions")
     for by in ("provider", "tenant"):
         check_usage_page(e2e, page_of, by, tenant)
 

@@ -70,7 +70,7 @@ def test_a_flapping_resource_is_flagged_and_a_report_after_its_deletion_is_a_re_
         wait_until(lambda n=i + 1: len(changes_of(e2e, key)) == n, 30, interval=0.05, what=f"change {i} announced")
     changes = wait_until(lambda: (c := changes_of(e2e, key)) and len(c) == len(statuses) and c, 60,
                          what="every change announced")
-    assert [c["newStatus"] for c in changes] == statuses  # billing gets every one
+    assert [c["newStatus"] for c in changes] == statuses  # every one announced (its transition in its commit)
     assert [(c["flapping"] or {}).get("changes", 0) for c in changes[:8]] == [0] * 5 + [6, 6, 6]
     assert [c["recreated"] for c in changes] == [False] * 9 + [True]  # DELETED -> RUNNING
     assert changes[-1]["flapping"] is None  # twenty minutes on: calm

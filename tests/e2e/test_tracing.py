@@ -1,5 +1,5 @@
 """One trace per event on the real local stack: an event the provider kit publishes is one trace id across
-ingest, upsert and billing, in the spans (the span files under the state directory) and in every log line
+ingest, upsert and audit (a consumer of its change; billing is none since issue 40), in the spans (the span files under the state directory) and in every log line
 of that event; a dead-lettered event's trace ends in the dead-letter function with its reason; `dcm-status
 trace EVENT_ID` prints the path as a tree."""
 
@@ -46,7 +46,7 @@ def log_lines(e2e: E2EStack, function: str, needle: str) -> list[dict]:
     return lines
 
 
-def test_one_event_is_one_trace_across_ingest_upsert_and_billing_in_spans_and_logs(e2e: E2EStack, uid: str):
+def test_one_event_is_one_trace_across_ingest_upsert_and_audit_in_spans_and_logs(e2e: E2EStack, uid: str):
     key, event_id = f"aws/vm/vm-{uid}", f"evt-{uid}"
     trace_id, ctx = provider_context()
     token = context.attach(ctx)
@@ -55,16 +55,16 @@ def test_one_event_is_one_trace_across_ingest_upsert_and_billing_in_spans_and_lo
     finally:
         context.detach(token)
     e2e.wait_for_status(key, "RUNNING")
-    found = wait_until(lambda: (s := spans_of(e2e, trace_id)) and {"ingest", "upsert", "billing"} <= set(s) and s,
-                       what="the event's spans in ingest, upsert and billing")
+    found = wait_until(lambda: (s := spans_of(e2e, trace_id)) and {"ingest", "upsert", "audit"} <= set(s) and s,
+                       what="the event's spans in ingest, upsert and audit")
     [ingest], [upsert] = found["ingest"], found["upsert"]
-    billing = next(s for s in found["billing"] if s["attributes"].get("dcm.key") == key)
+    audit = next(s for s in found["audit"] if s["attributes"].get("dcm.key") == key)  # the emulator ignores its filter
     assert ingest["attributes"]["dcm.event_id"] == event_id and ingest["attributes"]["dcm.provider"] == "aws"
     assert upsert["parentSpanId"] == ingest["spanId"] and upsert["attributes"]["dcm.outcome"] == "applied"
-    assert billing["parentSpanId"] == upsert["spanId"]
+    assert audit["parentSpanId"] == upsert["spanId"]
 
     expected = f"projects/{e2e.project}/traces/{trace_id}"
-    for function, needle in (("ingest", event_id), ("upsert", event_id), ("billing", key)):
+    for function, needle in (("ingest", event_id), ("upsert", event_id), ("audit", key)):
         lines = wait_until(lambda: log_lines(e2e, function, needle), what=f"{function}'s log lines of the event")
         assert {line.get(TRACE_KEY) for line in lines} == {expected}, function
         assert all(line["logging.googleapis.com/spanId"] for line in lines)
@@ -75,7 +75,7 @@ def test_one_event_is_one_trace_across_ingest_upsert_and_billing_in_spans_and_lo
     assert lines[0] == f"trace {trace_id}" and lines[1].startswith("publish  provider aws  at ")
     assert lines[2].startswith("└─ ingest  queued ") and f"{key}  acked" in lines[2]
     assert lines[3].startswith("   └─ upsert  queued ") and f"{key}  applied" in lines[3]
-    assert any(line.lstrip(" │").startswith(("├─ billing", "└─ billing")) for line in lines[4:])
+    assert any(line.lstrip(" │").startswith(("├─ audit", "└─ audit")) for line in lines[4:])
 
 
 def test_a_dead_lettered_events_trace_ends_in_the_deadletter_function_with_its_reason(e2e: E2EStack, uid: str):

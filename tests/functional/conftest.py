@@ -171,6 +171,11 @@ def billing():
 
 
 @pytest.fixture(scope="module")
+def audit():
+    return client_for("audit")
+
+
+@pytest.fixture(scope="module")
 def deadletter():
     return client_for("deadletter")
 from tests.pipeline import pipeline  # noqa: E402,F401  (the in-process pipeline, issue 41; imports this module)

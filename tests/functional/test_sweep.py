@@ -185,7 +185,6 @@ def test_a_tick_that_fails_is_acked_the_next_one_does_the_work(sweep, monkeypatc
     monkeypatch.setattr(Sweep, "_open_batches", down)
     monkeypatch.setattr(Sweep, "snapshot", lambda self, now: down(self))  # the aggregates' snapshots: the same
     monkeypatch.setattr(Sweep, "trends", lambda self, now: down(self))  # the trends: the same
-    monkeypatch.setattr(Sweep, "usage", lambda self, now: down(self))  # the usage snapshot: the same
     assert SHAPES["push"](sweep, "dcm-status-sweep", orjson.dumps({"tick": "t"}), {}, "t-down").status_code == 200
 
 
@@ -405,3 +404,17 @@ def test_a_tick_counts_the_trends_at_their_setting_and_none_at_zero(firestore, p
     monkeypatch.setenv("DCM_TRENDS_EVERY_SECONDS", every)
     Sweep(settings.from_env(), firestore, publisher)(PubSubMessage(b'{"tick": "t"}', {}, "t-trends", AT, "dcm-status-sweep"))
     assert bool(list(firestore.collection("trends").stream())) is counted
+
+
+def test_a_tick_keeps_no_usage_snapshot_billing_does(firestore, publisher):
+    """Issue 40: the daily usage snapshot is billing's (shared/billing/handler.py, on the same ticks): a sweep tick,
+    its period long past, reads and writes nothing of it."""
+    from shared.state.usage import snapshot as usage_snapshot
+    from shared.state.usage.transitions import TRANSITIONS
+
+    firestore.collection("billing_resources").document("aws~vm~u").collection(TRANSITIONS).document("e").set({
+        "status": "RUNNING", "at": "2026-11-22T09:00:00.000000Z", "atUs": 1, "key": "aws/vm/u", "provider": "aws",
+        "resourceType": "vm", "recordedUs": 1, "shard": 0})
+    assert settings.from_env().usage_every_seconds > 0
+    Sweep(settings.from_env(), firestore, publisher)(PubSubMessage(b'{"tick": "t"}', {}, "t-usage", AT, "dcm-status-sweep"))
+    assert usage_snapshot.read_state(firestore) is None and not usage_snapshot.state_ref(firestore).get().exists

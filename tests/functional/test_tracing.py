@@ -1,5 +1,5 @@
 """One trace per event through the functions as functions-framework runs them: ingest continues the provider's
-context, every message it publishes carries its own span's, upsert and billing continue those, a dead letter
+context, every message it publishes carries its own span's, upsert and a consumer of its change (audit) continue those, a dead letter
 ends the trace in the dead-letter function with its reason; a provider's malformed context starts a new trace."""
 
 from __future__ import annotations
@@ -26,26 +26,26 @@ def hex_ids(span) -> tuple[str, str]:
     return f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
 
 
-def test_one_trace_from_the_providers_publish_through_ingest_upsert_and_billing(
-        ingest, upsert, billing, firestore, publisher, spans):
+def test_one_trace_from_the_providers_publish_through_ingest_upsert_and_a_consumer_of_the_change(
+        ingest, upsert, audit, firestore, publisher, spans):
     assert post_push(ingest, "dcm-status-ingress-aws", VALID.data,
                      {**VALID.attributes, "traceparent": TRACEPARENT}).status_code == 200
     [normalized] = publisher.normalized()
     assert post_push(upsert, "dcm-status-normalized-aws", normalized.data, normalized.attributes).status_code == 200
     [change] = publisher.on("dcm-status-changed")
-    assert post_push(billing, "dcm-status-changed", change.data, change.attributes).status_code == 200
+    assert post_push(audit, "dcm-status-changed", change.data, change.attributes).status_code == 200
 
-    [ingested], [upserted], [billed] = spans("ingest"), spans("upsert"), spans("billing")
-    assert {hex_ids(s)[0] for s in (ingested, upserted, billed)} == {PROVIDER_TRACE}
+    [ingested], [upserted], [audited] = spans("ingest"), spans("upsert"), spans("audit")
+    assert {hex_ids(s)[0] for s in (ingested, upserted, audited)} == {PROVIDER_TRACE}
     assert f"{ingested.parent.span_id:016x}" == PROVIDER_SPAN  # the provider's span, continued
     assert ids(normalized.attributes["traceparent"]) == hex_ids(ingested)
     assert upserted.parent.span_id == ingested.context.span_id
     assert ids(change.attributes["traceparent"]) == hex_ids(upserted)
-    assert billed.parent.span_id == upserted.context.span_id
+    assert audited.parent.span_id == upserted.context.span_id
     assert ingested.attributes["dcm.provider"] == "aws" and ingested.attributes["dcm.key"] == "aws/vm/i-0abc"
     assert ingested.attributes["dcm.ack"] == "acked" and ingested.attributes["dcm.edge"] is True
     assert upserted.attributes["dcm.outcome"] == "applied" and upserted.attributes["dcm.edge"] is False
-    assert billed.attributes["dcm.key"] == "aws/vm/i-0abc"
+    assert upserted.attributes["dcm.key"] == "aws/vm/i-0abc"
 
 
 @pytest.mark.parametrize("traceparent", ["garbage", f"00-{'0' * 32}-{PROVIDER_SPAN}-01", "00-" + "f" * 600])

@@ -204,7 +204,7 @@ def test_a_re_report_costs_one_write_no_history_and_no_change_event(firestore, p
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
     first = upsert.apply(status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:00:00Z", "r1", message="up",
                                                          transition=False)))
-    assert first.outcome is Outcome.APPLIED and len(counting.writes) == 2
+    assert first.outcome is Outcome.APPLIED and len(counting.writes) == 3  # ledger entry, document, its transition
     counting.writes.clear()
     again = upsert.apply(status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:05:00Z", "r2", message="up",
                                                          transition=False)))
@@ -233,11 +233,12 @@ def test_an_applied_and_a_stale_update_write_one_ledger_entry_that_is_their_hist
     upsert = Upsert(StateStore(counting), publisher, "projects/p/topics/dcm-status-changed")
     applied = status_update.from_bytes(normalized("STOPPED", "2026-01-01T11:00:00Z", "h2", message="down"))
     assert upsert.apply(applied).outcome is Outcome.APPLIED
-    assert sorted(p.split("/")[0] for p in counting.paths) == ["events", "resources"]
+    # and, in the same commit, the change's transition of usage (issue 40: billing's record, written by upsert)
+    assert sorted(p.split("/")[0] for p in counting.paths) == ["billing_resources", "events", "resources"]
     counting.paths.clear()
     stale = status_update.from_bytes(normalized("RUNNING", "2026-01-01T10:00:00Z", "h1", message="up"))
     assert upsert.apply(stale).outcome is Outcome.STALE
-    assert counting.paths == [f"events/{stale.dedup_id}"]
+    assert counting.paths == [f"events/{stale.dedup_id}", f"billing_resources/aws~vm~i-1/transitions/{stale.dedup_id}"]
     counting.paths.clear()
     again = status_update.from_bytes(normalized("STOPPED", "2026-01-01T11:05:00Z", "h3", message="down",
                                             transition=False))

@@ -105,7 +105,8 @@ def test_a_new_change_reads_its_resource_only(upsert, firestore, counting, reads
     counting.paths.clear()
     assert upsert.apply(update("STOPPED", at(1), "e2")).outcome is Outcome.APPLIED
     assert reads.collections() == ["resources"] and reads.queries == 0
-    assert written(counting) == ["events", "resources"]  # the ledger entry (it is the history entry), the document
+    # the ledger entry (it is the history entry), the document, the change's transition of usage (issue 40)
+    assert written(counting) == ["events", "resources", "transitions"]
 
 
 def test_a_re_report_is_one_read_and_one_write_and_no_ledger_entry(upsert, firestore, counting, reads, publisher):

@@ -126,4 +126,4 @@ def test_a_re_report_writes_no_history_and_announces_nothing(pipeline):
     assert [e["id"] for e in doc["reReported"]] == [
         event_identity("osac", "dcm/providers/osac-sp-vm", f"osac-{uid}-{n}") for n in range(1, 4)]
     billing = pipeline.db.collection("billing_resources").document(ResourceKey.parse(key).doc_id).collection("transitions")
-    assert len(billing.get()) == 1  # billing holds the one change
+    assert len(billing.get()) == 1  # the one change's transition, written by upsert in its commit

@@ -25,7 +25,7 @@ from infra.cli import usage_api
 from shared.state import trends
 from shared.state.usage import report as usage_report
 from shared.state.usage.report import FORMULA_STARTS, safe_cell, to_csv
-from tests.fakes import runtime_of
+from tests.fakes import FakePublisher, runtime_of
 from tests.functional.conftest import PROJECT, Checked, bind_all
 from tests.functional.test_billing import deliver, lifecycle
 from tests.profile import examples
@@ -57,10 +57,11 @@ BY = {"tenant": "tenant", "provider": "provider", "type": "resourceType", "resou
 
 
 @pytest.fixture
-def usage(client, firestore, billing):
-    bind_all(runtime_of(firestore=firestore, DCM_PROJECT=PROJECT, DCM_RATE_CARDS=f"example={RATES}"))
+def usage(client, firestore, upsert):
+    bind_all(runtime_of(publisher=FakePublisher(), firestore=firestore, DCM_PROJECT=PROJECT,
+                        DCM_RATE_CARDS=f"example={RATES}"))
     for key, steps in FLEET.items():
-        deliver(billing, lifecycle(key, steps))
+        deliver(upsert, lifecycle(key, steps))
     return Checked(client)
 
 

@@ -1,7 +1,8 @@
 """The daily usage snapshot (shared/state/usage/snapshot.py, issue 40) on the Firestore emulator: usage served
-from it equals the computation from every transition, whatever arrives after the sweep kept it (late changes
+from it equals the computation from every transition, whatever arrives after billing kept it (late changes
 for a stored day, a redelivery, a new resource dated days back, changes across midnight), before and after the
-next tick, and a call reads a few documents per day instead of every transition."""
+next tick, and a call reads a few documents per day instead of every transition; billing keeps it on the sweep's
+ticks."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import date, datetime, timedelta
 
 import pytest
 from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import PubSubMessage
 
 from shared.state.usage import keeper, snapshot
 from shared.state.usage import report as usage_report
@@ -64,9 +66,9 @@ def _same(db, start, end, now) -> None:
 
 
 @pytest.fixture
-def fleet(billing, firestore):
+def fleet(upsert, firestore):
     for key, steps in FLEET.items():
-        deliver(billing, lifecycle(key, moved(steps)))
+        deliver(upsert, lifecycle(key, moved(steps)))
     return firestore
 
 
@@ -75,7 +77,7 @@ def test_without_a_snapshot_the_computation_reads_every_transition(fleet):
     assert snapshot.serve(fleet, timeutil.parse(at(D1, "00:00:00")), timeutil.parse(at(D3, "00:00:00"))) is None
 
 
-def test_served_usage_equals_the_transitions_through_late_changes_and_midnight(fleet, billing):
+def test_served_usage_equals_the_transitions_through_late_changes_and_midnight(fleet, upsert):
     first = snapshot.tick(fleet, _after_grace())
     assert first["chunksWritten"] > 0
     state = snapshot.read_state(fleet)
@@ -84,8 +86,8 @@ def test_served_usage_equals_the_transitions_through_late_changes_and_midnight(f
     _same(fleet, at(D1, "00:00:00"), at(D3, "00:00:00"), now)
 
     for events in LATER.values():  # recorded after the watermark: applied at each call
-        deliver(billing, events)
-    deliver(billing, LATER["aws/vm/i-2"])  # redelivered
+        deliver(upsert, events)
+    deliver(upsert, LATER["aws/vm/i-2"])  # redelivered
     for start, end in ((D1, D3), (D2, D5), (D1, D5)):
         _same(fleet, at(start, "00:00:00"), at(end, "00:00:00"), timeutil.now())
 
@@ -104,9 +106,9 @@ def test_a_window_before_the_first_day_is_computed_from_the_transitions(fleet):
     _same(fleet, at(before, "00:00:00"), at(D2, "00:00:00"), timeutil.now())
 
 
-def test_a_call_reads_the_windows_days_not_every_transition(fleet, billing, monkeypatch):
+def test_a_call_reads_the_windows_days_not_every_transition(fleet, upsert, monkeypatch):
     snapshot.tick(fleet, _after_grace())
-    deliver(billing, LATER["gcp/vm/long"])
+    deliver(upsert, LATER["gcp/vm/long"])
     snapshot.tick(fleet, _after_grace())
     read = []
     day = snapshot.Snapshot.day
@@ -121,14 +123,14 @@ def test_a_call_reads_the_windows_days_not_every_transition(fleet, billing, monk
     assert served and max(read) == 2  # one chunk a day: D1 and D2
 
 
-def test_a_day_is_split_into_more_chunks_as_it_grows_and_served_whole(fleet, billing, monkeypatch):
+def test_a_day_is_split_into_more_chunks_as_it_grows_and_served_whole(fleet, upsert, monkeypatch):
     monkeypatch.setattr(snapshot, "CHUNK", 2)
     monkeypatch.setattr(snapshot, "CHUNK_MAX", 3)
     snapshot.tick(fleet, _after_grace())
     before = {s.to_dict()["of"] for s in fleet.collection(snapshot.USAGE_DAYS).document(D2.isoformat())
               .collection(snapshot.CHUNKS).stream()}
     for events in LATER.values():
-        deliver(billing, events)
+        deliver(upsert, events)
     snapshot.tick(fleet, _after_grace())
     chunks = [s.to_dict() for s in fleet.collection(snapshot.USAGE_DAYS).document(D2.isoformat())
               .collection(snapshot.CHUNKS).stream()]
@@ -148,12 +150,12 @@ def test_a_second_keeper_waits_while_another_holds_the_snapshot(fleet):
     assert snapshot.tick(fleet, now + keeper.LEASE + timedelta(seconds=1))["chunksWritten"] > 0  # a crashed keeper's claim ends
 
 
-def test_a_keeper_overtaken_mid_keep_writes_nothing_more_and_nothing_is_lost(fleet, billing, monkeypatch):
+def test_a_keeper_overtaken_mid_keep_writes_nothing_more_and_nothing_is_lost(fleet, upsert, monkeypatch):
     """A keeper that outlived its claim (another took it over) loses its next commit: none of its chunks, and not
     its older watermark over the newer keeper's, under which the transitions between the two would be lost."""
     snapshot.tick(fleet, _after_grace())
     for events in LATER.values():
-        deliver(billing, events)
+        deliver(upsert, events)
     slow = _after_grace()
     real_save, newer = snapshot.Snapshot.save, {}
 
@@ -170,3 +172,25 @@ def test_a_keeper_overtaken_mid_keep_writes_nothing_more_and_nothing_is_lost(fle
     assert snapshot.read_state(fleet) == newer["state"]  # the newer watermark stands
     for start, end in ((D1, D3), (D2, D5), (D1, D5)):
         _same(fleet, at(start, "00:00:00"), at(end, "00:00:00"), timeutil.now())
+
+
+def test_billing_keeps_the_snapshot_on_a_tick_and_reads_only_its_state_before_its_period(fleet, upsert, pipeline):
+    """Issue 40: billing, pushed the sweep's ticks (infra/topology.yaml ``dcm-billing``), keeps the snapshot every
+    ``DCM_USAGE_EVERY_SECONDS``; a tick before that reads the snapshot's state and nothing else."""
+    from shared.billing.handler import Billing
+
+    now = _after_grace()
+    tick = PubSubMessage(b'{"tick": "sweep"}', {}, "t-1", None, "dcm-status-sweep")
+    Billing(fleet, 300, clock=lambda: now)(tick)
+    state = snapshot.read_state(fleet)
+    assert state is not None and state.first == D1 and state.last == D3
+    _same(fleet, at(D1, "00:00:00"), at(D3, "00:00:00"), timeutil.now())
+    deliver(upsert, LATER["gcp/vm/long"])
+    Billing(fleet, 300, clock=lambda: now + timedelta(seconds=299))(tick)  # not due: its state read, nothing kept
+    assert snapshot.read_state(fleet) == state
+    Billing(fleet, 300, clock=lambda: now + timedelta(seconds=300) + snapshot.GRACE)(tick)
+    assert snapshot.read_state(fleet).watermark_us > state.watermark_us
+    _same(fleet, at(D1, "00:00:00"), at(D5, "00:00:00"), timeutil.now())
+    # the wiring: a tick on the sweep's topic reaches billing (and the sweep), as the topology routes it
+    pipeline.publish("dcm-status-sweep", b'{"tick": "sweep"}')
+    assert {d.subscription.name for d in pipeline.settle()} >= {"dcm-sweep", "dcm-billing"}

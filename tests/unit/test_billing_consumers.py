@@ -1,14 +1,17 @@
-"""The billing and audit consumers without the cloud: decode, record, reject, filter."""
+"""The changed topic's consumers and billing without the cloud: decode, the transition upsert records with a
+change (billing's rules), billing's tick, audit's records, reject, filter."""
 
 from __future__ import annotations
 
 import base64
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 import pytest
 from cloudevents.http import CloudEvent
+from dcm_status_contracts import status_changed
 from dcm_status_contracts.errors import Reason, Rejected, Transient
 from dcm_status_contracts.model import PubSubMessage
 from dcm_status_contracts.status_changed import ChangeEventView, from_message
@@ -17,10 +20,11 @@ from google.api_core import exceptions as gexc
 from shared.audit import handler as audit
 from shared.audit.handler import Audit, Audited
 from shared.billing.handler import Billing
-from shared.billing.store import EPOCH, GROUP_FILTER_FIELDS, epoch_us, transition_document
+from shared.billing.store import EPOCH, GROUP_FILTER_FIELDS, OLD_SIDE, epoch_us, implied_document, transition_document
+from shared.state.usage.transitions import RECORDED_US, recorded_transition, transitions_path
 from shared.runtime.entrypoint import pubsub_function
 from tests.fakes import FakePublisher, runtime_of
-from tests.unit.test_change_event_contract import as_message, build
+from tests.unit.test_change_event_contract import KINDS, as_message, build
 
 
 def message_of(kind: str, **data_overrides: Any) -> PubSubMessage:
@@ -105,65 +109,67 @@ def test_decode_rejects_invalid_data_with_the_path():
     assert info.value.detail["path"] == "/data/newTransitionTime"
 
 
-# ---- billing ----------------------------------------------------------------------------
-class FakeBillingStore:
-    def __init__(self, fail: bool = False):
-        self.recorded: list[ChangeEventView] = []
-        self.fail = fail
-
-    def record(self, change: ChangeEventView) -> None:
-        if self.fail:
-            raise Transient("Firestore down")
-        self.recorded.append(change)
+# ---- billing: the transition upsert records with a change (issue 40), and billing's tick ------------------
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
 
 def test_not_reported_lately_is_no_transition_for_billing_a_provider_reason_of_the_same_word_is():
-    fake = FakeBillingStore()
     base = from_message(message_of("changed"))
     quiet = replace(base, new_status="UNKNOWN", reason="NotReported", old_status="RUNNING")
-    Billing(fake).apply(quiet)  # the platform's: usage goes on as last known (RUNNING)
-    Billing(fake).apply(replace(quiet, reason="NodeLost"))  # a provider's UNKNOWN is a real observation
-    Billing(fake).apply(replace(quiet, new_status="STOPPED"))
-    assert [(c.new_status, c.reason) for c in fake.recorded] == [("UNKNOWN", "NodeLost"), ("STOPPED", "NotReported")]
+    assert recorded_transition(quiet, NOW) is None  # the platform's: usage goes on as last known (RUNNING)
+    assert recorded_transition(replace(quiet, reason="NodeLost"), NOW)["status"] == "UNKNOWN"  # a provider's: observed
+    assert recorded_transition(replace(quiet, new_status="STOPPED"), NOW)["status"] == "STOPPED"
 
 
-def test_billing_records_the_transition():
-    fake = FakeBillingStore()
-    billing = Billing(fake)
-    billing(message_of("changed"))
-    billing(message_of("late"))
-    assert [(c.new_status, c.at, c.late) for c in fake.recorded] == [
-        ("RUNNING", "2026-03-01T09:00:00.000000Z", False), ("STOPPED", "2026-03-01T08:59:30.000000Z", True)]
+def test_a_change_is_recorded_as_its_transition_with_its_old_side():
+    changed, late = from_message(message_of("changed")), from_message(message_of("late"))
+    doc, late_doc = recorded_transition(changed, NOW), recorded_transition(late, NOW)
+    assert (doc["status"], doc["at"], doc["late"]) == ("RUNNING", "2026-03-01T09:00:00.000000Z", False)
+    assert (late_doc["status"], late_doc["at"], late_doc["late"]) == ("STOPPED", "2026-03-01T08:59:30.000000Z", True)
+    assert doc[OLD_SIDE] == implied_document(changed, doc["recordedAt"])[1] and OLD_SIDE not in late_doc
+    assert doc["recordedAt"] == "2026-03-01T12:00:00.000000Z" and doc[RECORDED_US] == epoch_us(NOW)
+    assert doc == {**transition_document(changed, doc["recordedAt"], epoch_us(NOW)), OLD_SIDE: doc[OLD_SIDE]}
+    assert transitions_path(changed.doc_id) == "billing_resources/aws~vm~i-0abc123/transitions"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_producer_reads_the_change_as_every_consumer_does(kind):
+    """Upsert records the transition from the change event it built (``from_change``): the view is the one a
+    consumer of the changed topic reads (``from_message``), so the document is the one billing wrote."""
+    event = build(kind)
+    assert status_changed.from_change(event) == from_message(PubSubMessage(event.body, dict(event.attributes), "m"))
 
 
 def test_new_outputs_alone_are_no_transition_for_billing_nor_a_stop_for_audit():
-    fake = FakeBillingStore()
     outputs_only = from_message(message_of("outputs"))
     assert not outputs_only.transition
-    Billing(fake).apply(outputs_only)
-    assert fake.recorded == []
+    assert recorded_transition(outputs_only, NOW) is None
     stopped = replace(outputs_only, old_status="STOPPED", new_status="STOPPED")
     assert not stopped.transition
     msg = message_of("outputs", oldStatus="STOPPED", newStatus="STOPPED")
     assert Audit(Forbidden())(msg) is Audited.IGNORED
 
 
-def test_billing_raises_transient_so_pubsub_redelivers():
-    with pytest.raises(Transient):
-        Billing(FakeBillingStore(fail=True))(message_of("changed"))
+def tick() -> PubSubMessage:
+    return PubSubMessage(orjson.dumps({"tick": "sweep"}), {}, "t-1", topic="dcm-status-sweep")
 
 
-def test_billing_dead_letters_and_acks_a_bad_message(dead_letters):
-    billing = Billing(Forbidden())
-    bad = PubSubMessage(b"{oops", {"provider": "aws", "key": "aws/vm/x"}, "m-9", topic="dcm-status-changed")
-    with pytest.raises(Rejected):
-        billing(bad)
-    through_entry_point("billing", billing, bad, dead_letters)  # returns: acked
-    [sent] = dead_letters.messages
-    assert sent.topic == "projects/unit/topics/dcm-status-deadletter" and sent.data == b"{oops"
-    attrs = sent.attributes
-    assert attrs["dcm-reason"] == "malformed_json" and attrs["dcm-rejected-by"] == "billing"
-    assert attrs["dcm-source-topic"] == "dcm-status-changed" and attrs["dcm-provider"] == "aws"
+def test_billing_reads_nothing_on_a_tick_when_it_keeps_no_snapshot(dead_letters):
+    through_entry_point("billing", Billing(Forbidden(), usage_every=0), tick(), dead_letters)  # returns: acked
+    assert dead_letters.messages == []
+
+
+class Down:
+    """A Firestore that answers nothing."""
+
+    def __getattr__(self, name):
+        raise gexc.ServiceUnavailable("down")
+
+
+def test_billing_acks_a_tick_whose_keep_failed_the_next_tick_keeps_it(dead_letters, logged):
+    through_entry_point("billing", Billing(Down(), usage_every=300), tick(), dead_letters)  # returns: acked
+    assert dead_letters.messages == []
+    assert any(r["message"] == "billing tick failed to keep the usage snapshot; the next tick does" for r in logged())
 
 
 def test_the_transition_document_carries_what_readers_filter_on():

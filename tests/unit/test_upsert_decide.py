@@ -145,3 +145,34 @@ def test_the_first_event_of_a_snapshot_batch_opens_the_batch():
     [batch] = by_collection(decide(POLICY, u, nothing_stored(u), NOW))[RESYNCS]
     assert (batch.op, batch.doc_id, batch.data["state"]) == (WriteOp.SET, "aws~b1", "open")
     assert resource_document(u, "t")["key"] == str(KEY)
+
+
+def test_a_change_writes_its_transition_of_usage_in_the_same_commit_and_decided_again_the_same_document():
+    """Issue 40: billing's record of a change is a write of upsert's commit (shared/state/usage/transitions.py
+    ``recorded_transition``): keyed by the change event's id, its content the change's but when it was recorded."""
+    from dcm_status_contracts import status_changed
+
+    from shared.state.usage.transitions import RECORDED_US, recorded_transition, transitions_path
+
+    first = update("RUNNING", 0, "e1")
+    stop = update("STOPPED", 5, "e2")
+    d = decide(POLICY, stop, stored_as(first), NOW)
+    [transition] = by_collection(d)[transitions_path(KEY.doc_id)]
+    assert (transition.op, transition.doc_id) == (WriteOp.SET, d.result.change.event_id)
+    assert transition.data == recorded_transition(status_changed.from_change(d.result.change), NOW)
+    assert transition.data["oldSide"]["status"] == "RUNNING" and transition.data["status"] == "STOPPED"
+    later = NOW.replace(minute=7)
+    [again] = by_collection(decide(POLICY, stop, stored_as(first), later))[transitions_path(KEY.doc_id)]
+    stamps = ("recordedAt", RECORDED_US, "oldSide")
+    assert {k: v for k, v in again.data.items() if k not in stamps} == {
+        k: v for k, v in transition.data.items() if k not in stamps}
+    assert again.data[RECORDED_US] > transition.data[RECORDED_US]
+    # a late change: its ledger entry and its transition (no old side); new outputs alone: a change, no transition
+    late = decide(POLICY, update("STOPPED", 1, "e0"), stored_as(stop), NOW)
+    assert late.result.outcome is Outcome.STALE
+    [late_transition] = by_collection(late)[transitions_path(KEY.doc_id)]
+    assert late_transition.data["late"] is True and "oldSide" not in late_transition.data
+    outputs = decide(POLICY, update("RUNNING", 5, "e5", transition_reported=False, outputs={"ip": "10.0.0.1"}),
+                     stored_as(first), NOW)
+    assert outputs.result.outcome is Outcome.APPLIED and outputs.result.change is not None
+    assert sorted(by_collection(outputs)) == [LEDGER, RESOURCES]

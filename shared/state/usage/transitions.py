@@ -1,5 +1,6 @@
-"""The transition set of every resource, as billing stores it (its write: shared/billing/store.py) and
-every usage reader reads it (the CLI's report, the api's /v1/usage).
+"""The transition set of every resource, as upsert stores it with each change (``recorded_transition``, in the
+commit of the change's ledger entry: shared/upsert/decide.py) and every usage reader reads it (the CLI's report,
+the api's /v1/usage, billing's daily usage snapshot).
 
 - ``billing_resources/{provider~type~id}/transitions/{changeEventId}``: one
   document per change event: status, at (= newTransitionTime, canonical),
@@ -11,10 +12,13 @@ every usage reader reads it (the CLI's report, the api's /v1/usage).
 **One Firestore write per change event**, and nothing else: the parent
 ``billing_resources/{key}`` document is never written (a subcollection needs
 no parent document), so there is no second write, no transaction, no read
-before the write and no hot document. The write is keyed by the change
-event's id and its content is a function of the change event alone (but
-``recordedAt`` and ``recordedUs``: when): a redelivery rewrites the same document, so at-least-once
-delivery in any order converges to the same set of documents.
+before the write and no hot document: one more write in upsert's commit of the
+change. The write is keyed by the change event's id and its content is a
+function of the change event alone (but ``recordedAt`` and ``recordedUs``:
+when): a change decided again (a commit that lost to another writer) writes
+the same document, and a redelivery of its update writes nothing (its ledger
+entry says it was processed), so updates delivered in any order converge to
+the same set of documents.
 
 Readers find the resources through the transitions themselves: a
 collection-group query on ``transitions`` with equality filters on
@@ -39,6 +43,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping
 
 from dcm_status_contracts import timeutil
+from dcm_status_contracts.model import CommonStatus
 from dcm_status_contracts.status_changed import ChangeEventView
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
@@ -52,7 +57,7 @@ PAGE = 1000  # documents per query page: each page is one RPC with its own deadl
 IMPLIED_SUFFIX = "~old"  # id suffix of the transition implied by a change's old side
 OLD_SIDE = "oldSide"  # the field of a transition document that holds it
 KEY, PROVIDER, RESOURCE_TYPE, TENANT_LABEL, AT_US = "key", "provider", "resourceType", "labels.tenant", "atUs"
-# When billing recorded the document (µs since the epoch) and its shard: the daily usage snapshot
+# When upsert recorded the document (µs since the epoch) and its shard: the daily usage snapshot
 # (shared/state/usage/snapshot.py) reads what was recorded since it last looked, one collection-group query
 # over (shard in every shard, recordedUs). A value increasing at the change rate, so only ever indexed behind
 # the shard (documents.SEQUENTIAL_FIELDS; terraform/data_model.tf exempts its single-field index and declares
@@ -69,7 +74,7 @@ def epoch_us(dt: datetime) -> int:
 
 
 def transition_document(change: ChangeEventView, now: str, recorded_us: int | None = None) -> dict[str, Any]:
-    """The document billing writes for a change; ``recorded_us``: when (with its shard, what the daily usage
+    """The transition document of a change (``recorded_transition``: with its old side); ``recorded_us``: when (with its shard, what the daily usage
     snapshot reads by)."""
     return {
         "status": change.new_status,
@@ -93,12 +98,39 @@ def transition_document(change: ChangeEventView, now: str, recorded_us: int | No
     }
 
 
+def transitions_path(doc_id: str) -> str:
+    """The collection path of one resource's transitions (``billing_resources/{doc id}/transitions``)."""
+    return f"{BILLING_RESOURCES}/{doc_id}/{TRANSITIONS}"
+
+
+def recorded_transition(change: ChangeEventView, now: datetime) -> dict[str, Any] | None:
+    """The transition document of ``change`` recorded at ``now`` (its old side in ``oldSide``), stored as
+    ``transitions_path(change.doc_id)/{change.event_id}``; None for a change that is no transition of usage:
+
+    - the platform's "not reported lately" (UNKNOWN, reason NotReported) is no observed state: usage goes on as
+      last known until the provider reports again (then its report, at its own time, is the next transition);
+    - new output maps only (status-changed 1.3: same status at the same time): usage is as it was.
+
+    Upsert writes it in the commit that writes the change's ledger entry (shared/upsert/decide.py): a change is
+    recorded with the state change, or not at all."""
+    if change.new_status == CommonStatus.UNKNOWN and change.reason == documents.PlatformReason.NOT_REPORTED:
+        return None
+    if not change.transition:
+        return None
+    recorded_at = timeutil.format(now)
+    doc = transition_document(change, recorded_at, epoch_us(now))
+    implied = implied_document(change, recorded_at)
+    if implied:
+        doc[OLD_SIDE] = implied[1]
+    return doc
+
+
 def implied_document(change: ChangeEventView, now: str) -> tuple[str, dict[str, Any]] | None:
     """The old side of a change, as a transition of its own: ``(doc id, document)``.
 
     A change ``old -> new`` also says "the resource was ``oldStatus`` from
     ``oldTransitionTime`` on" (what upsert held). Usually that repeats a
-    transition billing already has; it matters when the old state was stored
+    transition already stored; it matters when the old state was stored
     without a change event of its own: a report with the *same* status but a
     later transition time (RUNNING 10:00, RUNNING again 13:00 after a stop
     at 12:30 that arrived late) is not a status change for upsert. Late

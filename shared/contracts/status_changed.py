@@ -153,6 +153,7 @@ class ChangeEventView:
     old_labels: Mapping[str, str] | None = None  # the labels of the old state (from ``changes``)
     published_at: str = ""  # cause.publishedAt (since 1.1): orders changes stamped at the same instant
     reason: str | None = None  # the resource's reason (NotReported, NotInSnapshot: states the platform set)
+    old_reason: str | None = None  # the old state's reason (from ``changes``; ``reason`` when it did not change)
     recreated: bool = False  # since 1.2: DELETED before, exists again
     flapping: Mapping[str, int] | None = None  # since 1.2: {changes, windowSeconds} when flapping
 
@@ -195,6 +196,14 @@ def old_labels_of(labels: Mapping[str, str], changes: Any) -> dict[str, str]:
                 else:
                     out[k] = str(c["old"])
     return out
+
+
+def old_reason_of(reason: str | None, changes: Any) -> str | None:
+    """The reason before this change: ``reason``, with a /reason change undone."""
+    for c in changes if isinstance(changes, list) else []:
+        if isinstance(c, Mapping) and c.get("attribute") == "/reason":
+            return c["old"] if isinstance(c.get("old"), str) else None
+    return reason
 
 
 def _major(version: Any) -> int | None:
@@ -245,6 +254,11 @@ def from_message(message: PubSubMessage) -> ChangeEventView:
     return _view(event["id"], data)
 
 
+def _old_reason(data: Mapping[str, Any]) -> str | None:
+    reason = data["resource"].get("reason")
+    return old_reason_of(reason if isinstance(reason, str) else None, data["changes"]) if data["oldStatus"] else None
+
+
 def from_change(change: ChangeEvent) -> ChangeEventView:
     """The view every consumer reads from ``change`` (``from_message`` of its message): for the producer, which
     built it valid (no schema check; a time it could not parse is Rejected, as in ``from_message``)."""
@@ -277,6 +291,7 @@ def _view(event_id: str, data: Mapping[str, Any]) -> ChangeEventView:
         version=data["version"],
         old_labels=old_labels_of(labels_of(data["resource"]), data["changes"]) if data["oldStatus"] else None,
         reason=data["resource"].get("reason") if isinstance(data["resource"].get("reason"), str) else None,
+        old_reason=_old_reason(data),
         recreated=data.get("recreated") is True,
         flapping=data.get("flapping") if isinstance(data.get("flapping"), dict) else None,
     )

@@ -169,6 +169,26 @@ def test_not_reported_lately_and_new_outputs_alone_record_no_transition(upsert, 
     assert [s.id for s in transitions_of(firestore, "aws/vm/out").stream()] == [up.dedup_id]
 
 
+def test_a_report_after_not_reported_lately_bills_the_silence_as_last_known(upsert, firestore):
+    """The provider's next report after the sweep's "not reported lately" has UNKNOWN (NotReported) as its old
+    side, from the deadline: no observed state, so no implied transition. Usage goes on as last known through the
+    silence, up to the report's own time (docs/billing.md); a provider's own UNKNOWN still ends it."""
+    from shared.sweep.handler import not_reported
+
+    [running] = lifecycle("aws/vm/silent", [(f"{D1}T10:00:00Z", "RUNNING", {"tenant": "q"})])
+    deliver(upsert, [running])
+    stored = firestore.collection("resources").document("aws~vm~silent").get().to_dict()
+    deliver(upsert, [not_reported({**stored, "staleAt": f"{D1}T12:00:00.000000Z"}, timeutil.now_str())])
+    deliver(upsert, [status_update(ResourceKey.parse("aws/vm/silent"), "STOPPED", f"{D1}T15:00:00Z", "silent-2",
+                                   {"tenant": "q"})])
+    assert seconds(firestore, "resource") == {(D1, "aws/vm/silent"): 5 * H}  # 10:00 -> 15:00, not 10:00 -> 12:00
+
+    deliver(upsert, lifecycle("aws/vm/unknown", [(f"{D1}T10:00:00Z", "RUNNING", {"tenant": "q"}),
+                                                 (f"{D1}T12:00:00Z", "UNKNOWN", {"tenant": "q"}),
+                                                 (f"{D1}T15:00:00Z", "STOPPED", {"tenant": "q"})]))
+    assert seconds(firestore, "resource")[(D1, "aws/vm/unknown")] == 2 * H  # the provider's UNKNOWN: not billed
+
+
 # ---- the report's enumeration ----------------------------------------------------------------
 def test_a_resource_that_moved_tenants_is_split_between_them(upsert, firestore, rpcs):
     a, b, c = {"tenant": "a", "region": "eu"}, {"tenant": "b", "region": "eu"}, {"tenant": "c"}

@@ -136,8 +136,12 @@ def implied_document(change: ChangeEventView, now: str) -> tuple[str, dict[str, 
     at 12:30 that arrived late) is not a status change for upsert. Late
     events carry no old side. Ties at the same instant go to real transitions
     (an implied one has the empty ``observedAt``, which sorts first).
+    The platform's "not reported lately" (UNKNOWN, NotReported) is no old
+    side: no observed state, usage went on as last known through the silence.
     """
     if change.late or not change.old_status or not change.old_at:
+        return None
+    if change.old_status == CommonStatus.UNKNOWN and change.old_reason == documents.PlatformReason.NOT_REPORTED:
         return None
     doc_id = change.event_id + IMPLIED_SUFFIX
     return doc_id, {

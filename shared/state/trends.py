@@ -174,10 +174,11 @@ def unmoved(totals: Mapping[str, int], marker: Mapping[str, Any], before: Writte
     """The counts whose per-provider figures need no query (pure): none in the window (every provider's is 0),
     or an ``APPEND_ONLY`` one whose total equals the one ``before``'s counts were taken at, for the same
     providers, over a window that ended no later (so its entries are among today's: as many, the same ones)."""
-    same = (before is not None and before.marker is not None and before.counted_until <= until
-            and before.marker.get("providers") == marker["providers"])
-    old = before.marker.get("totals") or {} if same else {}  # type: ignore[union-attr]
-    return {w for w, n in totals.items() if n == 0 or (same and w in APPEND_ONLY and old.get(w) == n)}
+    old: Mapping[str, int] = {}
+    if (before is not None and before.marker and before.counted_until <= until
+            and before.marker.get("providers") == marker["providers"]):
+        old = before.marker.get("totals") or {}
+    return {w for w, n in totals.items() if n == 0 or (w in APPEND_ONLY and old.get(w) == n)}
 
 
 def window_counts(db: Any, providers: Sequence[str], minute: datetime, until: datetime, before: Written | None,

@@ -240,9 +240,9 @@ def read_rows(f: Fleet, d: Design) -> list[Row]:
         Row("an open dashboard: $ per month (each snapshot read once per period)", None,
             dashboard * MONTH_SECONDS * cost_prices()["read"], "USD", S["pricing"],
             f"{dashboard * 3600:,.0f} reads/h; shared/api/static/app.js snapshotDelay"),
-        Row("sweep: the trends, reads per tick (4 windowed counts per provider, 2 minutes a tick)", None,
-            trend_reads(f), "reads", S["count"], f"shared/state/trends.py: the current minute and the one before, "
-            f"each applied, stale, duplicate, dead-lettered per provider, + {trends.CATCH_UP + 1} stored minutes read"),
+        Row("sweep: the trends, reads per tick (4 totals a window, + per provider the kinds that moved; 2 a tick)",
+            None, trend_reads(f), "reads", S["count"], f"shared/state/trends.py: 2 windows' 4 totals, applied "
+            f"per provider (all moving), {trends.CATCH_UP + 1} stored minutes; idle: {trend_reads(f, 0)}, any fleet"),
         Row("sweep: the trends, $ per month (their reads and 2 writes a minute; no TTL, kept as history)", None,
             (trend_reads(f) / 60 * cost_prices()["read"] + 2 / 60 * cost_prices()["write"]) * MONTH_SECONDS, "USD",
             S["count"], f"{trend_reads(f) / 60:,.1f} reads/s, 2 writes a minute (docs/cost.md \"Usage and trends\")"),

@@ -221,11 +221,12 @@ def design(cpu_ms: tuple[float, float] = (INGEST_CPU_MS, UPSERT_CPU_MS),
 
 
 # ---- the reads the code's constants imply -------------------------------------------------------------
-def trend_reads(f: Fleet) -> int:
+def trend_reads(f: Fleet, moving: int = 1) -> int:
     """A tick's trend reads (shared/state/trends.py record): two windows (the minute completed, the current one),
-    4 aggregation queries per provider each (one read each up to 1,000 entries: a minute's), and the stored
-    minutes it looks at."""
-    return 2 * len(trends.Count) * f.providers + trends.CATCH_UP + 1
+    each its 4 totals over every provider (one read each up to 1,000 entries: a minute's) and one count per
+    provider for each of the ``moving`` kinds whose total moved since the minute's stored counts (a fleet whose
+    providers all change something each minute: applied; 0: an idle tick), and the stored minutes it looks at."""
+    return 2 * len(trends.Count) + 2 * moving * f.providers + trends.CATCH_UP + 1
 
 
 def dashboard_with_charts(every: dict[str, int]) -> float:

@@ -192,7 +192,8 @@ locals {
     { collection = "events", equality = ["key"], order_by = "observedAt", orders = ["DESCENDING"] },
     { collection = "events", equality = ["key"], order_by = "recordedAt", orders = ["DESCENDING"] },
     # The history entries of the stats' window, counted by outcome (an applied or stale entry has no TTL), every
-    # shard at once (recordedAt is sharded).
+    # shard at once (recordedAt is sharded); a trends minute's applied and stale totals over every provider too
+    # (its duplicates' and dead letters' totals range on `at` and `firstSeen` alone: single-field indexes).
     { collection = "events", equality = ["outcome"], sharded = true, order_by = "recordedAt", orders = ["ASCENDING"] },
     # The trends (shared/state/trends.py): a minute's applied and stale entries per provider (merged with the one
     # above), its duplicate records and its new dead letters per provider. The provider in front spreads each.

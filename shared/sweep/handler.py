@@ -56,7 +56,8 @@ The api serves them: a reader costs one read. A tick whose snapshot write loses 
 (a tick redelivered, or two at once) leaves that one in place.
 
 Trends (shared/state/trends.py): the current minute's counts per provider at the summary's pace, one document
-a minute (4 aggregation queries per provider and window: one read each up to 1,000 entries counted).
+a minute: 4 aggregation queries per window over every provider (one read each up to 1,000 entries counted),
+then one per provider only for a kind that moved since the minute's stored counts (none on an idle tick).
 
 The daily usage snapshot is billing's, on the same ticks (shared/billing/handler.py, issue 40).
 """

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from infra.cli import cli
 from infra.cli import usage_api
-from shared.state import trends
+from shared.state import aggregates, trends
 from shared.state.usage import report as usage_report
 from shared.state.usage.report import FORMULA_STARTS, safe_cell, to_csv
 from tests.fakes import FakePublisher, runtime_of
@@ -271,6 +271,94 @@ def test_the_current_minute_is_written_again_at_the_summarys_pace():
     left_open = {**done, m - timedelta(minutes=1): trends.Written(m - timedelta(minutes=1), m - timedelta(seconds=20))}
     assert trends.due(m + timedelta(seconds=1), left_open, 30) == [(m - timedelta(minutes=1), m),
                                                                     (m, m + timedelta(seconds=1))]
+
+
+T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)  # the trends' minute below (any past minute will do)
+
+
+def _at(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _entry(db, name: str, provider: str, outcome: str, seconds: float) -> None:
+    db.collection("events").document(name).set(
+        {"provider": provider, "outcome": outcome, "recordedAt": _at(seconds), "shard": len(name) % 30})
+
+
+class CountingCounts:
+    """The client's Firestore API with its aggregation queries counted (one RPC each)."""
+
+    def __init__(self, api, tally: list):
+        self.api, self.tally = api, tally
+
+    def __getattr__(self, name):
+        return getattr(self.api, name)
+
+    def run_aggregation_query(self, *args, **kwargs):
+        self.tally.append(1)  # (from the counting threads: list.append is atomic)
+        return self.api.run_aggregation_query(*args, **kwargs)
+
+
+def test_a_trends_tick_counts_per_provider_only_what_moved_since_the_minutes_counts(firestore):
+    """Issue 42: a window's 4 totals over every provider first; an idle window (nothing in it, or the same
+    applied / stale totals as its stored counts) costs those 4 and no per-provider count; a change is counted
+    per provider, one count per provider for its kind only, a late commit into the minute completed included."""
+    tally: list = []
+    firestore._firestore_api_internal = CountingCounts(firestore._firestore_api, tally)
+    providers = ("aws", "azure", "vmware")
+    _entry(firestore, "a1", "aws", "applied", 2)
+    firestore.collection("duplicates").document("d1").set({"provider": "azure", "at": _at(-90)})
+
+    def tick(seconds: float) -> tuple[int, dict]:
+        del tally[:]
+        trends.record(firestore, providers, T0 + timedelta(seconds=seconds), 5)
+        return len(tally), firestore.document(f"trends/{trends.doc_id(T0)}").get().to_dict()
+
+    first, _ = tick(10)  # 6 windows (5 completed, the current), 4 totals each; duplicate (m-2), applied (m)
+    assert first == 6 * 4 + 3 + 3
+    aws = {"aws": {"applied": 1, "stale": 0, "duplicate": 0, "deadlettered": 0}}
+    n, doc = tick(20)
+    assert n == 4 and doc["providers"] == aws  # idle: the totals only, the counts kept
+    _entry(firestore, "a2", "azure", "applied", 5)  # committed late: before the stored counts' end
+    n, doc = tick(30)
+    assert n == 4 + 3 and doc["providers"] == {**aws, "azure": {**aws["aws"]}}  # applied counted again, alone
+    assert tick(40)[0] == 4
+    _entry(firestore, "s1", "vmware", "stale", 55)  # late into the minute the next tick completes
+    n, doc = tick(61)  # the minute completed (stale moved: 3), the new one (nothing in it: its 4 totals)
+    assert n == 4 + 3 + 4 and doc["complete"] and doc["providers"]["vmware"]["stale"] == 1
+    assert doc["providers"]["aws"]["applied"] == doc["providers"]["azure"]["applied"] == 1
+    after = firestore.document(f"trends/{trends.doc_id(T0 + timedelta(minutes=1))}").get().to_dict()
+    assert after["providers"] == {} and after["previous"] == doc["providers"]
+
+
+def test_trends_kept_without_a_recount_equal_a_full_recount_whatever_moved(firestore):
+    """The skip is exact: after every tick the stored minute equals every provider's every count taken again
+    (the way before issue 42), through what an equal total could hide: a dead letter deleted as another
+    provider's came, a duplicate's record rewritten out of the minute as another's came, a provider added to
+    those counted, an entry of a provider not counted, and late commits into the part already counted."""
+    providers = ["aws", "azure"]
+    dead, dups = firestore.collection("deadletters"), firestore.collection("duplicates")
+    steps = [
+        lambda: _entry(firestore, "a1", "aws", "applied", 1),
+        lambda: dead.document("x1").set({"provider": "aws", "firstSeen": _at(3)}),
+        lambda: (dead.document("x1").delete(), dead.document("x2").set({"provider": "azure", "firstSeen": _at(4)})),
+        lambda: dups.document("d1").set({"provider": "aws", "at": _at(6)}),
+        lambda: (dups.document("d1").set({"provider": "aws", "at": _at(70)}),
+                 dups.document("d2").set({"provider": "azure", "at": _at(7)})),
+        lambda: providers.append("vmware"),  # its entry was there before it was counted
+        lambda: _entry(firestore, "a9", "gcp", "applied", 2),  # not a provider counted: in the total only
+        lambda: (_entry(firestore, "a2", "azure", "applied", 1), _entry(firestore, "s1", "aws", "stale", 2)),
+    ]
+    _entry(firestore, "v1", "vmware", "applied", 0.5)
+    for i, step in enumerate([lambda: None] + steps + [lambda: None]):
+        step()
+        now = T0 + timedelta(seconds=10 + 5 * i)
+        trends.record(firestore, providers, now, 5)
+        full = trends.per_provider(aggregates.counts(trends.queries(firestore, providers, T0, now)))
+        stored = firestore.document(f"trends/{trends.doc_id(T0)}").get().to_dict()
+        assert stored["providers"] == full, (i, stored["providers"], full)
+    assert full["vmware"]["applied"] == 1 and full["azure"] == {"applied": 1, "stale": 0, "duplicate": 1,
+                                                                "deadlettered": 1}
 
 
 @pytest.mark.parametrize("query, parameter", [

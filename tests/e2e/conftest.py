@@ -40,15 +40,15 @@ PROVIDERS = ["aws", "azure", "vmware", "kubernetes", QUIET, *UPSTREAM_PROVIDERS,
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,
-               what: str = "condition") -> Any:
-    """Poll until predicate() is truthy; fail the test with `what` after timeout."""
+               what: str | Callable[[], str] = "condition") -> Any:
+    """Poll until predicate() is truthy; fail the test with `what` (or what it returns, read then) after timeout."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
         time.sleep(interval)
 
 

@@ -155,16 +155,19 @@ class LocalStack:
             self._providers_changed = bool(set(wanted) - set(state.providers))
             state.providers = sorted(set(state.providers) | set(wanted))
             self._save(state)
+            moved: list[str] = []
             if chaos and not state.firestore_proxy:  # the functions move behind a proxy; the data stays
                 state.firestore_proxy = asdict(self._start_proxy(Process(**state.firestore)))
                 self._save(state)
-                self.restart_functions(state, list(state.functions))
+                moved = list(state.functions)
+                self._respawn_functions(state, moved)  # waited for below, once the NATS ingress is started too
             if chaos and state.nats and not state.pubsub_proxy:  # the NATS ingress moves behind one to Pub/Sub
                 state.pubsub_proxy = asdict(self._start_proxy(Process(**state.pubsub), name="pubsub-proxy",
                                                               flag=self.paths.pubsub_outage_flag))
                 self._save(state)
                 self._ingress_stale = True  # started again, with the proxy in its environment
             self._revive(state)
+            self._wait_functions(state, moved)
         self.apply_topology(state)
         return state
 
@@ -230,10 +233,9 @@ class LocalStack:
                 started.append(proc)
                 state.functions[name] = asdict(proc)
                 self._save(state)
-            for name, f in state.functions.items():
-                emulators.wait_http(Process(**f), f"function {name}", self.paths.log(name))
             self._providers_changed = False
-            self._revive_nats(state)
+            self._revive_nats(state)  # while the function servers import (each a few seconds of one core)
+            self._wait_functions(state, list(state.functions))
             return state
         except BaseException:
             emulators.stop_all(started + [Process(**p) for p in (state.nats, state.nats_ingress) if p and p["pid"]])
@@ -330,11 +332,19 @@ class LocalStack:
         """Restart these function servers on their ports, side by side: all stopped together, all started,
         then each waited for (the servers import in parallel rather than one after another). ``extra_env``:
         settings over the stack's (benchmarks/pipeline.py's breakdown restarts the sweep with some off)."""
+        self._respawn_functions(state, names, extra_env)
+        self._wait_functions(state, names)
+
+    def _respawn_functions(self, state: StackState, names: list[str],
+                           extra_env: Mapping[str, str] | None = None) -> None:
+        """Stop these function servers and start them again on their ports, not waiting for them to answer."""
         emulators.stop_all([Process(**state.functions[name]) for name in names])
         for name in names:
             proc = self._start_function(name, state, port=state.functions[name]["port"], extra_env=extra_env)
             state.functions[name] = asdict(proc)
             self._save(state)
+
+    def _wait_functions(self, state: StackState, names: list[str]) -> None:
         for name in names:
             emulators.wait_http(Process(**state.functions[name]), f"function {name}", self.paths.log(name))
 

@@ -40,15 +40,15 @@ PROVIDERS = ["aws", "azure", "vmware", "kubernetes", QUIET, *UPSTREAM_PROVIDERS,
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.2,
-               what: str = "condition") -> Any:
-    """Poll until predicate() is truthy; fail the test with `what` after timeout."""
+               what: str | Callable[[], str] = "condition") -> Any:
+    """Poll until predicate() is truthy; fail the test with `what` (or what it returns, read then) after timeout."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
         time.sleep(interval)
 
 
@@ -88,9 +88,30 @@ class E2EStack:
         snap = self.db.collection("resources").document(ResourceKey.parse(key).doc_id).get()
         return snap.to_dict() if snap.exists else None
 
+    def statuses_other_than(self, wanted: dict[str, str]) -> dict[str, str | None]:
+        """The keys of ``wanted`` (key -> status) whose stored status is another (None: not stored), read in
+        one batch rather than one get each."""
+        refs = {self.db.collection("resources").document(ResourceKey.parse(k).doc_id): k for k in wanted}
+        stored = {s.id: (s.to_dict() or {}).get("status") if s.exists else None for s in self.db.get_all(list(refs))}
+        return {k: stored.get(r.id) for r, k in refs.items() if stored.get(r.id) != wanted[k]}
+
     def wait_for_status(self, key: str, status: str, timeout: float = 30.0) -> dict[str, Any]:
         return wait_until(lambda: (d := self.resource(key)) and d["status"] == status and d,
                           timeout, what=f"{key} to be {status}")
+
+    def sweep_ticks_since(self, since_ns: int) -> int:
+        """How many of the sweep's ticks started at or after ``since_ns`` (time.time_ns()) and have ended: its
+        spans (one per tick, written within 200 ms of its end: infra/local/stack.py OTEL_BSP_SCHEDULE_DELAY)."""
+        from infra.cli.trace import read_spans
+
+        return sum(1 for s in read_spans(self.stack.paths.trace_dir)
+                   if s.record.get("name") == "sweep" and s.record.get("start", 0) >= since_ns and s.record.get("end"))
+
+    def wait_for_sweep_ticks(self, ticks: int, since_ns: int, timeout: float = 60.0) -> None:
+        """Until the sweep has handled ``ticks`` ticks begun since ``since_ns``: what a fixed sleep of that many
+        tick periods meant to wait for, no longer (and no shorter on a loaded machine)."""
+        wait_until(lambda: self.sweep_ticks_since(since_ns) >= ticks, timeout, interval=0.5,
+                   what=f"{ticks} sweep ticks")
 
     def deadletters(self, **filters: Any) -> list[dict[str, Any]]:
         return list(DeadLetterStore(self.db).query(**filters))
@@ -169,8 +190,9 @@ def e2e(tmp_path_factory) -> Iterator[E2EStack]:
     # ledger entries (infra/local/stack.py LOCAL_SETTINGS), and 503s followed; test_charts counts its provider's
     os.environ["DCM_TRENDS_EVERY_SECONDS"] = "0"
     os.environ["DCM_HOOK_TIMEOUT_SECONDS"] = "5"  # a hanging webhook receiver is given up on sooner (test_callbacks)
-    # provider "quiet" must report every 8 s (test_freshness); the others keep topology.yaml's hour
-    profiles = {**load_topology().provider_profiles, QUIET: {"freshness": {"report_every": "8s", "grace": "2s"}}}
+    # provider "quiet" must report every 5 s, +1 s grace (test_freshness: a deadline of 6 s, a little over the
+    # sweep's 5 s tick, so that its silence shows within two ticks); the others keep topology.yaml's hour
+    profiles = {**load_topology().provider_profiles, QUIET: {"freshness": {"report_every": "5s", "grace": "1s"}}}
     os.environ["DCM_PROVIDER_PROFILES"] = json.dumps(profiles, separators=(",", ":"), sort_keys=True)
     stack = LocalStack(root / "state", project=f"dcm-e2e-{uuid.uuid4().hex[:6]}")
     state = stack.up(PROVIDERS)  # moved behind the fault proxy below, by `up --chaos`

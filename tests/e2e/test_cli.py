@@ -51,11 +51,6 @@ def test_publish_get_list_stats(e2e, uid):
     assert stats["received"] == sum(stats[o] for o in outcomes)  # re-reports (unchanged) are received too
 
 
-def test_get_unknown_resource_exits_1(e2e, uid):
-    result = e2e.cli("get", f"aws/vm/nothing-{uid}", "--json", check=False)
-    assert result.returncode == 1 and "unknown resource" in result.stderr
-
-
 def test_provider_add_creates_its_topic_and_subscription(e2e, uid):
     name = f"p{uid[:6]}"
     e2e.cli("provider", "add", name)
@@ -71,7 +66,8 @@ PUBLISH_MISTAKES = [
     # (what, publish arguments, what stderr says)
     ("provider not added", ["--provider", "nosuch", "--type", "vm", "--status", "RUNNING"],
      "provider nosuch not added; run 'dcm-status provider add nosuch'"),
-    # the others (ingest's checks, no stack needed): tests/functional/test_cli_mistakes.py
+    # the others (ingest's checks, no stack needed): tests/functional/test_cli_mistakes.py, as are `get` of an
+    # unknown resource, an unknown status's warning, and `publish --no-validate` with `dlq show` of a short id
 ]
 
 
@@ -80,28 +76,6 @@ def test_publish_refuses_what_the_pipeline_would_reject(e2e, uid, what, args, sa
     result = e2e.cli("publish", *(args if "--id" in args else ["--id", f"refused-{uid}", *args]), check=False)
     assert result.returncode == 1 and says in result.stderr and "Traceback" not in result.stderr
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
-
-
-def test_an_unknown_status_is_published_with_a_warning(e2e, uid):
-    result = e2e.cli("publish", "--provider", "aws", "--type", "vm", "--id", f"sleepy-{uid}", "--status", "sleeping")
-    assert result.stdout.strip().isdigit() or result.stdout.strip()  # only the message id on stdout
-    assert len(result.stdout.splitlines()) == 1
-    assert "warning: 'sleeping' is not a vm status; it will be stored as UNKNOWN" in result.stderr
-    assert e2e.wait_for_status(f"aws/vm/sleepy-{uid}", "UNKNOWN")["rawStatus"] == "sleeping"
-
-
-def test_no_validate_sends_a_rejected_event_to_the_dead_letters_and_dlq_takes_short_ids(e2e, uid):
-    sent = e2e.cli("publish", "--provider", "aws", "--type", "queue", "--id", f"q-{uid}", "--status",
-                   "RUNNING", "--no-validate")
-    assert sent.stdout.strip()  # the message id
-    entry = wait_until(lambda: [e for e in e2e.deadletters(reason="unknown_resource_type")
-                                if e.get("key") == f"aws/queue/q-{uid}"], 30, what="the dead letter")[0]
-    # the short id `dlq list --flat` prints is enough to show it
-    shown = e2e.cli("dlq", "show", entry["id"][:12])
-    assert entry["id"] in shown.stdout and "unknown_resource_type" in shown.stdout
-    assert "{'" not in shown.stdout  # values, not Python reprs
-    missing = e2e.cli("dlq", "replay", "f" * 32, check=False)
-    assert missing.returncode == 1 and "no dead-letter entry" in missing.stderr
 
 
 def test_status_logs_and_watch(e2e, uid):

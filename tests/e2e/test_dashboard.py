@@ -30,7 +30,9 @@ from playwright.sync_api import (
     sync_playwright,  # the Python package only: its browser downloads are never used
 )
 
+from infra.local.stack import LOCAL_SETTINGS
 from shared.api.feed import HEARTBEAT_SECONDS
+from shared.state import aggregates, snapshots
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -365,9 +367,13 @@ def test_a_provider_silent_as_a_whole_is_one_alarm_on_the_overview(e2e, uid, das
         "provider": name, "state": "SILENT", "since": "2026-11-22T10:15:00.000000Z",
         "lastSeenAt": "2026-11-22T09:00:00.000000Z"})
     try:
+        # the summary snapshot as the sweep's next tick writes it (not up to a period later), then the page
+        wait_until(lambda: summary_written_as_the_sweep_does(e2e), 30, what="the summary snapshot written")
+        wait_until(lambda: name in {p["provider"] for p in api(e2e, "v1/summary")["silentProviders"]}, 30,
+                   what="the api to serve that snapshot")  # it keeps the one it read up to 5 s
         dashboard.open()
         line = f'[data-testid="silent-{name}"]'
-        eventually(lambda: dashboard.page.query_selector(line) is not None, 45,  # the summary's next snapshot: <= 30 s
+        eventually(lambda: dashboard.page.query_selector(line) is not None, 45,
                    lambda: f"the providers panel: {dashboard.page.text_content('[data-testid=providers]')!r}")
         text = dashboard.page.text_content(line)
         assert name in text and "silent" in text
@@ -376,6 +382,15 @@ def test_a_provider_silent_as_a_whole_is_one_alarm_on_the_overview(e2e, uid, das
         assert not dashboard.errors, dashboard.errors
     finally:
         e2e.db.collection("providers").document(name).delete()
+
+
+def summary_written_as_the_sweep_does(e2e) -> bool:
+    """The fleet summary snapshot computed and stored as the sweep writes it each tick (shared/sweep/handler.py
+    ``Sweep.snapshot``), at once; False when another writer (the sweep) stored one in between."""
+    current, read_as = snapshots.read(e2e.db, snapshots.SnapshotKind.SUMMARY)
+    figures, marker = aggregates.summary_since(e2e.db, e2e.state.providers, current)
+    every = current.every_seconds if current is not None else int(LOCAL_SETTINGS["DCM_SUMMARY_EVERY_SECONDS"])
+    return snapshots.store(e2e.db, snapshots.SnapshotKind.SUMMARY, figures, every, read_as, "sweep", 0, None, marker)
 
 
 def take_every_stream_place(e2e, held: list[requests.Response]) -> int:

@@ -438,3 +438,114 @@ def test_behind_iap_the_caller_is_iaps_signed_assertion_never_the_plain_header(f
     created = api.open(*put, headers=signed, query_string={"hook": HOOK})
     assert created.status_code == 201 and body(created)["callback"]["owner"] == ALICE
     assert caller_of({"X-Goog-IAP-JWT-Assertion": GOOGLE.iap_assertion(ADMIN)}, False, rule, (ADMIN,)).admin
+
+
+# ---- moved from tests/e2e/test_api_security.py (issue 41): the api in local mode (every caller ``local``), the
+# pipeline in process (tests/pipeline.py), a webhook receiver on loopback; a callback of another owner is
+# written to Firestore as the api would have stored it for that owner -------------------------------------
+
+
+@pytest.fixture
+def receiver():
+    from infra.local.receiver import Receiver
+
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def call(pipeline, method: str, path: str, headers: dict[str, str] | None = None, params: dict[str, str] | None = None,
+         **kwargs: Any):
+    """One request to the api as a browser or curl sends it (``params``: the query string)."""
+    return pipeline.api.open(method, "/" + path.lstrip("/"), headers=headers or {}, query_string=params or {}, **kwargs)
+
+
+def test_what_a_cross_site_page_can_send_changes_no_callback(pipeline, receiver):
+    key = "aws/vm/csrf-1"
+    created = call(pipeline, "PUT", f"v1/resources/{key}/callback", WRITE, params={"hook": receiver.url("csrf")})
+    assert created.status_code == 201, created.text
+    cid = created.json["callback"]["id"]
+    form = {"Content-Type": "application/x-www-form-urlencoded"}  # what an HTML form posts
+    for headers in (form, {**form, "Origin": "https://evil.example"}, {**WRITE, "Origin": "https://evil.example"}):
+        for method, path, params in (("POST", f"v1/callbacks/{cid}/rotate", {"graceSeconds": "0"}),
+                                     ("POST", f"v1/callbacks/{cid}/enable", {}),
+                                     ("POST", f"v1/callbacks/{cid}/test", {}),
+                                     ("DELETE", f"v1/callbacks/{cid}", {}),
+                                     ("PUT", f"v1/resources/{key}/callback", {"hook": "http://127.0.0.1:9/x"}),
+                                     ("POST", "v1/callbacks", {})):
+            refused = call(pipeline, method, path, headers, params=params, data="hook=http://127.0.0.1:9/x")
+            assert refused.status_code == 403, (method, path, headers, refused.text)
+            assert refused.headers["Content-Type"].startswith("application/problem+json")
+    shown = call(pipeline, "GET", f"v1/callbacks/{cid}").json["callback"]
+    assert shown["hook"] == receiver.url("csrf") and shown["previousSecretValidUntil"] is None
+    assert call(pipeline, "POST", f"v1/callbacks/{cid}/rotate", WRITE, params={"graceSeconds": "0"}).status_code == 400
+    rotated = call(pipeline, "POST", f"v1/callbacks/{cid}/rotate", WRITE, params={"graceSeconds": "60"})
+    assert rotated.status_code == 200 and rotated.json["callback"]["previousSecretValidUntil"]
+
+
+def test_a_changed_hook_gets_a_new_secret_the_old_one_does_not_verify(pipeline, receiver):
+    """The Deltacloud tracker's re-PUT with another hook: the new receiver is sent deliveries signed with
+    a new secret only (before, the old receiver's secret kept signing for whoever the hook now named)."""
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+    key = "aws/vm/moved-1"
+    first = call(pipeline, "PUT", f"v1/resources/{key}/callback", WRITE, params={"hook": receiver.url("old")}).json
+    moved = call(pipeline, "PUT", f"v1/resources/{key}/callback", WRITE, params={"hook": receiver.url("new")})
+    assert moved.status_code == 200 and moved.json["secret"] != first["secret"]
+    assert moved.json["callback"]["owner"] == "local"
+    new = receiver.hook("new", secret=moved.json["secret"])
+    pipeline.reporter("aws").publish_now("vm", "moved-1", "RUNNING", "up").result()
+    pipeline.settle()
+    got = new.got[0]
+    assert got.verified
+    raw = orjson.dumps(got.body)  # the bytes sent (notify writes orjson): the new secret verifies them ...
+    Webhook(moved.json["secret"]).verify(raw, got.headers)
+    with pytest.raises(WebhookVerificationError):  # ... the old receiver's does not
+        Webhook(first["secret"]).verify(raw, got.headers)
+
+
+def test_a_callback_registered_by_another_is_neither_changed_nor_shown_in_full(pipeline):
+    from shared.callbacks import registration
+
+    uid = "u1"
+    key = f"aws/vm/alice-{uid}"
+    hook = f"https://hooks.example.com/p/PATH-{uid}?key=QUERY-{uid}"
+    ids = {"resource": registration.resource_callback_id(key), "filter": f"falice{uid}"}
+    for scope, cid in ids.items():
+        pipeline.db.collection("callbacks").document(cid).set({
+            "hook": hook, "scope": scope, "createdAt": "2026-11-25T10:00:00.000000Z", "token": f"TOKEN-{uid}",
+            "key": key if scope == "resource" else None,
+            "filter": {} if scope == "resource" else {"provider": f"nobody-{uid}"},
+            "retrySeconds": 60, "disabled": None, "owner": ALICE, "secrets": []})
+    for cid in ids.values():
+        for method, path in (("POST", f"v1/callbacks/{cid}/rotate"), ("POST", f"v1/callbacks/{cid}/enable"),
+                             ("POST", f"v1/callbacks/{cid}/test"), ("DELETE", f"v1/callbacks/{cid}")):
+            refused = call(pipeline, method, path, WRITE)
+            assert refused.status_code == 403 and ALICE in refused.json["detail"], (method, path, refused.text)
+    for params in ({"hook": "http://127.0.0.1:9/stolen"}, {"hook": "none"}):
+        assert call(pipeline, "PUT", f"v1/resources/{key}/callback", WRITE, params=params).status_code == 403
+    listed = [c for c in call(pipeline, "GET", "v1/callbacks").json["callbacks"] if c["id"] in ids.values()]
+    shown = [call(pipeline, "GET", f"v1/callbacks/{cid}").json["callback"] for cid in ids.values()]
+    for c in [*listed, *shown, call(pipeline, "GET", f"v1/resources/{key}/callback").json["callback"]]:
+        assert c["owner"] == ALICE and c["redacted"] is True and c["token"] is None
+        assert c["hook"] == "https://hooks.example.com/\u2026"
+        assert f"PATH-{uid}" not in str(c) and f"QUERY-{uid}" not in str(c) and f"TOKEN-{uid}" not in str(c), c
+    assert len(listed) == 2
+    stored = pipeline.db.collection("callbacks").document(ids["resource"]).get().to_dict()
+    assert stored["hook"] == hook and stored["token"] == f"TOKEN-{uid}"
+
+
+def test_the_dead_letters_of_an_exhausted_callback_show_no_hook_path_or_query(pipeline):
+    from shared.deadletter.store import DeadLetterStore
+
+    uid = "u1"
+    key = f"aws/vm/dlhook-{uid}"
+    hook = f"http://127.0.0.1:9/PATH-{uid}?key=QUERY-{uid}"  # port 9 on loopback: connection refused
+    created = call(pipeline, "PUT", f"v1/resources/{key}/callback", WRITE, params={"hook": hook, "retrySeconds": "2"})
+    assert created.status_code == 201, created.text
+    pipeline.reporter("aws").publish_now("vm", f"dlhook-{uid}", "RUNNING", "up").result()
+    pipeline.settle()
+    assert [e for e in DeadLetterStore(pipeline.db).query(reason="callback_exhausted") if e.get("key") == key]
+    dead = call(pipeline, "GET", "v1/deadletters", params={"reason": "callback_exhausted"})
+    assert dead.status_code == 200 and dead.json["groups"]
+    assert f"PATH-{uid}" not in dead.text and f"QUERY-{uid}" not in dead.text

@@ -303,3 +303,36 @@ def test_filters_are_case_insensitive_and_tables_fit_80_columns(pipeline):
     assert all(len(line) <= 80 for line in lines)
     wide = pipeline.cli("list", "--provider", "aws", "--status", "Stopped", "--wide")
     assert any(f"aws/vm/{rid}" in line for line in wide.stdout.splitlines())
+
+
+def test_get_unknown_resource_exits_1(pipeline):
+    result = pipeline.cli("get", "aws/vm/nothing-fn", "--json")
+    assert result.exit_code == 1 and "unknown resource" in result.stderr
+
+
+def test_an_unknown_status_is_published_with_a_warning(pipeline):
+    result = pipeline.cli("publish", "--provider", "aws", "--type", "vm", "--id", "sleepy-fn", "--status", "sleeping")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip()  # only the message id on stdout
+    assert len(result.stdout.splitlines()) == 1
+    assert "warning: 'sleeping' is not a vm status; it will be stored as UNKNOWN" in result.stderr
+    pipeline.settle()
+    assert pipeline.resource("aws/vm/sleepy-fn")["status"] == "UNKNOWN"
+    assert pipeline.resource("aws/vm/sleepy-fn")["rawStatus"] == "sleeping"
+
+
+def test_no_validate_sends_a_rejected_event_to_the_dead_letters_and_dlq_takes_short_ids(pipeline):
+    from shared.deadletter.store import DeadLetterStore
+
+    sent = pipeline.cli("publish", "--provider", "aws", "--type", "queue", "--id", "q-fn", "--status",
+                        "RUNNING", "--no-validate")
+    assert sent.exit_code == 0 and sent.stdout.strip()  # the message id
+    pipeline.settle()
+    [entry] = [e for e in DeadLetterStore(pipeline.db).query(reason="unknown_resource_type")
+               if e.get("key") == "aws/queue/q-fn"]
+    # the short id `dlq list --flat` prints is enough to show it
+    shown = pipeline.cli("dlq", "show", entry["id"][:12])
+    assert shown.exit_code == 0 and entry["id"] in shown.stdout and "unknown_resource_type" in shown.stdout
+    assert "{'" not in shown.stdout  # values, not Python reprs
+    missing = pipeline.cli("dlq", "replay", "f" * 32)
+    assert missing.exit_code == 1 and "no dead-letter entry" in missing.stderr

@@ -188,12 +188,26 @@ def live_latency(stack: LocalStack, state, db: firestore.Client) -> None:
           f"(the dashboard's target: 2,000 ms; tests/e2e/test_dashboard.py prints the page's own)")
 
 
+def feed_page(session: requests.Session, api: str, cursor: str | None, tries: int = 5) -> dict:
+    """One page of the feed; a loaded machine's 503 or 429 read again after its Retry-After (as the dashboard
+    does), printed; anything else, or still refused after ``tries``, ends the benchmark with its answer."""
+    for _ in range(tries):
+        got = session.get(api, params={"limit": 1000, **({"after": cursor} if cursor else {})}, timeout=60)
+        if got.status_code == 200:
+            return got.json()
+        print(f"  (feed: {got.status_code} {got.text[:200]})")
+        if got.status_code not in (429, 503):
+            break
+        time.sleep(min(10.0, float(got.headers.get("Retry-After") or 1)))
+    raise SystemExit(f"feed catch-up: GET /v1/changes answered {got.status_code}")
+
+
 def catch_up(api: str, db: firestore.Client, expected: int) -> None:
     session = requests.Session()
     t = time.perf_counter()
     got, cursor = 0, None
     while True:
-        page = session.get(api, params={"limit": 1000, **({"after": cursor} if cursor else {})}, timeout=60).json()
+        page = feed_page(session, api, cursor)
         got += len(page["changes"])
         cursor = page["nextCursor"]
         if len(page["changes"]) < 1000:

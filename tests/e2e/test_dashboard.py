@@ -259,7 +259,11 @@ def test_a_change_reaches_the_open_dashboard_live_then_filters_and_the_resource_
     dashboard.screenshot("dashboard.png")
 
     # 4. Its page: state, timeline (one segment per state), history.
-    page.click(f'#rows tr[data-key="{key}"] a')
+    # Followed as a keyboard user follows it (focus, Enter): a click is made at the link's coordinates, and a card
+    # above the table that grows as a snapshot arrives (a first type, status or provider) can move the row away
+    # between Playwright's check that it is still and its click (the fresh-clone runs' "at '#/'" timeouts).
+    page.focus(f'#rows tr[data-key="{key}"] a')
+    page.keyboard.press("Enter")
     dashboard.wait_for('[data-testid="timeline"] svg rect.tl-seg', "the resource page's timeline")
     dashboard.wait_for('[data-testid="history-row"]', "the resource page's history")
     segments = page.eval_on_selector_all('[data-testid="timeline"] svg rect.tl-seg', "rs => rs.map(r => r.dataset.status)")

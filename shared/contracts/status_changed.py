@@ -198,14 +198,6 @@ def old_labels_of(labels: Mapping[str, str], changes: Any) -> dict[str, str]:
     return out
 
 
-def old_reason_of(reason: str | None, changes: Any) -> str | None:
-    """The reason before this change: ``reason``, with a /reason change undone."""
-    for c in changes if isinstance(changes, list) else []:
-        if isinstance(c, Mapping) and c.get("attribute") == "/reason":
-            return c["old"] if isinstance(c.get("old"), str) else None
-    return reason
-
-
 def _major(version: Any) -> int | None:
     try:
         return int(str(version).split(".", 1)[0])
@@ -255,8 +247,14 @@ def from_message(message: PubSubMessage) -> ChangeEventView:
 
 
 def _old_reason(data: Mapping[str, Any]) -> str | None:
+    """The old state's reason: the snapshot's, with a /reason change undone (None for a first sight)."""
+    if not data["oldStatus"]:
+        return None
+    for c in data["changes"] if isinstance(data["changes"], list) else []:
+        if isinstance(c, Mapping) and c.get("attribute") == "/reason":
+            return c["old"] if isinstance(c.get("old"), str) else None
     reason = data["resource"].get("reason")
-    return old_reason_of(reason if isinstance(reason, str) else None, data["changes"]) if data["oldStatus"] else None
+    return reason if isinstance(reason, str) else None
 
 
 def from_change(change: ChangeEvent) -> ChangeEventView:

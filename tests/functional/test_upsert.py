@@ -172,7 +172,8 @@ def test_concurrent_updates_of_one_resource_lose_nothing(firestore, publisher):
 
 
 class CountingBatches:
-    """The emulator's client, counting the document writes of every batch committed through it."""
+    """The emulator's client, counting the document writes of every batch committed through it, as sent (its
+    ``Write`` messages, whichever code encoded them: shared/runtime/firestore_writes.py or the library)."""
 
     def __init__(self, db):
         self.db, self.writes, self.paths = db, [], []
@@ -181,15 +182,29 @@ class CountingBatches:
         return getattr(self.db, name)
 
     def batch(self):
-        batch, writes, paths = self.db.batch(), self.writes, self.paths
+        batch, counted = self.db.batch(), self
 
         class Counted:
             def __getattr__(self, name):
-                attr = getattr(batch, name)
-                if name in ("create", "update", "set", "delete"):
-                    return lambda ref, *a, **k: (writes.append(name), paths.append(ref.path), attr(ref, *a, **k))[2]
-                return attr
+                return counted._commit(batch) if name == "commit" else getattr(batch, name)
         return Counted()
+
+    def _commit(self, batch):
+        def commit(*args, **kwargs):
+            for w in batch._write_pbs:
+                self.writes.append(_verb(w._pb))
+                self.paths.append((w._pb.update.name or w._pb.delete).split("/documents/", 1)[1])
+            return batch.commit(*args, **kwargs)
+        return commit
+
+
+def _verb(pb) -> str:
+    """What a ``Write`` does, named as the batch's method that makes it."""
+    if pb.WhichOneof("operation") == "delete":
+        return "delete"
+    if pb.HasField("update_mask"):
+        return "update"
+    return "create" if pb.HasField("current_document") and not pb.current_document.exists else "set"
 
 
 def test_a_re_report_costs_one_write_no_history_and_no_change_event(firestore, publisher):

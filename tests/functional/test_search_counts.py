@@ -11,27 +11,22 @@ from shared.api.queries import ResourceFilter
 from tests.fakes import runtime_of
 from tests.functional.conftest import PROJECT, Checked, bind_all
 from tests.functional.test_api import seed
+from tests.functional.test_usage_api import CountingCounts
 
 FLEET = [("aws", "i-1", "RUNNING"), ("aws", "i-2", "STOPPED"), ("azure", "i-3", "RUNNING"),
          ("azure", "i-4", "FAILED"), ("vmware", "i-5", "PROVISIONING"), ("aws", "web-1", "RUNNING")]
 
 
-class CountingQueries:
-    """The client's Firestore API with its queries and aggregation queries counted (one RPC each)."""
+class CountingQueries(CountingCounts):
+    """The client's Firestore API with its queries counted too (one RPC each)."""
 
-    def __init__(self, api, tally: dict):
-        self.api, self.tally = api, tally
-
-    def __getattr__(self, name):
-        return getattr(self.api, name)
+    def __init__(self, api, aggregations: list, queries: list):
+        super().__init__(api, aggregations)
+        self.queries = queries
 
     def run_query(self, *args, **kwargs):
-        self.tally["queries"] += 1
+        self.queries.append(1)
         return self.api.run_query(*args, **kwargs)
-
-    def run_aggregation_query(self, *args, **kwargs):
-        self.tally["aggregations"] += 1
-        return self.api.run_aggregation_query(*args, **kwargs)
 
 
 @pytest.fixture
@@ -46,10 +41,12 @@ def _api(client, firestore, rows: str) -> Checked:
     return Checked(client)
 
 
-def _spied(firestore) -> dict:
-    tally = {"queries": 0, "aggregations": 0}
-    firestore._firestore_api_internal = CountingQueries(firestore._firestore_api, tally)
-    return tally
+def _spied(firestore) -> tuple[list, list]:
+    """The queries and the aggregation queries the api runs from now on (one item per RPC)."""
+    queries_run: list = []
+    aggregations: list = []
+    firestore._firestore_api_internal = CountingQueries(firestore._firestore_api, aggregations, queries_run)
+    return queries_run, aggregations
 
 
 def _recount(firestore, where: ResourceFilter) -> tuple[int, dict[str, int]]:
@@ -65,30 +62,30 @@ def _recount(firestore, where: ResourceFilter) -> tuple[int, dict[str, int]]:
 ])
 def test_a_search_counts_its_statuses_in_one_pass_of_its_rows_exactly(client, firestore, fleet, path, where):
     api = _api(client, firestore, "10")
-    tally = _spied(firestore)
+    run, aggregations = _spied(firestore)
     body = api.get(f"/v1/resources?{path}&withCounts=true&pageSize=2").json
-    assert tally == {"queries": 2, "aggregations": 0}  # the page and the one pass (was: the total + 1 per status)
+    assert (len(run), len(aggregations)) == (2, 0)  # the page and the one pass (was: the total + 1 per status)
     total, counts = _recount(firestore, where)
     assert (body["total"], body["counts"]) == (total, counts)
 
 
 def test_a_search_with_more_rows_than_one_pass_reads_is_counted_as_before(client, firestore, fleet):
     api = _api(client, firestore, "3")  # "i-" matches 5
-    tally = _spied(firestore)
+    run, aggregations = _spied(firestore)
     body = api.get("/v1/resources?q=i-&withCounts=true").json
-    assert tally["queries"] == 2 and tally["aggregations"] >= 1 + 4  # the pass that stopped at 4 rows, then counts
+    assert len(run) == 2 and len(aggregations) >= 1 + 4  # the pass that stopped at 4 rows, then counts
     assert (body["total"], body["counts"]) == _recount(firestore, ResourceFilter(search="i-"))
 
 
 def test_production_counts_a_search_with_aggregations_and_a_status_filter_needs_no_pass(client, firestore, fleet):
     api = _api(client, firestore, "0")  # production's default
-    tally = _spied(firestore)
+    run, aggregations = _spied(firestore)
     body = api.get("/v1/resources?q=i-&withCounts=true").json
-    assert tally["queries"] == 1 and tally["aggregations"] >= 1 + 4
+    assert len(run) == 1 and len(aggregations) >= 1 + 4
     assert (body["total"], body["counts"]) == _recount(firestore, ResourceFilter(search="i-"))
     api = _api(client, firestore, "10")
-    tally = _spied(firestore)
+    run, aggregations = _spied(firestore)
     body = api.get("/v1/resources?q=i-&status=RUNNING&withCounts=true").json
-    assert tally == {"queries": 1, "aggregations": 1}  # the total is the status's count
+    assert (len(run), len(aggregations)) == (1, 1)  # the total is the status's count
     assert (body["total"], body["counts"]) == (2, {"RUNNING": 2})
 

@@ -97,6 +97,7 @@ bench: install
 	$(PY) benchmarks/cost.py
 	$(PY) benchmarks/capacity.py
 	$(PY) benchmarks/api.py
+	$(PY) benchmarks/search_counts.py
 	$(PY) benchmarks/callbacks.py
 	$(PY) benchmarks/provider_kit.py
 	$(PY) benchmarks/fairness.py

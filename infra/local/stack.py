@@ -48,6 +48,11 @@ LOCAL_SETTINGS = {
     # collection once for each value of an "in": at 3,000 resources a 5 s tick's stale query cost 0.9-1.2 s of
     # its CPU with 30 ranges, 0.22 s with one. The ranges' merge is tested at 360: tests/functional/test_sweep.py
     "DCM_STALE_SHARDS": "1",
+    # a search's withCounts (production: one count per status, at one read per 1,000 resources each): its rows'
+    # statuses read in one pass, up to 10,000. The emulator scans the whole collection for every query, each count
+    # per status included: at 10,000 resources a search's total and 4 counts were 5 scans beside its page's one
+    # (2.3x the page's p99), the one pass is one (docs/cost.md, "withCounts"; tests/functional/test_api.py)
+    "DCM_SEARCH_COUNT_ROWS": "10000",
     # upsert reads the callbacks' summary on every change (production caches it 10 s): a callback is sent
     # the very next change after its registration, as the e2e tests expect (docs/callbacks.md)
     "DCM_CALLBACK_VIEW_TTL": "0",

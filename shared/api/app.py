@@ -131,8 +131,10 @@ class Api:
                  stream_seconds: float, callbacks: Callbacks | None = None,
                  deadline: Callable[[str], int | None] = lambda provider: None, guards: Guards = Guards(),
                  redaction: Redaction = Redaction.default(), periods: Periods = Periods(),
-                 rate_cards: Mapping[str, RateCard] | None = None):
+                 rate_cards: Mapping[str, RateCard] | None = None, search_count_rows: int = 0):
         self.db = db
+        # a search's counts from one pass of its rows, up to this many (DCM_SEARCH_COUNT_ROWS; 0: counted)
+        self.search_count_rows = search_count_rows
         self.reporting = Reporting(db, rate_cards or {}, READ_OPTIONS, json_response)  # /v1/usage, /v1/trends
         # the sweep's snapshots of the aggregates
         self.served = Served(db, providers, periods, READ_OPTIONS, retention_days)
@@ -159,7 +161,7 @@ class Api:
                    lambda provider: s.stale_after(provider, ""),
                    Guards(s.local_mode, token_rule(s), s.api_admins, s.min_rotation_grace_seconds, s.max_streams,
                           s.max_streams_per_caller), s.output_redaction,
-                   Periods(s.summary_every_seconds, s.stats_every_seconds), s.rate_cards)
+                   Periods(s.summary_every_seconds, s.stats_every_seconds), s.rate_cards, s.search_count_rows)
 
     def __call__(self, request: flask.Request) -> flask.Response:
         try:
@@ -215,14 +217,15 @@ class Api:
         sort = p.choice("sort", (Sort.KEY, Sort.RECENT), Sort.KEY)
         size = p.integer("pageSize", 50, 1, queries.MAX_PAGE_SIZE)
         with_counts = p.boolean("withCounts")
-        total = queries.count_later(where.query(self.db), READ_OPTIONS)  # while the page is read
-        counting = (queries.status_counts_later(self.db, where, self.served.statuses_seen(where.resource_type),
-                                                READ_OPTIONS) if with_counts else None)
+        counting = queries.list_counts_later(  # while the page is read
+            self.db, where, with_counts, self.served.statuses_seen(where.resource_type) if with_counts else None,
+            self.search_count_rows, READ_OPTIONS)
         docs, token = queries.resource_page(self.db, where, sort, size, p.text("pageToken", 2048), READ_OPTIONS)
+        total, counts = counting.result()
         body: dict[str, Any] = {"resources": [self.redaction.resource(d) for d in docs], "nextPageToken": token,
-                                "total": total.result()}
-        if counting is not None:
-            body["counts"] = queries.status_counts_of(self.db, where, body["total"], counting, READ_OPTIONS)
+                                "total": total}
+        if counts is not None:
+            body["counts"] = counts
         return json_response(body)
 
     def _resource(self, request: flask.Request, provider: str, rtype: str, rid: str) -> flask.Response:

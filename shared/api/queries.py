@@ -234,6 +234,53 @@ def status_counts_of(db: firestore.Client, where: ResourceFilter, total: int,
     return {s: n for s, n in got.items() if n}
 
 
+@dataclass(frozen=True)
+class ListCounts:
+    """A list's total and, when asked for, its counts per status: started beside its page
+    (``list_counts_later``), read after it (``result``)."""
+    db: Any
+    where: ResourceFilter
+    likely: Collection[str] | None  # the statuses the fleet summary saw (None: every status of the types)
+    options: Mapping[str, Any] | None
+    total: Future[int] | None = None
+    statuses: Mapping[str, Future[int]] | None = None  # None: no counts per status asked for
+    tally: Future[dict[Any, int] | None] | None = None  # a search's statuses in one pass of its rows
+
+    def result(self) -> tuple[int, dict[str, int] | None]:
+        """``(total, {status: n} or None)``; a one-pass tally that found more rows than it reads is counted
+        after all, with the counts per status (``status_counts_of``)."""
+        if self.tally is not None:
+            tallied = self.tally.result()
+            if tallied is None:
+                return _counted(self.db, self.where, True, self.likely, self.options).result()
+            return sum(tallied.values()), {s: n for s, n in tallied.items() if s is not None}
+        total = self.total.result() if self.total is not None else 0
+        if self.statuses is None:
+            return total, None
+        return total, status_counts_of(self.db, self.where, total, self.statuses, self.options)
+
+
+def list_counts_later(db: firestore.Client, where: ResourceFilter, with_counts: bool,
+                      likely: Collection[str] | None = None, tally_up_to: int = 0,
+                      options: Mapping[str, Any] | None = None) -> ListCounts:
+    """What a list answers beside its page, started now: its total (an aggregation query) and, ``with_counts``,
+    its counts per status (``status_counts_later``). A search (``q``) with counts and no status filter reads its
+    rows' statuses in one pass instead, when ``tally_up_to`` > 0 and they are at most that many (total and counts
+    at one time; DCM_SEARCH_COUNT_ROWS: the local stack's, whose emulator scans the whole collection for every
+    query, a count per status included; production counts, at one read per 1,000 resources a count)."""
+    if with_counts and where.search and not where.status and tally_up_to > 0:
+        return ListCounts(db, where, likely, options,
+                          tally=aggregates.tally_later(where.query(db), "status", tally_up_to,
+                                                       options or fs.read_options()))
+    return _counted(db, where, with_counts, likely, options)
+
+
+def _counted(db: firestore.Client, where: ResourceFilter, with_counts: bool, likely: Collection[str] | None,
+             options: Mapping[str, Any] | None) -> ListCounts:
+    return ListCounts(db, where, likely, options, total=count_later(where.query(db), options),
+                      statuses=status_counts_later(db, where, likely, options) if with_counts else None)
+
+
 def _of_status(db: firestore.Client, where: ResourceFilter, status: str) -> Any:
     return (ResourceFilter(where.provider, where.resource_type, None, where.label, where.search).query(db)
             .where(filter=FieldFilter("status", "==", status)))

@@ -174,6 +174,10 @@ class Settings:
     # sweep's alike; fewer on a local stack, whose emulator scans each value of an "in" on its own
     stale_shards: int = 360  # DCM_STALE_SHARDS, 1..360 (shared/state/documents.py STALE_SHARDS)
     stats_every_seconds: int = 900  # DCM_STATS_EVERY_SECONDS
+    # DCM_SEARCH_COUNT_ROWS: a search's withCounts reads its rows' statuses in one pass when they are at most this
+    # many (0: never; its counts are aggregations, one read per 1,000 resources each). The local stack's emulator
+    # scans the whole collection for every query, each count per status included (shared/api/queries.py)
+    search_count_rows: int = 0
     # DCM_TRENDS_EVERY_SECONDS: how often the sweep counts the current minute's trends (0: never; by default the
     # summary's period). Each count is one aggregation per provider and outcome over the sharded ledger
     trends_every_seconds: int = 60
@@ -343,6 +347,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         output_redaction=_redaction(env.get("DCM_OUTPUT_REDACT")),
         lanes_project=_lanes_project(env),
         summary_every_seconds=integer(env, "DCM_SUMMARY_EVERY_SECONDS", 60),
+        search_count_rows=integer(env, "DCM_SEARCH_COUNT_ROWS", 0, minimum=0),
         stale_shards=_stale_shards(env),
         stats_every_seconds=integer(env, "DCM_STATS_EVERY_SECONDS", 900),
         trends_every_seconds=integer(env, "DCM_TRENDS_EVERY_SECONDS", integer(env, "DCM_SUMMARY_EVERY_SECONDS", 60),

@@ -115,3 +115,11 @@ def test_the_periods_are_settings_with_the_production_defaults():
     for bad in ("0", "-1", "soon"):
         with pytest.raises(ConfigError, match="DCM_STATS_EVERY_SECONDS"):
             settings.from_env({"DCM_PROJECT": "p", "DCM_STATS_EVERY_SECONDS": bad})
+
+
+def test_a_searchs_one_pass_count_is_a_setting_off_by_default():
+    assert settings.from_env({"DCM_PROJECT": "p"}).search_count_rows == 0
+    assert settings.from_env({"DCM_PROJECT": "p", "DCM_SEARCH_COUNT_ROWS": "10000"}).search_count_rows == 10000
+    for bad in ("-1", "many"):
+        with pytest.raises(ConfigError, match="DCM_SEARCH_COUNT_ROWS"):
+            settings.from_env({"DCM_PROJECT": "p", "DCM_SEARCH_COUNT_ROWS": bad})

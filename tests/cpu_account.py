@@ -59,7 +59,18 @@ def classify(cmdline: str) -> str:
         found = pattern.search(cmdline)
         if found:
             return name.format(*found.groups()) if "{0}" in name else name
-    return "other: " + (Path(cmdline.split(" ", 1)[0]).name or "?")
+    return "other: " + _program(cmdline.split())
+
+
+def _program(argv: list[str]) -> str:
+    """A command's program, and for an interpreter what it runs (``python -m build``, ``python x.py``)."""
+    name = Path(argv[0]).name if argv else "?"
+    rest = [a for a in argv[1:] if a not in ("-u", "-E", "-s", "-I", "-B")]
+    if not name.startswith("python") or not rest:
+        return name or "?"
+    if rest[0] == "-m" and len(rest) > 1:
+        return f"{name} -m {rest[1]}"
+    return f"{name} {rest[0] if rest[0] == '-c' else Path(rest[0]).name}"
 
 
 def tier_of(cmdline: str) -> str | None:
@@ -92,27 +103,29 @@ class Account:
     tag: str
     root: int
     followed: dict[int, Seen] = field(default_factory=dict)
-    passed: set[tuple[int, int]] = field(default_factory=set)  # (pid, start time) of processes not ours
+    passed: set[int] = field(default_factory=set)  # processes not ours: not read again while they live
     ticks: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
 
     def sample(self) -> None:
+        pids = set(_pids())
+        self.passed &= pids
         alive = {}
-        for pid in _pids():
+        for pid in pids - self.passed:
             stat = _stat(pid)
             if stat is not None:
                 alive[pid] = stat
         for pid, stat in alive.items():
             if pid in self.followed:
                 self._update(self.followed[pid], pid, stat)
-            elif (pid, stat[3]) not in self.passed:
+            else:
                 self._maybe_follow(pid, stat)
         for pid in [p for p in self.followed if p not in alive]:
             self._gone(pid)
 
-    def _maybe_follow(self, pid: int, stat: tuple[int, int, int, int]) -> None:
+    def _maybe_follow(self, pid: int, stat: tuple[int, int, int]) -> None:
         ppid = stat[0]
         if pid != self.root and ppid not in self.followed and not _tagged(pid, self.tag):
-            self.passed.add((pid, stat[3]))
+            self.passed.add(pid)
             return
         cmdline = _cmdline(pid)
         parent = self.followed.get(ppid)
@@ -121,7 +134,7 @@ class Account:
         self.followed[pid] = seen
         self._update(seen, pid, stat)
 
-    def _update(self, seen: Seen, pid: int, stat: tuple[int, int, int, int]) -> None:
+    def _update(self, seen: Seen, pid: int, stat: tuple[int, int, int]) -> None:
         seen.ppid, seen.own, seen.children = stat[0], stat[1], stat[2]
         seen.samples += 1
         if seen.samples <= 3 or seen.name.startswith("other") or seen.name == "make/shells":
@@ -154,14 +167,14 @@ def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def _stat(pid: int) -> tuple[int, int, int, int] | None:
-    """(ppid, utime + stime, cutime + cstime, start time) in clock ticks, or None if it is gone."""
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(ppid, utime + stime, cutime + cstime) in clock ticks, or None if it is gone."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()
-    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[19])
+    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
 
 
 def _cmdline(pid: int) -> str:

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -31,14 +32,14 @@ TICK = os.sysconf("SC_CLK_TCK")
 TIERS = ("fast", "e2e", "reliability", "other")
 
 # (pattern over the command line, class); the first that matches names the process. A Python process's
-# command line is its interpreter and arguments; a JVM's its java command and main class.
+# command line is its interpreter and arguments; a JVM's its java command and main class. (Before 2026-11-29
+# a function's keeper counted as its server.)
 _CLASSES = (
     (re.compile(r"java .*(cloud-firestore-emulator|CloudFirestore|firestore)", re.I), "firestore emulator (JVM)"),
     (re.compile(r"java .*pubsub", re.I), "pubsub emulator (JVM)"),
     (re.compile(r"(firestore|pubsub).emulator"), "emulator launch scripts"),
+    (re.compile(r"infra\.local\.supervise --name (\S+)"), "keeper of: {0}"),  # its command line holds the server's
     (re.compile(r"functions-framework .*--target (\S+)"), "function server: {0}"),
-    (re.compile(r"infra\.local\.supervise .*?(\S+)$"), "keepers (supervise)"),
-    (re.compile(r"infra\.local\.supervise"), "keepers (supervise)"),
     (re.compile(r"functions\.nats_ingress"), "function server: nats_ingress"),
     (re.compile(r"infra\.local\.faultproxy"), "fault proxy"),
     (re.compile(r"nats-server"), "nats-server"),
@@ -158,9 +159,19 @@ class Account:
         if unseen > 0:
             self.ticks[(f"exited children of: {seen.name}", seen.tier)] += unseen
 
-    def finish(self) -> None:
+    def finish(self, root_total: int | None = None) -> None:
+        """Every process still followed counted as last sampled; ``root_total``: what the command and all it
+        waited for used (the runner's rusage of its children), which settles the command's own last moments."""
+        root = self.followed.get(self.root)
+        if root is not None and root_total is not None:
+            root.children = max(root.children, root_total - root.own)
         for pid in list(self.followed):
             self._gone(pid)
+
+
+def _children_ticks() -> int:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round((usage.ru_utime + usage.ru_stime) * TICK)
 
 
 def _pids() -> list[int]:
@@ -213,14 +224,13 @@ def table(ticks: dict[tuple[str, str], int], wall: float, own_cpu: float) -> str
 
 def run(command: list[str], interval: float) -> tuple[int, Account, float]:
     tag = uuid.uuid4().hex
-    started = time.monotonic()
+    started, before = time.monotonic(), _children_ticks()
     proc = subprocess.Popen(command, env={**os.environ, TAG: tag})
     account = Account(tag, proc.pid)
     while proc.poll() is None:
         account.sample()
         time.sleep(interval)
-    account.sample()
-    account.finish()
+    account.finish(_children_ticks() - before)
     return proc.returncode, account, time.monotonic() - started
 
 

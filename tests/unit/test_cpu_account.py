@@ -20,6 +20,8 @@ BURN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_t
      "pubsub emulator (JVM)"),
     ("/r/.venv/bin/python /r/.venv/bin/functions-framework --target upsert --source /r/functions/upsert/main.py",
      "function server: upsert"),
+    ("/r/.venv/bin/python -m infra.local.supervise --name sweep --pidfile /s/run/sweep.pid --tick t --every 5 -- "
+     "/r/.venv/bin/functions-framework --target sweep", "keeper of: sweep"),
     ("/r/.venv/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))", "pytest worker"),
     ("/r/.venv/bin/python /r/.venv/bin/dcm-status callbacks add --hook x", "CLI subprocesses (dcm-status)"),
     ("/usr/lib/chromium/chromium --type=renderer", "chromium"),

@@ -130,7 +130,7 @@ class Account:
             return
         cmdline = _cmdline(pid)
         parent = self.followed.get(ppid)
-        tier = tier_of(cmdline) or (parent.tier if parent else "other")
+        tier = tier_of(cmdline) or (parent.tier if parent else _tier_of_test(pid))
         seen = Seen(ppid, classify(cmdline), tier, children_at_start=stat[2])
         self.followed[pid] = seen
         self._update(seen, pid, stat)
@@ -193,6 +193,18 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return ""
+
+
+def _tier_of_test(pid: int) -> str:
+    """The tier of the test a process was started by (pytest's PYTEST_CURRENT_TEST in its environment), for a
+    process first seen after its parent was gone (an emulator a `dcm-status up` of a test restarted)."""
+    try:
+        found = re.search(rb"PYTEST_CURRENT_TEST=tests/(\w+)/", Path(f"/proc/{pid}/environ").read_bytes())
+    except OSError:
+        return "other"
+    if found is None:
+        return "other"
+    return "e2e" if found.group(1) == b"e2e" else "fast"
 
 
 def _tagged(pid: int, tag: str) -> bool:

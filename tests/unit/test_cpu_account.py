@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
+import subprocess
 import sys
 
 import pytest
@@ -56,3 +58,15 @@ def test_a_child_too_short_lived_to_be_sampled_is_counted_through_its_parent(tmp
     assert used >= 0.4 and abs(total - used) <= 0.05, (total, used, classes)
     assert set(classes) <= {"other: python3 -c", "other: python -c", "exited children of: other: python3 -c",
                             "exited children of: other: python -c"}, classes
+
+
+def test_a_process_whose_parent_was_never_seen_takes_the_tier_of_the_test_that_started_it():
+    """An emulator a test's `dcm-status up` restarted outlives the CLI: its tier comes from its environment."""
+    env = {**os.environ, "PYTEST_CURRENT_TEST": "tests/e2e/test_reliability.py::test_up (call)"}
+    started = [subprocess.Popen(["sleep", "5"], env=e) for e in (env, {"PATH": os.environ["PATH"]})]
+    try:
+        assert [cpu_account._tier_of_test(p.pid) for p in started] == ["e2e", "other"]
+    finally:
+        for p in started:
+            p.kill()
+            p.wait()

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -159,19 +158,10 @@ class Account:
         if unseen > 0:
             self.ticks[(f"exited children of: {seen.name}", seen.tier)] += unseen
 
-    def finish(self, root_total: int | None = None) -> None:
-        """Every process still followed counted as last sampled; ``root_total``: what the command and all it
-        waited for used (the runner's rusage of its children), which settles the command's own last moments."""
-        root = self.followed.get(self.root)
-        if root is not None and root_total is not None:
-            root.children = max(root.children, root_total - root.own)
+    def finish(self) -> None:
+        """Every process still followed, counted as last sampled (the command's own last interval is not)."""
         for pid in list(self.followed):
             self._gone(pid)
-
-
-def _children_ticks() -> int:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return round((usage.ru_utime + usage.ru_stime) * TICK)
 
 
 def _pids() -> list[int]:
@@ -236,13 +226,13 @@ def table(ticks: dict[tuple[str, str], int], wall: float, own_cpu: float) -> str
 
 def run(command: list[str], interval: float) -> tuple[int, Account, float]:
     tag = uuid.uuid4().hex
-    started, before = time.monotonic(), _children_ticks()
+    started = time.monotonic()
     proc = subprocess.Popen(command, env={**os.environ, TAG: tag})
     account = Account(tag, proc.pid)
     while proc.poll() is None:
         account.sample()
         time.sleep(interval)
-    account.finish(_children_ticks() - before)
+    account.finish()
     return proc.returncode, account, time.monotonic() - started
 
 

@@ -43,10 +43,11 @@ def test_the_tier_is_the_pytest_run_or_the_reliability_run_that_started_it():
 
 def test_a_child_too_short_lived_to_be_sampled_is_counted_through_its_parent(tmp_path):
     """The child burns 0.2 s and is gone long before the next walk of /proc (1 s): its CPU reaches the
-    table through its parent's cutime, and the table's total is what the run's processes used."""
+    table through its parent's cutime, and the table's total is what the run's processes used (the parent
+    idles at the end: its own last interval is not sampled)."""
     child = BURN.format(seconds=0.2)
-    parent = (f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}], check=True)\n"
-              + BURN.format(seconds=0.2))
+    parent = (BURN.format(seconds=0.2) + f"import subprocess, sys, time\n"
+              f"subprocess.run([sys.executable, '-c', {child!r}], check=True)\ntime.sleep(2.5)\n")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     code = cpu_account.main(["--interval", "1", "--json", str(tmp_path / "cpu.json"), "--",
                              sys.executable, "-c", parent])

@@ -46,8 +46,10 @@ demo: install
 # The tiers side by side (each waits on emulators far more than it computes): unit, functional and deploy on
 # two workers; e2e on two local stacks at once (pytest-xdist, one stack per worker, whole files per worker);
 # the quick reliability run on a stack of its own.
+# CPU_ACCOUNT=1: the tiers run under tests/cpu_account.py, which prints their CPU seconds by process class and tier
+# at the end (CPU_JSON=PATH: also as JSON).
 test: install
-	@$(MAKE) --no-print-directory -j3 --output-sync=target test-fast test-e2e test-reliability
+	@$(if $(CPU_ACCOUNT),$(PY) -m tests.cpu_account $(if $(CPU_JSON),--json $(CPU_JSON)) --) $(MAKE) --no-print-directory -j3 --output-sync=target test-fast test-e2e test-reliability
 
 # Each pytest run ends with the ten slowest tests and files of each of its tiers, wall and CPU seconds
 # (tests/durations.py). The fast tier on two workers (each its own Firestore emulator; whole files per worker,

@@ -28,7 +28,7 @@ from shared.state import trends
 from shared.state.usage import report as usage_report
 from tests.billing_fleet import END, START, fleet
 from tests.e2e.conftest import wait_until
-from tests.e2e.test_dashboard import ARTIFACTS, Dashboard, api, browser, chromium_executable  # noqa: F401
+from tests.e2e.test_dashboard import ARTIFACTS, Dashboard, api, browser, chromium_executable, new_context  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 
@@ -49,8 +49,7 @@ def page_of(browser, e2e):  # noqa: F811
     contexts = []
 
     def open_at(width: int = 1280, height: int = 900) -> Dashboard:
-        context = browser.new_context(viewport={"width": width, "height": height}, timezone_id="UTC",
-                                      locale="en-GB", accept_downloads=True)
+        context = new_context(browser, width, height, accept_downloads=True)
         contexts.append(context)
         return Dashboard(context.new_page(), e2e.api_url)
 

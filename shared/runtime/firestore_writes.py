@@ -33,9 +33,8 @@ class _Unplain(Exception):
 
 def create(batch: Any, ref: Any, data: Mapping[str, Any]) -> None:
     """``batch.create(ref, data)``."""
-    try:
-        pb = _document_write(ref, data)
-    except _Unplain:
+    pb = _encoded_or_none(ref, data)
+    if pb is None:
         batch.create(ref, data)
         return
     pb.current_document.exists = False
@@ -44,9 +43,8 @@ def create(batch: Any, ref: Any, data: Mapping[str, Any]) -> None:
 
 def set(batch: Any, ref: Any, data: Mapping[str, Any]) -> None:  # noqa: A001 - the batch's own verb
     """``batch.set(ref, data)``: the whole document replaced."""
-    try:
-        pb = _document_write(ref, data)
-    except _Unplain:
+    pb = _encoded_or_none(ref, data)
+    if pb is None:
         batch.set(ref, data)
         return
     _add(batch, pb)
@@ -54,15 +52,22 @@ def set(batch: Any, ref: Any, data: Mapping[str, Any]) -> None:  # noqa: A001 - 
 
 def update(batch: Any, ref: Any, data: Mapping[str, Any], option: Any) -> None:
     """``batch.update(ref, data, option=option)`` (``option``: a precondition from ``client.write_option``)."""
-    try:
-        pb = _document_write(ref, data)
-    except _Unplain:
+    pb = _encoded_or_none(ref, data)
+    if pb is None:
         batch.update(ref, data, option=option)
         return
     transformed = {t.field_path for t in pb.update_transforms}
     pb.update_mask.field_paths.extend(sorted(k for k in data if k not in transformed))
     option.modify_write(write.Write.wrap(pb))
     _add(batch, pb)
+
+
+def _encoded_or_none(ref: Any, data: Mapping[str, Any]) -> Any:
+    """The write of ``data`` to ``ref``, or None when the library is to encode it (``_Unplain``)."""
+    try:
+        return _document_write(ref, data)
+    except _Unplain:
+        return None
 
 
 def _document_write(ref: Any, data: Mapping[str, Any]) -> Any:

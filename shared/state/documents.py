@@ -221,8 +221,10 @@ HOT_QUIET = 10.0  # seconds without a write before the sweep stops treating a re
 DOCUMENT_WRITES = "documentWrites"  # how many times the document was written (a transform of each write)
 # A re-report of unchanged state writes the resource document only (no ledger entry): the document keeps the
 # dedup ids (and ingress message ids) of its latest RE_REPORT_RING re-reports, so that a later copy of one is
-# known as a duplicate, and counts them (the ledger-less part of the ``unchanged`` figure, shared/api).
-RE_REPORTED = "reReported"  # [{"id": dedupId, "in": ingressMessageId}], oldest first
+# known as a duplicate, and counts them (the ledger-less part of the ``unchanged`` figure, shared/api). A
+# provider's re-report also keeps its status and transition time (``s``, ``at``): a change delivered late, older
+# than it, then knows when the resource was seen back in that status (shared/upsert/decide.py ``_resumed``).
+RE_REPORTED = "reReported"  # [{"id": dedupId, "in": ingressMessageId[, "s": status, "at": time]}], oldest first
 DOCUMENT_RE_REPORTS = "documentReReports"
 RE_REPORT_RING = 16
 # The document's own bookkeeping: never part of a state carried on the ledger or copied from one.

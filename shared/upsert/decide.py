@@ -59,7 +59,7 @@ from shared.state.documents import (
     without_bookkeeping,
     write_tokens,
 )
-from shared.state.usage.transitions import recorded_transition, transitions_path
+from shared.state.usage.transitions import Resumed, recorded_transition, transitions_path
 from shared.upsert.decision import (
     Decision,
     Increment,
@@ -297,9 +297,24 @@ def _stale(d: _Facts) -> tuple[Result, list[Write]]:
         Write(WriteOp.CREATE, LEDGER, d.update.dedup_id, d.ledger_entry(
             Outcome.STALE, **_feed_entry(d.policy, d.update), change=late.to_record(), changeAnnounced=False, **entry)),
         *resource_writes,
-        *_transition(d, late),
+        *_transition(d, late, _resumed(d)),
         *d.batch_writes,
     ]
+
+
+def _resumed(d: _Facts) -> Resumed | None:
+    """The status and time of the first re-report in the document's ring with a transition time after this late
+    update's: in the order the provider saw them, that re-report was a change back from the late status (RUNNING
+    10:00, re-reported 14:00, STOPPED 12:00 delivered last: running again from 14:00). None when the ring has
+    none (re-reports older than the ring's ``RE_REPORT_RING`` are not kept, nor a hot resource's). Its labels
+    are the resource's now (a re-report repeats them)."""
+    at = timeutil.parse(d.update.last_transition_time)
+    seen = [(timeutil.parse(e["at"]), e["s"]) for e in (d.stored or {}).get(RE_REPORTED) or []
+            if isinstance(e, Mapping) and e.get("s") and e.get("at")]
+    after = min((e for e in seen if e[0] > at), default=None)
+    if after is None or after[1] == d.update.status:
+        return None
+    return Resumed(after[1], timeutil.format(after[0]), status_changed.labels_of(d.current or {}))
 
 
 def _unchanged(d: _Facts) -> tuple[Result, list[Write]]:
@@ -327,7 +342,10 @@ def _unchanged(d: _Facts) -> tuple[Result, list[Write]]:
 def _ring_after(d: _Facts) -> list[dict[str, Any]]:
     """The document's ring with this re-report added: the latest ``RE_REPORT_RING``, oldest first."""
     ring = [e for e in (d.stored.get(RE_REPORTED) or []) if isinstance(e, Mapping) and e.get("id") != d.update.dedup_id]
-    return [*ring, {"id": d.update.dedup_id, "in": d.update.ingress_message_id}][-RE_REPORT_RING:]
+    entry = {"id": d.update.dedup_id, "in": d.update.ingress_message_id}
+    if not d.update.event_source.startswith(PLATFORM_SOURCE):  # a provider's observation (``_resumed``)
+        entry.update(s=d.update.status, at=d.update.last_transition_time)
+    return [*ring, entry][-RE_REPORT_RING:]
 
 
 def _applied(d: _Facts) -> tuple[Result, list[Write]]:
@@ -357,12 +375,13 @@ def _applied(d: _Facts) -> tuple[Result, list[Write]]:
     ]
 
 
-def _transition(d: _Facts, change: ChangeEvent | None) -> list[Write]:
+def _transition(d: _Facts, change: ChangeEvent | None, resumed: Resumed | None = None) -> list[Write]:
     """The change's transition of usage, in the commit of its ledger entry (shared/state/usage/transitions.py
-    ``recorded_transition``: none for a change that is no transition of usage): recorded with the state change,
-    or not at all; its id is the change event's, so a commit decided again writes the same document."""
+    ``recorded_transition``: none for a change that is no transition of usage; a late one with the status it
+    was ``resumed`` from, ``_resumed``): recorded with the state change, or not at all; its id is the change
+    event's, so a commit decided again writes the same document."""
     view = status_changed.from_change(change) if change is not None else None
-    doc = recorded_transition(view, d.now_dt) if view is not None else None
+    doc = recorded_transition(view, d.now_dt, resumed) if view is not None else None
     return [] if doc is None else [Write(WriteOp.SET, transitions_path(view.doc_id), view.event_id, doc)]
 
 _OUTCOMES: dict[Standing, Callable[[_Facts], tuple[Result, list[Write]]]] = {

@@ -100,10 +100,15 @@ def test_the_usage_page_draws_v1_usage_and_its_csv_link_downloads_the_same_rows(
     tenant = f"charts-{uid}"
     resources = fleet(uid, tenant)
     publish(e2e, [u for r in resources for u in r.updates()])
-    expected = sum(sum(r.expected.values()) for r in resources)
     # upsert has stored every change's transition before the page reads (the api keeps a window's usage 5 minutes)
-    wait_until(lambda: sum(r["seconds"] for r in usage_report.report(e2e.db, START, END, ["tenant"], tenant=tenant))
-               == expected, timeout=60, what="the fleet's transitions")
+
+    def per_resource() -> dict[str, int]:
+        return {r["resource"]: r["seconds"]
+                for r in usage_report.report(e2e.db, START, END, ["resource"], daily=False, tenant=tenant)}
+
+    want = {str(r.key): sum(r.expected.values()) for r in resources if r.expected}
+    wait_until(lambda: per_resource() == want, timeout=60,
+               what=lambda: f"the fleet's seconds per resource {want}, got {per_resource()}")
     for by in ("provider", "tenant"):
         check_usage_page(e2e, page_of, by, tenant)
 

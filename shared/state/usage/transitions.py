@@ -7,7 +7,8 @@ the api's /v1/usage, billing's daily usage snapshot).
   labels, late, the resource's key, provider and resourceType, and
   ``oldSide``: the old side of the change (oldStatus since oldTransitionTime,
   see ``implied_document``), which readers see as a transition of its own,
-  ``{changeEventId}~old``.
+  ``{changeEventId}~old``; a late change's ``resumedSide``: the status a
+  re-report showed after it (``Resumed``), ``{changeEventId}~resumed``.
 
 **One Firestore write per change event**, and nothing else: the parent
 ``billing_resources/{key}`` document is never written (a subcollection needs
@@ -56,6 +57,7 @@ TRANSITIONS = documents.TRANSITIONS  # a collection-group name: no other collect
 PAGE = 1000  # documents per query page: each page is one RPC with its own deadline (the reader's options)
 IMPLIED_SUFFIX = "~old"  # id suffix of the transition implied by a change's old side
 OLD_SIDE = "oldSide"  # the field of a transition document that holds it
+RESUMED_SUFFIX, RESUMED_SIDE = "~resumed", "resumedSide"  # a late change's resumed side: its id suffix and field
 KEY, PROVIDER, RESOURCE_TYPE, TENANT_LABEL, AT_US = "key", "provider", "resourceType", "labels.tenant", "atUs"
 # When upsert recorded the document (µs since the epoch) and its shard: the daily usage snapshot
 # (shared/state/usage/snapshot.py) reads what was recorded since it last looked, one collection-group query
@@ -103,9 +105,22 @@ def transitions_path(doc_id: str) -> str:
     return f"{BILLING_RESOURCES}/{doc_id}/{TRANSITIONS}"
 
 
-def recorded_transition(change: ChangeEventView, now: datetime) -> dict[str, Any] | None:
-    """The transition document of ``change`` recorded at ``now`` (its old side in ``oldSide``), stored as
-    ``transitions_path(change.doc_id)/{change.event_id}``; None for a change that is no transition of usage:
+@dataclass(frozen=True)
+class Resumed:
+    """What a late change was followed by, in the order the provider saw them: a re-report of ``status`` with a
+    later transition time (``at``), which upsert took for no change when it came first (shared/upsert/decide.py
+    ``_resumed``). In that order it was a transition back; readers see it as one, ``{changeEventId}~resumed``."""
+
+    status: str
+    at: str
+    labels: Mapping[str, str]
+
+
+def recorded_transition(change: ChangeEventView, now: datetime, resumed: Resumed | None = None
+                        ) -> dict[str, Any] | None:
+    """The transition document of ``change`` recorded at ``now`` (its old side in ``oldSide``, a late one's
+    ``resumed`` side in ``resumedSide``), stored as ``transitions_path(change.doc_id)/{change.event_id}``; None
+    for a change that is no transition of usage:
 
     - the platform's "not reported lately" (UNKNOWN, reason NotReported) is no observed state: usage goes on as
       last known until the provider reports again (then its report, at its own time, is the next transition);
@@ -122,7 +137,17 @@ def recorded_transition(change: ChangeEventView, now: datetime) -> dict[str, Any
     implied = implied_document(change, recorded_at)
     if implied:
         doc[OLD_SIDE] = implied[1]
+    if resumed is not None and change.late:
+        doc[RESUMED_SIDE] = resumed_document(change, resumed, recorded_at)
     return doc
+
+
+def resumed_document(change: ChangeEventView, resumed: Resumed, now: str) -> dict[str, Any]:
+    """A late change's resumed side, as a transition of its own (implied, as an old side is)."""
+    return {"status": resumed.status, "at": resumed.at, "atUs": epoch_us(timeutil.parse(resumed.at)),
+            "observedAt": "", "eventId": change.event_id, "implied": True, "oldStatus": change.new_status,
+            "late": False, "labels": dict(resumed.labels), "key": change.key, "provider": change.provider,
+            "resourceType": change.resource_type, "recordedAt": now}
 
 
 def implied_document(change: ChangeEventView, now: str) -> tuple[str, dict[str, Any]] | None:
@@ -203,7 +228,7 @@ class TransitionReader:
         else:
             grouped: dict[str, list[dict[str, Any]]] = {}
             for snap in pages(self._group_query(provider, resource_type, None), options=self.options):
-                grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_old_side(snap))
+                grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_sides(snap))
             sets = sorted(grouped.items())
         return [resource_transitions(doc_id, docs) for doc_id, docs in sets if docs]
 
@@ -219,7 +244,7 @@ class TransitionReader:
         (``implied``, id ``{changeEventId}~old``)."""
         out: list[dict[str, Any]] = []
         for snap in pages(self.transitions_ref(doc_id), options=self.options):
-            out.extend(_with_old_side(snap))
+            out.extend(_with_sides(snap))
         return out
 
     def transitions(self, doc_id: str) -> list[Transition]:
@@ -235,7 +260,7 @@ class TransitionReader:
         if until_us is not None:
             query = query.where(filter=FieldFilter(RECORDED_US, "<=", until_us))
         for snap in pages(query.order_by(RECORDED_US), options=self.options):
-            grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_old_side(snap))
+            grouped.setdefault(snap.reference.parent.parent.id, []).extend(_with_sides(snap))
         return {doc_id: resource_transitions(doc_id, docs) for doc_id, docs in sorted(grouped.items())}
 
     def since(self, doc_id: str, at_us: int) -> list[Transition]:
@@ -244,7 +269,7 @@ class TransitionReader:
         out: list[dict[str, Any]] = []
         query = self.transitions_ref(doc_id).where(filter=FieldFilter(AT_US, ">=", at_us)).order_by(AT_US)
         for snap in pages(query, options=self.options):
-            out.extend(_with_old_side(snap))
+            out.extend(_with_sides(snap))
         return [to_transition(d) for d in out]
 
     def stored_changes(self) -> int:
@@ -276,11 +301,16 @@ def pages(query: Any, size: int | None = None, options: Mapping[str, Any] | None
         last = snaps[-1]
 
 
-def _with_old_side(snap) -> list[dict[str, Any]]:
-    """A stored transition document as one or two transitions: itself and its old side (if any)."""
-    doc = {"id": snap.id, **snap.to_dict()}
-    old = doc.pop(OLD_SIDE, None)
-    return [doc, {"id": snap.id + IMPLIED_SUFFIX, **old}] if old else [doc]
+def _with_sides(snap) -> list[dict[str, Any]]:
+    return with_sides(snap.id, snap.to_dict())
+
+
+def with_sides(doc_id: str, stored: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A stored transition document as the transitions it holds, each with its ``id``: itself, its old side and
+    its resumed side (if any)."""
+    doc = {"id": doc_id, **stored}
+    sides = [(IMPLIED_SUFFIX, doc.pop(OLD_SIDE, None)), (RESUMED_SUFFIX, doc.pop(RESUMED_SIDE, None))]
+    return [doc, *({"id": doc_id + suffix, **side} for suffix, side in sides if side)]
 
 
 def resource_transitions(doc_id: str, docs: list[dict[str, Any]]) -> ResourceTransitions:

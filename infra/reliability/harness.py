@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import os
 import random
+import sys
 import threading
 import time
 import uuid
@@ -21,6 +22,7 @@ from dcm_status_contracts.pubsub_binding import to_message
 from dcm_status_contracts.status_report import build_event
 from dcm_status_sdk import Reporter, ReporterConfig, ReportForm
 from google.api_core.exceptions import DeadlineExceeded, ServiceUnavailable
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra import nats_accounts
 from infra.local import emulators
@@ -230,21 +232,58 @@ class Harness:
 
     def row(self, name: str, published: Published, started: float, timeout: float, note: str = "") -> Row:
         s = self.settle(published, timeout)
-        lost = self.lost(published)
+        lost = self.lost_events(published)
         wrong = self.wrong(published)
+        if lost or wrong:
+            self.explain(name, published, lost, wrong)
         return Row(name, published.count, s["applied"], s["unchanged"], s["duplicate"], s["stale"],
-                   s["deadlettered"], lost, wrong, 0, time.monotonic() - started, note)
+                   s["deadlettered"], len(lost), wrong, 0, time.monotonic() - started, note)
 
     def lost(self, published: Published) -> int:
+        return len(self.lost_events(published))
+
+    def lost_events(self, published: Published) -> list[str]:
+        """The valid events with no ledger entry, no place in their resource's re-reports and no dead letter
+        of their resource, then one ``invalid:TOPIC:ID`` per malformed message with no dead letter."""
         refs = [self.db.collection("events").document(d) for d in published.events]
         found = {s.id for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists}
         missing = self.not_re_reported([d for d in published.events if d not in found], published)
         open_dead = {e.get("key") for e in self.db.collection("deadletters").stream()}
-        lost = sum(1 for d in missing if published.events[d][0] not in open_dead)
-        entry_ids = [hashlib.sha256(f"{topic}\x00{mid}".encode()).hexdigest()[:32] for topic, mid in published.invalid]
+        lost = [d for d in missing if published.events[d][0] not in open_dead]
+        entry_ids = {hashlib.sha256(f"{topic}\x00{mid}".encode()).hexdigest()[:32]: f"invalid:{topic}:{mid}"
+                     for topic, mid in published.invalid}
         refs = [self.db.collection("deadletters").document(e) for e in entry_ids]
-        stored = sum(1 for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists)
-        return lost + len(entry_ids) - stored
+        stored = {s.id for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists}
+        return lost + [name for e, name in entry_ids.items() if e not in stored]
+
+    def explain(self, scenario: str, published: Published, lost: list[str], wrong: int, most: int = 10) -> None:
+        """What the store holds for the first ``most`` lost events and wrong resources, on stderr (the table
+        counts them; this says which, so that a failing row can be looked into)."""
+        print(f"{scenario}: {len(lost)} lost, {wrong} wrong", file=sys.stderr)
+        for d in lost[:most]:
+            key, status = published.events.get(d, ("", ""))
+            print(f"  lost {d} ({key} {status}): stored {self.status_of(key) if key else '-'}, "
+                  f"dead letters of its resource {self.dead_letters_of(key) if key else '-'}", file=sys.stderr)
+        shown = 0
+        for key, (_, want) in published.final.items() if wrong else ():
+            if shown == most:
+                break
+            stored = self.status_of(key)
+            if stored != (want, want):
+                shown += 1
+                print(f"  wrong {key}: reported last {want}, stored (document, newest) {stored}, "
+                      f"dead letters {self.dead_letters_of(key)}", file=sys.stderr)
+
+    def status_of(self, key: str) -> tuple[str | None, str | None]:
+        snap = self.db.collection("resources").document(ResourceKey.parse(key).doc_id).get()
+        doc = snap.to_dict() if snap.exists else None
+        return (doc or {}).get("status"), (resources.newest(self.db, doc) or {}).get("status")
+
+    def dead_letters_of(self, key: str) -> list[str]:
+        """``reason xOCCURRENCES (state)`` of each dead letter of ``key``."""
+        query = self.db.collection("deadletters").where(filter=FieldFilter("key", "==", key))
+        return [f"{d.get('reason')} x{d.get('occurrences', 1)} ({d.get('state')})"
+                for d in (s.to_dict() for s in query.stream())]
 
     def not_re_reported(self, missing: list[str], published: Published) -> list[str]:
         """The events of ``missing`` (no ledger entry) that are not re-reports their resource holds

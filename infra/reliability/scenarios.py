@@ -44,13 +44,17 @@ def outage(h: Harness, n: int, rng: random.Random, seconds: float, name: str) ->
         time.sleep(max(0.0, seconds - (time.monotonic() - started)))
     finally:
         h.stack.set_firestore_outage(False)
-    note = f"Firestore down {time.monotonic() - started:.0f} s"
-    s = h.settle(published, timeout=90 + n / 10)
-    if s["deadlettered"]:  # longer than the retry schedule: Pub/Sub gave up; an operator replays
-        replayed = replay_exhausted(h)
-        note += f"; {replayed} delivery_exhausted replayed"
-        published.count += replayed  # a replay is one more publication to account for
+    note = f"Firestore down {time.monotonic() - started:.0f} s" + replayed(h, published, timeout=90 + n / 10)
     return h.row(name, published, started, timeout=90 + n / 10, note=note)
+
+
+def replayed(h: Harness, published: Published, timeout: float) -> str:
+    """Once the counters settle, what Pub/Sub gave up on (longer than the retry schedule) replayed, as an
+    operator does (docs/operations.md#delivery-exhausted): the row's note says how many."""
+    h.settle(published, timeout)
+    count = replay_exhausted(h)
+    published.count += count  # a replay is one more publication to account for
+    return f"; {count} delivery_exhausted replayed" if count else ""
 
 
 def replay_exhausted(h: Harness) -> int:
@@ -72,15 +76,34 @@ def killed(h: Harness, n: int, rng: random.Random) -> Row:
     published, started = Published(), time.monotonic()
     victims = list(h.topo.functions)
     at = {n * (i + 1) // (len(victims) + 1): name for i, name in enumerate(victims)}
+    back: dict[str, float] = {}
 
     def kill(k: int) -> None:
         if k in at:
             pid = h.stack.server_pid(at[k])
             if pid:
                 os.kill(pid, signal.SIGKILL)
+                threading.Thread(target=time_back, args=(h, at[k], pid, time.monotonic(), back), daemon=True).start()
     h.burst(published, n, rng, f"k{uuid.uuid4().hex[:6]}", during=kill)
-    return h.row("function killed", published, started, timeout=90 + n / 10,
-                 note=f"kill -9 of each function server mid-burst ({', '.join(victims)}); restarted by its keeper")
+    note = replayed(h, published, timeout=90 + n / 10)
+    answering = ", ".join(f"{name} {back[name]:.1f} s" if name in back else f"{name} not within {BACK_WITHIN:.0f} s"
+                          for name in victims)
+    row = h.row("function killed", published, started, timeout=90 + n / 10,
+                note=f"kill -9 of each function server mid-burst, answering again after: {answering}{note}")
+    row.errors += sum(1 for name in victims if name not in back)
+    return row
+
+
+def time_back(h: Harness, name: str, killed: int, at: float, back: dict[str, float]) -> None:
+    """Seconds from ``at`` until function ``name``'s server (no longer pid ``killed``) answers HTTP again, into
+    ``back[name]`` (left out when not within ``BACK_WITHIN``)."""
+    port = h.state.functions[name]["port"]
+    while time.monotonic() - at < BACK_WITHIN:
+        server = h.stack.server_pid(name)
+        if server not in (None, killed) and listening([server], port) and answers_http(f"127.0.0.1:{port}", timeout=1):
+            back[name] = time.monotonic() - at
+            return
+        time.sleep(0.05)
 
 
 LOAD_RATE = 60.0  # messages/s of a paced burst: upsert busy on every lane (2 pushes in flight per subscription)
@@ -104,13 +127,14 @@ def killed_under_load(h: Harness, n: int, rng: random.Random, target: str) -> Ro
     seen: dict[str, int] = {}
 
     def watch(killed: int, at: float) -> None:
+        if target == "server":
+            answering: dict[str, float] = {}
+            time_back(h, name, killed, at, answering)
+            back.extend(answering.values())
+            return
         while time.monotonic() - at < BACK_WITHIN:
             server = h.stack.server_pid(name)
-            if target == "server" and server not in (None, killed) and listening([server], port) \
-                    and answers_http(f"127.0.0.1:{port}", timeout=1):
-                back.append(time.monotonic() - at)
-                return
-            if target == "worker" and server and [w for w in children(server) if w != killed]:
+            if server and [w for w in children(server) if w != killed]:
                 back.append(time.monotonic() - at)
                 return
             time.sleep(0.05)
@@ -269,11 +293,28 @@ def fuzz(n: int) -> Row:
     tally = re.search(r"fuzz: (\{.*\})", out.stdout)
     counts = ast.literal_eval(tally.group(1)) if tally else {}
     failed = re.search(r"(\d+) failed", out.stdout)
+    if out.returncode != 0:
+        keep_failures(out.stdout + out.stderr)
     row = Row("fuzz (hypothesis)", counts.get("ingest inputs", 0) + counts.get("upsert inputs", 0),
               errors=int(failed.group(1)) if failed else (0 if out.returncode == 0 else 1),
               seconds=time.monotonic() - started)
     row.deadlettered = counts.get("dead-lettered", 0) + counts.get("upsert dead-lettered", 0)
     row.applied = counts.get("forwarded", 0) + counts.get("upsert acked", 0)
     row.note = (f"{counts.get('ingest inputs', 0)} mutated events through ingest->upsert->deadletter, "
-                f"{counts.get('upsert inputs', 0)} mutated internal messages into upsert; every one acked")
+                f"{counts.get('upsert inputs', 0)} mutated internal messages into upsert; every one acked"
+                + (f" ({counts['redelivered after 503']} after a 503 redelivered)"
+                   if counts.get("redelivered after 503") else ""))
     return row
+
+
+FUZZ_LOG = REPO_ROOT / "build" / "reliability-fuzz.log"
+
+
+def keep_failures(output: str) -> None:
+    """A failing fuzz run's whole output in ``FUZZ_LOG``; its failures (the falsifying examples and the
+    summary) on stderr."""
+    FUZZ_LOG.parent.mkdir(parents=True, exist_ok=True)
+    FUZZ_LOG.write_text(output)
+    said = [line for line in output.splitlines() if line.startswith(("E ", "FAILED", "Falsifying"))
+            or "Falsifying example" in line]
+    print("\n".join([f"fuzz failed: its output is in {FUZZ_LOG}", *said[-40:]]), file=sys.stderr)

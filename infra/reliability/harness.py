@@ -34,6 +34,7 @@ from shared.state import resources
 
 PROVIDERS = ["aws", "azure", "vmware"]
 IN_FLIGHT_SECONDS = 3  # a push under way when its subscription is purged: its Firestore calls time out in 2 s
+READ_PATIENCE = 300  # seconds the accounting asks a loaded emulator again before it gives up
 CONVERGE_SECONDS = 20  # a hot resource's document: a write token (1 s), then the sweep's next tick (5 s locally)
 LIFECYCLE = ["PROVISIONING", "RUNNING", "STOPPING", "STOPPED", "RUNNING", "PAUSED", "RUNNING", "DELETING",
              "DELETED"]
@@ -239,6 +240,25 @@ class Harness:
         return Row(name, published.count, s["applied"], s["unchanged"], s["duplicate"], s["stale"],
                    s["deadlettered"], len(lost), wrong, 0, time.monotonic() - started, note)
 
+    def documents(self, refs: list) -> list:
+        """The snapshots of ``refs``, 300 a call, each call asked again while the emulator is too loaded to answer
+        in time (``READ_PATIENCE``): a slow emulator is no loss, and must not end the run."""
+        return [s for chunk in chunks(refs, 300) for s in self.patiently(lambda c=chunk: list(self.db.get_all(c)))]
+
+    def streamed(self, query: Any) -> list:
+        return self.patiently(lambda: list(query.stream()))
+
+    @staticmethod
+    def patiently(read: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + READ_PATIENCE
+        while True:
+            try:
+                return read()
+            except (DeadlineExceeded, ServiceUnavailable):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
     def lost(self, published: Published) -> int:
         return len(self.lost_events(published))
 
@@ -246,14 +266,14 @@ class Harness:
         """The valid events with no ledger entry, no place in their resource's re-reports and no dead letter
         of their resource, then one ``invalid:TOPIC:ID`` per malformed message with no dead letter."""
         refs = [self.db.collection("events").document(d) for d in published.events]
-        found = {s.id for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists}
+        found = {s.id for s in self.documents(refs) if s.exists}
         missing = self.not_re_reported([d for d in published.events if d not in found], published)
-        open_dead = {e.get("key") for e in self.db.collection("deadletters").stream()}
+        open_dead = {e.get("key") for e in self.streamed(self.db.collection("deadletters"))}
         lost = [d for d in missing if published.events[d][0] not in open_dead]
         entry_ids = {hashlib.sha256(f"{topic}\x00{mid}".encode()).hexdigest()[:32]: f"invalid:{topic}:{mid}"
                      for topic, mid in published.invalid}
         refs = [self.db.collection("deadletters").document(e) for e in entry_ids]
-        stored = {s.id for chunk in chunks(refs, 300) for s in self.db.get_all(chunk) if s.exists}
+        stored = {s.id for s in self.documents(refs) if s.exists}
         return lost + [name for e, name in entry_ids.items() if e not in stored]
 
     def explain(self, scenario: str, published: Published, lost: list[str], wrong: int, most: int = 10) -> None:
@@ -275,23 +295,22 @@ class Harness:
                       f"dead letters {self.dead_letters_of(key)}", file=sys.stderr)
 
     def status_of(self, key: str) -> tuple[str | None, str | None]:
-        snap = self.db.collection("resources").document(ResourceKey.parse(key).doc_id).get()
+        [snap] = self.documents([self.db.collection("resources").document(ResourceKey.parse(key).doc_id)])
         doc = snap.to_dict() if snap.exists else None
-        return (doc or {}).get("status"), (resources.newest(self.db, doc) or {}).get("status")
+        return (doc or {}).get("status"), (self.patiently(lambda: resources.newest(self.db, doc)) or {}).get("status")
 
     def dead_letters_of(self, key: str) -> list[str]:
         """``reason xOCCURRENCES (state)`` of each dead letter of ``key``."""
         query = self.db.collection("deadletters").where(filter=FieldFilter("key", "==", key))
         return [f"{d.get('reason')} x{d.get('occurrences', 1)} ({d.get('state')})"
-                for d in (s.to_dict() for s in query.stream())]
+                for d in (s.to_dict() for s in self.streamed(query))]
 
     def not_re_reported(self, missing: list[str], published: Published) -> list[str]:
         """The events of ``missing`` (no ledger entry) that are not re-reports their resource holds
         (``unaccounted``)."""
         keys = sorted({published.events[d][0] for d in missing})
         refs = [self.db.collection("resources").document(ResourceKey.parse(k).doc_id) for k in keys]
-        docs = {s.to_dict()["key"]: s.to_dict() for chunk in chunks(refs, 300) for s in self.db.get_all(chunk)
-                if s.exists}
+        docs = {s.to_dict()["key"]: s.to_dict() for s in self.documents(refs) if s.exists}
         return unaccounted(missing, {d: published.events[d][0] for d in missing}, docs)
 
     def wrong(self, published: Published, converge: float = CONVERGE_SECONDS) -> int:
@@ -310,10 +329,10 @@ class Harness:
                 for k, v in published.final.items()}
         wrong = 0
         for chunk in chunks(list(refs), 300):
-            for snap in self.db.get_all(chunk):
+            for snap in self.documents(chunk):
                 want = refs[snap.reference][-1] if snap.reference in refs else None
                 doc = snap.to_dict() if snap.exists else None
-                served = resources.newest(self.db, doc)
+                served = self.patiently(lambda d=doc: resources.newest(self.db, d))
                 wrong += (doc or {}).get("status") != want or (served or {}).get("status") != want
         return wrong
 

@@ -28,7 +28,10 @@ def markdown(rows: list[Row], events: int) -> str:
               "`function killed` and `outage > retries` make pushes fail en masse. The local stack declares "
               "delivery so that the Pub/Sub emulator neither stops an ordered subscription nor strands a failed "
               "push (no ordering, no back-off, attempts spanning the declared schedule) and restarts a killed "
-              "function server on its port: see `docs/local-stack.md`.", "",
+              "function server on its port: see `docs/local-stack.md`. A server its keeper brings back later "
+              "than the retry schedule lasts (the note gives each one's seconds until it answered again) leaves "
+              "messages as `delivery_exhausted` dead letters: both rows replay them as an operator does "
+              "(`docs/operations.md#delivery-exhausted`) and account for the replays.", "",
               "`server killed under load` and `worker killed under load` kill upsert's gunicorn master, then "
               "one of its workers, halfway through a paced burst with pushes in flight: the keeper ends a dead "
               "server's orphaned workers before restarting it (they held its port), the emulator sends a push "

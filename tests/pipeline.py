@@ -29,6 +29,7 @@ what the functions log: tests/conftest.py's ``logged``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import re
 import tempfile
@@ -336,9 +337,11 @@ class Pipeline:
             self.reporters[provider, binding] = Reporter(config, self.bus)
         return self.reporters[provider, binding]
 
-    def cli(self, *args: str) -> Any:
+    def cli(self, *args: str, local: bool = False) -> Any:
         """``dcm-status ARGS`` in process (click's runner) on this pipeline: its Firestore, its Pub/Sub stand-in,
-        no local stack (an empty state directory); the result (exit_code, stdout, stderr)."""
+        no local stack (an empty state directory); the result (exit_code, stdout, stderr). ``local``: as against
+        a running local stack, whose rules the commands then apply (``callbacks``: loopback hooks allowed, the
+        keyring a file of the state directory), the stack being this pipeline (no process of it runs)."""
         from click.testing import CliRunner
 
         from infra.cli import cli
@@ -346,9 +349,26 @@ class Pipeline:
 
         with tempfile.TemporaryDirectory() as state, \
                 mock.patch.object(Connection, "firestore", lambda conn: self.db), \
-                mock.patch.object(Connection, "publisher", lambda conn, ordering=False: self.bus):
+                mock.patch.object(Connection, "publisher", lambda conn, ordering=False: self.bus), \
+                self._as_local_stack(local):
             return CliRunner().invoke(cli, list(args), env={"DCM_PROJECT": PROJECT, "DCM_STATE_DIR": state,
                                                             "COLUMNS": "80"}, catch_exceptions=False)
+
+    @contextlib.contextmanager
+    def _as_local_stack(self, local: bool) -> Iterator[None]:
+        """When ``local``, `dcm-status` finds a running local stack of this pipeline's providers, all well."""
+        if not local:
+            yield
+            return
+        from infra.local.stack import LocalStack
+        from infra.local.state import StackState
+
+        none = {"pid": 0, "port": 0}
+        running = StackState(PROJECT, none, none, providers=sorted(self.topology.providers))
+        with mock.patch.object(LocalStack, "running", lambda stack: running), \
+                mock.patch.object(LocalStack, "unwell_functions", lambda stack, state: []), \
+                mock.patch.object(LocalStack, "client_env", lambda stack, state: {}):
+            yield
 
     def close(self) -> None:
         for reporter in self.reporters.values():

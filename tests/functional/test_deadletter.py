@@ -8,6 +8,7 @@ from dcm_status_contracts import deadletter as dl
 
 from shared.api.queries import groups
 from shared.deadletter.store import DeadLetterStore
+from tests import samples
 from tests.functional.conftest import SHAPES, client_for
 
 BAD = b'{"specversion": "1.0", "id": "x", "source": "s", "type": "dcm.providers.aws.vm.a.status", "data": {"status": 1}}'
@@ -133,3 +134,18 @@ def test_a_schema_rejection_names_its_first_violation_and_the_dead_letter_lists_
     [entry] = DeadLetterStore(firestore).query()
     assert {(v["path"], v["rule"]) for v in entry["detail"]["violations"]} == {
         ("/data/status", "type"), ("/data/lastTransitionTime", "format")}
+
+
+@pytest.mark.parametrize("sample", samples.load("invalid"), ids=lambda s: s.name)
+def test_each_invalid_kind_is_dead_lettered_with_its_reason(pipeline, sample):
+    """Published to the provider's ingress as a provider would, through ingest and the dead-letter topic to the
+    stored entry: its reason, its original bytes (for replay), a message, the failing path. (Moved from
+    tests/e2e/test_pipeline.py: nothing in it needs push delivery; issue 41.)"""
+    provider = sample.provider if sample.provider in pipeline.topology.providers else "aws"
+    message_id = pipeline.publish(f"ingress:{provider}", sample.data, **sample.attributes)
+    pipeline.settle()
+    entry = [e for e in DeadLetterStore(pipeline.db).query() if e["originalMessageId"] == message_id][0]
+    assert entry["reason"] == sample.expect["reason"]
+    assert entry["data"] == sample.data and entry["message"]
+    if "path" in sample.expect:
+        assert entry["detail"]["path"] == sample.expect["path"]

@@ -149,3 +149,48 @@ def test_each_invalid_kind_is_dead_lettered_with_its_reason(pipeline, sample):
     assert entry["data"] == sample.data and entry["message"]
     if "path" in sample.expect:
         assert entry["detail"]["path"] == sample.expect["path"]
+
+
+def test_poison_message_is_not_replayed_forever(pipeline):
+    """Replayed with the CLI, a message that can never succeed fails again each time, and after three
+    attempts the CLI refuses to replay it. (Moved from tests/e2e/test_deadletter.py: issue 41.)"""
+    bad = orjson.dumps({"specversion": "1.0", "id": "poison-1", "source": "s",
+                        "type": "dcm.providers.aws.vm.poison-1.status", "data": {"status": 1, "message": ""}})
+    message_id = pipeline.publish("ingress:aws", bad)
+    pipeline.settle()
+    store = DeadLetterStore(pipeline.db)
+    [entry] = [e for e in store.query() if e["originalMessageId"] == message_id]
+    for attempt in (1, 2, 3):
+        out = orjson.loads(pipeline.cli("dlq", "replay", entry["id"], "--json").stdout)
+        assert out[0]["outcome"] == "published", out
+        pipeline.settle()
+        [again] = store.query(fingerprint=entry["fingerprint"])
+        assert again["state"] == "replay_failed" and again["occurrences"] == attempt + 1, f"replay {attempt}"
+    refused = orjson.loads(pipeline.cli("dlq", "replay", entry["id"], "--json").stdout)
+    assert refused[0]["outcome"] == "skipped" and "poison" in refused[0]["detail"]
+    [final] = store.query(fingerprint=entry["fingerprint"])
+    assert final["attempts"] == 3 and final["lastFailure"]["reason"] == "schema_invalid"
+
+
+def test_operator_cli_lists_groups_and_purges(pipeline):
+    """`dlq list` groups what failed alike, `--flat` lists a group's entries, `stats` counts by reason, and
+    `purge` asks first. (Moved from tests/e2e/test_deadletter.py: issue 41.)"""
+    provider = "vmware"
+    for i in range(4):
+        pipeline.publish(f"ingress:{provider}", orjson.dumps({
+            "specversion": "1.0", "id": f"g-{i}", "source": "s", "type": f"dcm.providers.{provider}.db.x{i}.status",
+            "data": {"status": "UP", "message": ""}}))
+    pipeline.settle()
+    store = DeadLetterStore(pipeline.db)
+    assert len(list(store.query(reason="unknown_resource_type", provider=provider))) >= 4
+    groups = orjson.loads(pipeline.cli("dlq", "list", "--reason", "unknown_resource_type", "--provider", provider,
+                                       "--json").stdout)
+    assert len(groups) == 1 and groups[0]["entries"] >= 4
+    flat = orjson.loads(pipeline.cli("dlq", "list", "--flat", "--group", groups[0]["fingerprint"], "--json").stdout)
+    assert len(flat) == groups[0]["entries"] and all(e["reason"] == "unknown_resource_type" for e in flat)
+    stats = orjson.loads(pipeline.cli("dlq", "stats", "--json").stdout)
+    assert stats["byReason"]["unknown_resource_type"] >= 4
+    refused = pipeline.cli("dlq", "purge", "--group", groups[0]["fingerprint"], input="n\n")
+    assert refused.exit_code != 0 and list(store.query(fingerprint=groups[0]["fingerprint"]))
+    assert pipeline.cli("dlq", "purge", "--group", groups[0]["fingerprint"], "--yes").exit_code == 0
+    assert not list(store.query(fingerprint=groups[0]["fingerprint"]))

@@ -29,6 +29,7 @@ what the functions log: tests/conftest.py's ``logged``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import re
 import tempfile
@@ -36,6 +37,7 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 from unittest import mock
 
@@ -296,6 +298,24 @@ class Bus(FakePublisher):
         self.queue.extend(Delivery(d.subscription, d.message) for d in deliveries)
 
 
+class Subscriptions:
+    """What `dcm-status` asks Pub/Sub's SubscriberClient (``dlq replay``: a subscription's topic), answered from
+    the topology's subscriptions, as the stack's Pub/Sub would."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+
+    def get_subscription(self, subscription: str) -> Any:
+        name = subscription.rsplit("/", 1)[-1]
+        spec = next((s for s in self.topology.subscriptions if s.name == name), None)
+        if spec is None:
+            raise gexc.NotFound(f"Subscription does not exist (resource={name})")
+        return SimpleNamespace(name=subscription, topic=f"projects/{PROJECT}/topics/{spec.topic}")
+
+    def close(self) -> None:
+        pass
+
+
 # ---- the pipeline -------------------------------------------------------------------------------------
 _CLIENTS: dict[str, Any] = {}  # function -> its test client and entry, created once per session
 
@@ -336,9 +356,12 @@ class Pipeline:
             self.reporters[provider, binding] = Reporter(config, self.bus)
         return self.reporters[provider, binding]
 
-    def cli(self, *args: str) -> Any:
+    def cli(self, *args: str, local: bool = False, input: str | None = None) -> Any:
         """``dcm-status ARGS`` in process (click's runner) on this pipeline: its Firestore, its Pub/Sub stand-in,
-        no local stack (an empty state directory); the result (exit_code, stdout, stderr)."""
+        no local stack (an empty state directory); the result (exit_code, stdout, stderr); ``input``: what is
+        typed at its prompts. ``local``: as against
+        a running local stack, whose rules the commands then apply (``callbacks``: loopback hooks allowed, the
+        keyring a file of the state directory), the stack being this pipeline (no process of it runs)."""
         from click.testing import CliRunner
 
         from infra.cli import cli
@@ -346,9 +369,27 @@ class Pipeline:
 
         with tempfile.TemporaryDirectory() as state, \
                 mock.patch.object(Connection, "firestore", lambda conn: self.db), \
-                mock.patch.object(Connection, "publisher", lambda conn, ordering=False: self.bus):
-            return CliRunner().invoke(cli, list(args), env={"DCM_PROJECT": PROJECT, "DCM_STATE_DIR": state,
-                                                            "COLUMNS": "80"}, catch_exceptions=False)
+                mock.patch.object(Connection, "publisher", lambda conn, ordering=False: self.bus), \
+                mock.patch("google.cloud.pubsub_v1.SubscriberClient", lambda *a, **k: Subscriptions(self.topology)), \
+                self._as_local_stack(local):
+            return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False,
+                                      env={"DCM_PROJECT": PROJECT, "DCM_STATE_DIR": state, "COLUMNS": "80"})
+
+    @contextlib.contextmanager
+    def _as_local_stack(self, local: bool) -> Iterator[None]:
+        """When ``local``, `dcm-status` finds a running local stack of this pipeline's providers, all well."""
+        if not local:
+            yield
+            return
+        from infra.local.stack import LocalStack
+        from infra.local.state import StackState
+
+        none = {"pid": 0, "port": 0}
+        running = StackState(PROJECT, none, none, providers=sorted(self.topology.providers))
+        with mock.patch.object(LocalStack, "running", lambda stack: running), \
+                mock.patch.object(LocalStack, "unwell_functions", lambda stack, state: []), \
+                mock.patch.object(LocalStack, "client_env", lambda stack, state: {}):
+            yield
 
     def close(self) -> None:
         for reporter in self.reporters.values():

@@ -16,10 +16,12 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
+from unittest import mock
 
 import pytest
 from dcm_status_contracts.model import ResourceKey
@@ -126,10 +128,12 @@ class E2EStack:
 
     def cli(self, *args: str, check: bool = True, input: str | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        """Run `dcm-status ARGS` against this stack, as an operator would."""
-        env = {**os.environ, "DCM_STATE_DIR": str(self.stack.paths.state_dir), **(env or {})}
-        result = subprocess.run([str(Path(sys.executable).parent / "dcm-status"), *args], env=env, text=True,
-                                capture_output=True, timeout=120, input=input)
+        """Run `dcm-status ARGS` against this stack, as an operator would: through ``main`` in this process
+        (tests/README.md: a fresh interpreter costs ~0.8 s of CPU a command, mostly importing the Firestore
+        client), but `up` and `down`, which start and stop the stack's processes, in a process of their own."""
+        env = {"DCM_STATE_DIR": str(self.stack.paths.state_dir), **(env or {})}
+        run = _cli_subprocess if args[:1] in (("up",), ("down",)) else _cli_in_process
+        result = run(list(args), env, input)
         self.refresh()  # `up`, `provider add` ... restart processes: their pids are in the state file now
         if check and result.returncode != 0:
             pytest.fail(f"dcm-status {' '.join(args)} exited {result.returncode}: {result.stderr}")
@@ -157,6 +161,34 @@ class E2EStack:
     def api_url(self) -> str:
         """The api function's base URL (the dashboard at /, the API under /v1/)."""
         return self.stack.function_url(self.state, "api")
+
+
+def _cli_subprocess(args: list[str], env: dict[str, str], input: str | None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "dcm-status"), *args], env={**os.environ, **env},
+                          text=True, capture_output=True, timeout=120, input=input)
+
+
+def _cli_in_process(args: list[str], env: dict[str, str], input: str | None) -> subprocess.CompletedProcess:
+    """`dcm-status ARGS` through click's runner, answered as the process would: its exit code, its stdout and
+    its stderr, with the traceback a command let escape (the process would have printed it). The environment
+    the command changes (connect() points the clients at the stack) is restored after it, and the keyring a
+    process keeps (secretbox's sources) is not kept from one command to the next: each reads it afresh."""
+    from click.testing import CliRunner
+
+    from infra.cli import cli
+    from shared.runtime import secretbox
+
+    saved = dict(os.environ)
+    try:
+        with mock.patch.dict(secretbox._SOURCES, clear=True):
+            got = CliRunner().invoke(cli, args, input=input, env=env, catch_exceptions=True)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    stderr = got.stderr
+    if got.exc_info is not None and not isinstance(got.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*got.exc_info))
+    return subprocess.CompletedProcess(["dcm-status", *args], got.exit_code, got.stdout, stderr)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ import json
 import threading
 import time
 
-import orjson
 import pytest
 from dcm_status_contracts.model import event_identity
 from dcm_status_contracts.status_report import build_event
@@ -107,22 +106,6 @@ def test_unknown_schema_is_replayed_after_the_schema_is_added_and_applied_once(e
     assert shown["attempts"] == 2 and shown["pipelineOutcome"] == "applied" and len(shown["replays"]) == 2
 
 
-def test_poison_message_is_not_replayed_forever(e2e, uid):
-    bad = orjson.dumps({"specversion": "1.0", "id": f"poison-{uid}", "source": "s",
-                        "type": f"dcm.providers.aws.vm.poison-{uid}.status", "data": {"status": 1, "message": ""}})
-    entry = entry_for(e2e, e2e.publish_raw("aws", bad))
-    for attempt in (1, 2, 3):
-        out = json.loads(e2e.cli("dlq", "replay", entry["id"], "--json").stdout)
-        assert out[0]["outcome"] == "published", out
-        wait_until(lambda: (d := e2e.deadletters(fingerprint=entry["fingerprint"])) and
-                   d[0]["state"] == "replay_failed" and d[0]["occurrences"] == attempt + 1,
-                   what=f"replay {attempt} to fail again")
-    refused = json.loads(e2e.cli("dlq", "replay", entry["id"], "--json").stdout)
-    assert refused[0]["outcome"] == "skipped" and "poison" in refused[0]["detail"]
-    [final] = e2e.deadletters(fingerprint=entry["fingerprint"])
-    assert final["attempts"] == 3 and final["lastFailure"]["reason"] == "schema_invalid"
-
-
 def test_deadletter_function_outage_loses_nothing(e2e, uid):
     ids = []
     with e2e.firestore_outage():
@@ -133,22 +116,4 @@ def test_deadletter_function_outage_loses_nothing(e2e, uid):
         assert entry_for(e2e, message_id)["reason"] == "malformed_json"
 
 
-def test_operator_cli_lists_groups_and_purges(e2e, uid):
-    provider = "vmware"
-    for i in range(4):
-        e2e.publish_raw(provider, orjson.dumps({"specversion": "1.0", "id": f"g-{uid}-{i}", "source": "s",
-                                                "type": f"dcm.providers.{provider}.db.x{i}.status",
-                                                "data": {"status": "UP", "message": ""}}))
-    wait_until(lambda: len(e2e.deadletters(reason="unknown_resource_type", provider=provider)) >= 4,
-               what="four unknown_resource_type dead letters")
-    groups = json.loads(e2e.cli("dlq", "list", "--reason", "unknown_resource_type", "--provider", provider,
-                                "--json").stdout)
-    assert len(groups) == 1 and groups[0]["entries"] >= 4
-    flat = json.loads(e2e.cli("dlq", "list", "--flat", "--group", groups[0]["fingerprint"], "--json").stdout)
-    assert len(flat) == groups[0]["entries"] and all(e["reason"] == "unknown_resource_type" for e in flat)
-    stats = json.loads(e2e.cli("dlq", "stats", "--json").stdout)
-    assert stats["byReason"]["unknown_resource_type"] >= 4
-    refused = e2e.cli("dlq", "purge", "--group", groups[0]["fingerprint"], check=False, input="n\n")
-    assert refused.returncode != 0 and e2e.deadletters(fingerprint=groups[0]["fingerprint"])
-    e2e.cli("dlq", "purge", "--group", groups[0]["fingerprint"], "--yes")
-    assert not e2e.deadletters(fingerprint=groups[0]["fingerprint"])
+# a poison message's replays and the operator's list/stats/purge: tests/functional/test_deadletter.py (in process)

@@ -14,7 +14,6 @@ from google.cloud import pubsub_v1
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.local.wiring import emulator_delivery_attempts
-from tests import samples
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -102,16 +101,7 @@ def test_stale_event_never_overwrites(e2e, uid):
     assert e2e.resource(f"aws/vm/stale-{uid}")["status"] == "STOPPED"
 
 
-@pytest.mark.parametrize("sample", samples.load("invalid"), ids=lambda s: s.name)
-def test_each_invalid_kind_is_dead_lettered_with_its_reason(e2e, sample):
-    message_id = e2e.publish_raw(sample.provider if sample.provider in e2e.state.providers else "aws",
-                                 sample.data, **sample.attributes)
-    entry = wait_until(lambda: [e for e in e2e.deadletters() if e["originalMessageId"] == message_id],
-                       what=f"dead letter for {sample.name}")[0]
-    assert entry["reason"] == sample.expect["reason"]
-    assert entry["data"] == sample.data and entry["message"]
-    if "path" in sample.expect:
-        assert entry["detail"]["path"] == sample.expect["path"]
+# each invalid kind dead-lettered with its reason: tests/functional/test_deadletter.py (the pipeline in process)
 
 
 def test_firestore_outage_during_processing_applies_every_event_once(e2e, uid):

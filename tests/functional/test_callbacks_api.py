@@ -69,6 +69,28 @@ def test_a_hook_that_may_not_be_called_is_refused_at_registration_with_the_reaso
     assert api.get("/v1/callbacks").json["callbacks"] == []
 
 
+# the issue's IPv6 forms carrying a blocked IPv4 address, site-local, a port not allowed; then the older guards
+BLOCKED_HOOKS = ["http://[::a9fe:a9fe]/cb", "http://[::127.0.0.1]/cb", "http://[64:ff9b::a9fe:a9fe]/cb",
+                 "http://[2002:a9fe:a9fe::]/cb", "http://[fec0::1]/cb", "http://93.184.216.34:6379/"]
+OLDER_BLOCKED_HOOKS = ["http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/cb",
+                       "http://metadata.google.internal/cb"]
+
+
+def test_a_blocked_address_is_refused_at_registration(pipeline):
+    """Each hook is refused by both registration routes (400 naming the parameter) and, for the forms the
+    security review found, by the CLI (one line, exit 1), both with the local stack's rules (loopback hooks
+    allowed). Every form of the guard: tests/unit/test_egress.py. (Moved from tests/e2e: issue 41.)"""
+    for hook in BLOCKED_HOOKS + OLDER_BLOCKED_HOOKS:
+        for response in (write(pipeline.api, "POST", "/v1/callbacks", json={"hook": hook}),
+                         write(pipeline.api, "PUT", "/v1/resources/aws/vm/b-1/callback", query_string={"hook": hook})):
+            assert response.status_code == 400 and response.json["parameter"] == "hook", (hook, response.text)
+    for hook in BLOCKED_HOOKS:
+        result = pipeline.cli("callbacks", "add", "--hook", hook, local=True)
+        assert result.exit_code == 1 and "hook" in result.stderr and "Traceback" not in result.stderr, hook
+    missing = pipeline.cli("callbacks", "show", "nope1", local=True)
+    assert missing.exit_code == 1 and "no callback 'nope1'" in missing.stderr.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("request_kwargs, parameter", [
     ({"data": "hook=x", "content_type": "application/x-www-form-urlencoded"}, "body"),
     ({"data": "{not json", "content_type": "application/json"}, "body"),

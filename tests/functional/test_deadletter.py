@@ -8,6 +8,7 @@ from dcm_status_contracts import deadletter as dl
 
 from shared.api.queries import groups
 from shared.deadletter.store import DeadLetterStore
+from tests import samples
 from tests.functional.conftest import SHAPES, client_for
 
 BAD = b'{"specversion": "1.0", "id": "x", "source": "s", "type": "dcm.providers.aws.vm.a.status", "data": {"status": 1}}'
@@ -133,3 +134,63 @@ def test_a_schema_rejection_names_its_first_violation_and_the_dead_letter_lists_
     [entry] = DeadLetterStore(firestore).query()
     assert {(v["path"], v["rule"]) for v in entry["detail"]["violations"]} == {
         ("/data/status", "type"), ("/data/lastTransitionTime", "format")}
+
+
+@pytest.mark.parametrize("sample", samples.load("invalid"), ids=lambda s: s.name)
+def test_each_invalid_kind_is_dead_lettered_with_its_reason(pipeline, sample):
+    """Published to the provider's ingress as a provider would, through ingest and the dead-letter topic to the
+    stored entry: its reason, its original bytes (for replay), a message, the failing path. (Moved from
+    tests/e2e/test_pipeline.py: nothing in it needs push delivery; issue 41.)"""
+    provider = sample.provider if sample.provider in pipeline.topology.providers else "aws"
+    message_id = pipeline.publish(f"ingress:{provider}", sample.data, **sample.attributes)
+    pipeline.settle()
+    entry = [e for e in DeadLetterStore(pipeline.db).query() if e["originalMessageId"] == message_id][0]
+    assert entry["reason"] == sample.expect["reason"]
+    assert entry["data"] == sample.data and entry["message"]
+    if "path" in sample.expect:
+        assert entry["detail"]["path"] == sample.expect["path"]
+
+
+def test_poison_message_is_not_replayed_forever(pipeline):
+    """Replayed with the CLI, a message that can never succeed fails again each time, and after three
+    attempts the CLI refuses to replay it. (Moved from tests/e2e/test_deadletter.py: issue 41.)"""
+    bad = orjson.dumps({"specversion": "1.0", "id": "poison-1", "source": "s",
+                        "type": "dcm.providers.aws.vm.poison-1.status", "data": {"status": 1, "message": ""}})
+    message_id = pipeline.publish("ingress:aws", bad)
+    pipeline.settle()
+    store = DeadLetterStore(pipeline.db)
+    [entry] = [e for e in store.query() if e["originalMessageId"] == message_id]
+    for attempt in (1, 2, 3):
+        out = orjson.loads(pipeline.cli("dlq", "replay", entry["id"], "--json").stdout)
+        assert out[0]["outcome"] == "published", out
+        pipeline.settle()
+        [again] = store.query(fingerprint=entry["fingerprint"])
+        assert again["state"] == "replay_failed" and again["occurrences"] == attempt + 1, f"replay {attempt}"
+    refused = orjson.loads(pipeline.cli("dlq", "replay", entry["id"], "--json").stdout)
+    assert refused[0]["outcome"] == "skipped" and "poison" in refused[0]["detail"]
+    [final] = store.query(fingerprint=entry["fingerprint"])
+    assert final["attempts"] == 3 and final["lastFailure"]["reason"] == "schema_invalid"
+
+
+def test_operator_cli_lists_groups_and_purges(pipeline):
+    """`dlq list` groups what failed alike, `--flat` lists a group's entries, `stats` counts by reason, and
+    `purge` asks first. (Moved from tests/e2e/test_deadletter.py: issue 41.)"""
+    provider = "vmware"
+    for i in range(4):
+        pipeline.publish(f"ingress:{provider}", orjson.dumps({
+            "specversion": "1.0", "id": f"g-{i}", "source": "s", "type": f"dcm.providers.{provider}.db.x{i}.status",
+            "data": {"status": "UP", "message": ""}}))
+    pipeline.settle()
+    store = DeadLetterStore(pipeline.db)
+    assert len(list(store.query(reason="unknown_resource_type", provider=provider))) >= 4
+    groups = orjson.loads(pipeline.cli("dlq", "list", "--reason", "unknown_resource_type", "--provider", provider,
+                                       "--json").stdout)
+    assert len(groups) == 1 and groups[0]["entries"] >= 4
+    flat = orjson.loads(pipeline.cli("dlq", "list", "--flat", "--group", groups[0]["fingerprint"], "--json").stdout)
+    assert len(flat) == groups[0]["entries"] and all(e["reason"] == "unknown_resource_type" for e in flat)
+    stats = orjson.loads(pipeline.cli("dlq", "stats", "--json").stdout)
+    assert stats["byReason"]["unknown_resource_type"] >= 4
+    refused = pipeline.cli("dlq", "purge", "--group", groups[0]["fingerprint"], input="n\n")
+    assert refused.exit_code != 0 and list(store.query(fingerprint=groups[0]["fingerprint"]))
+    assert pipeline.cli("dlq", "purge", "--group", groups[0]["fingerprint"], "--yes").exit_code == 0
+    assert not list(store.query(fingerprint=groups[0]["fingerprint"]))

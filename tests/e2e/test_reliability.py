@@ -65,7 +65,10 @@ def test_an_outage_longer_than_the_retry_schedule_strands_nothing_and_the_cli_sa
 @pytest.mark.timeout(300)
 def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2e, uid):
     """kill -9 of each function server while a burst flows: its keeper restarts it on the same port,
-    `status` says so, read commands keep working, and every update ends stored."""
+    `status` says so, read commands keep working, and every update ends stored. On a busy machine a server
+    can come back later than the retry schedule lasts (~16 s: the emulator's redeliveries): what Pub/Sub
+    gave up on is then a ``delivery_exhausted`` dead letter, never lost, and stored once an operator replays
+    it (docs/operations.md#delivery-exhausted), as here."""
     aws = e2e.reporter("aws")
     functions = list(e2e.stack.topology(e2e.state).functions)
     ports = {name: e2e.state.functions[name]["port"] for name in functions}
@@ -90,8 +93,17 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
         missing[0] = {k: wanted[k] for k in e2e.statuses_other_than(missing[0])}
         return not missing[0]
 
-    wait_until(every_update_stored, 120, interval=1,
-               what=lambda: f"every update of the burst stored: {len(missing[0])} not, e.g. {sorted(missing[0])[:3]}")
+    def accounted_for() -> bool:
+        return every_update_stored() or set(missing[0]) <= exhausted(e2e)
+
+    def not_yet() -> str:
+        return f"{len(missing[0])} not stored, e.g. {sorted(missing[0])[:3]}"
+
+    wait_until(accounted_for, 120, interval=1, what=lambda: f"every update stored or dead-lettered: {not_yet()}")
+    if missing[0]:
+        replayed = e2e.cli("dlq", "replay", "--reason", "delivery_exhausted")
+        print(f"{len(missing[0])} updates dead-lettered as delivery_exhausted, replayed: {replayed.stderr.strip()}")
+        wait_until(every_update_stored, 120, interval=1, what=lambda: f"every replayed update stored: {not_yet()}")
     for name, old in killed.items():
         wait_until(lambda: e2e.stack.server_pid(name) not in (None, old), 30, what=f"{name} restarted")
     assert {n: e2e.state.functions[n]["port"] for n in functions} == ports
@@ -103,6 +115,14 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
     assert all(restarts[f"function {n}"] >= 1 for n in functions)
     log = (e2e.stack.paths.log_dir / "upsert.log").read_text()
     assert "function server upsert killed by SIGKILL" in log
+
+
+def exhausted(e2e) -> set[str]:
+    """The keys of the resources with a ``delivery_exhausted`` dead letter."""
+    from google.cloud.firestore_v1.base_query import FieldFilter
+
+    query = e2e.db.collection("deadletters").where(filter=FieldFilter("reason", "==", "delivery_exhausted"))
+    return {(s.to_dict() or {}).get("key") for s in query.stream()}
 
 
 def _exhausted(e2e, uid: str, seen: set[bytes]) -> int:

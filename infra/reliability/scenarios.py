@@ -67,8 +67,8 @@ def replay_exhausted(h: Harness) -> int:
     subscriber = pubsub_v1.SubscriberClient()
     replayer = Replayer(store, h.publisher, h.state.project,
                         lambda sub: subscriber.get_subscription(subscription=sub).topic)
-    ids = [e["id"] for e in store.query(reason="delivery_exhausted")]
-    return sum(replayer.replay(i).outcome is ReplayOutcome.PUBLISHED for i in ids)
+    ids = h.patiently(lambda: [e["id"] for e in store.query(reason="delivery_exhausted")])
+    return sum(h.patiently(lambda i=i: replayer.replay(i)).outcome is ReplayOutcome.PUBLISHED for i in ids)
 
 
 def killed(h: Harness, n: int, rng: random.Random) -> Row:

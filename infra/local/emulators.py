@@ -168,6 +168,10 @@ def wait_http(proc: Process, what: str, log_path: Path, timeout: float = 60.0, p
 # "Java heap space" (queries past their deadline, 503s, tests waiting minutes). 2 GB holds a whole
 # e2e tier's writes with room; the JVM takes it only as it needs it.
 HEAP = {"firestore": "-Xmx2g", "pubsub": "-Xmx512m"}
+# ... but for a stack that writes more than an e2e tier: `make reliability`'s 10,000-message burst with the sweep
+# ticking over 10,000 resources filled 2 GB (measured 2026-11-29: old generation full, 160 full collections,
+# 840 s of them, every read past its deadline). Its stack asks for this one (``LocalStack(heaps=...)``).
+LARGE_HEAP = {"firestore": "-Xmx6g"}
 # How their JVMs run: a test stack's emulators live minutes on a machine the tests share. The serial
 # collector and the first (quick) compiler only: the same Firestore workload (6,000 writes, 15 sweep
 # ticks at 3,000 resources, 750 gets; start-up included) took 29-32 s of CPU with the JVM's defaults
@@ -175,10 +179,11 @@ HEAP = {"firestore": "-Xmx2g", "pubsub": "-Xmx512m"}
 JIT_AND_GC = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
-def java_options(base: str | None, push_timeout: float | None = None, kind: str = "pubsub") -> str:
-    """The emulator JVM's options: ``base`` (or the kind's heap, ``HEAP``, and ``JIT_AND_GC``), and the push
-    request timeout if given."""
-    options = base or f"{HEAP[kind]} {JIT_AND_GC}"
+def java_options(base: str | None, push_timeout: float | None = None, kind: str = "pubsub",
+                 heap: str | None = None) -> str:
+    """The emulator JVM's options: ``base`` (or ``heap``, else the kind's, ``HEAP``, and ``JIT_AND_GC``), and
+    the push request timeout if given."""
+    options = base or f"{heap or HEAP[kind]} {JIT_AND_GC}"
     if push_timeout:
         options += f" -Dsun.net.client.defaultReadTimeout={int(push_timeout * 1000)}"
     return options
@@ -192,11 +197,13 @@ def start(kind: str, log_dir: Path, port: int | None = None, push_timeout: float
     return proc
 
 
-def launch(kind: str, log_dir: Path, port: int | None = None, push_timeout: float | None = None) -> Process:
-    """Start emulator ``kind`` without waiting for it (``wait_ready``): the two JVMs boot side by side."""
+def launch(kind: str, log_dir: Path, port: int | None = None, push_timeout: float | None = None,
+           heap: str | None = None) -> Process:
+    """Start emulator ``kind`` without waiting for it (``wait_ready``): the two JVMs boot side by side;
+    ``heap``: its JVM's heap option, if not the kind's (``HEAP``)."""
     port = port or free_port()
     env = dict(os.environ)
-    env["JAVA_TOOL_OPTIONS"] = java_options(env.get("JAVA_TOOL_OPTIONS"), push_timeout, kind)
+    env["JAVA_TOOL_OPTIONS"] = java_options(env.get("JAVA_TOOL_OPTIONS"), push_timeout, kind, heap)
     return Process(spawn(launch_command(kind, port), log_dir / f"{kind}-emulator.log", env), port)
 
 

@@ -81,9 +81,12 @@ def production_only(topology: Topology) -> list[str]:
 
 
 class LocalStack:
-    def __init__(self, state_dir: Path | None = None, project: str = DEFAULT_PROJECT):
+    def __init__(self, state_dir: Path | None = None, project: str = DEFAULT_PROJECT,
+                 heaps: Mapping[str, str] | None = None):
+        """``heaps``: an emulator kind's JVM heap option, where not its default (``emulators.HEAP``)."""
         self.paths = StackPaths.under(state_dir or default_state_dir())
         self.project = project
+        self.heaps = dict(heaps or {})
         self._providers_changed = False  # by this `up`: the NATS ingress is started again to know them
         self._ingress_stale = False  # its environment changed (a Pub/Sub fault proxy): started again
 
@@ -217,9 +220,10 @@ class LocalStack:
         self.paths.pubsub_outage_flag.unlink(missing_ok=True)
         started: list[Process] = []
         try:
-            pubsub = emulators.launch("pubsub", self.paths.log_dir, push_timeout=wiring.push_timeout(load(providers)))
+            pubsub = emulators.launch("pubsub", self.paths.log_dir, push_timeout=wiring.push_timeout(load(providers)),
+                                      heap=self.heaps.get("pubsub"))
             started.append(pubsub)
-            firestore = emulators.launch("firestore", self.paths.log_dir)
+            firestore = emulators.launch("firestore", self.paths.log_dir, heap=self.heaps.get("firestore"))
             started.append(firestore)
             emulators.wait_ready(pubsub, "pubsub", self.paths.log_dir)
             emulators.wait_ready(firestore, "firestore", self.paths.log_dir)

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import infra.reliability
+from infra.local import emulators
 from infra.local.stack import LocalStack
 from infra.reliability.harness import PROVIDERS, Harness
 from infra.reliability.accounting import HEADER, Row
@@ -36,7 +37,7 @@ def selected(name: str, only: list[str] | None) -> bool:
 def run(events: int, quick: bool, only: list[str] | None = None) -> list[Row]:
     rng = random.Random(7)
     state_dir = Path(tempfile.mkdtemp(prefix="dcm-reliability-"))
-    stack = LocalStack(state_dir, project=f"dcm-rel-{uuid.uuid4().hex[:6]}")
+    stack = LocalStack(state_dir, project=f"dcm-rel-{uuid.uuid4().hex[:6]}", heaps=emulators.LARGE_HEAP)
     state = stack.up(PROVIDERS, chaos=True)
     rows: list[Row] = []
     h: Harness | None = None

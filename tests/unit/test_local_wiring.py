@@ -198,5 +198,6 @@ def test_the_firestore_emulator_gets_a_heap_for_every_version_it_keeps():
     from infra.local.emulators import JIT_AND_GC, java_options
 
     assert java_options(None, kind="firestore") == f"-Xmx2g {JIT_AND_GC}"
+    assert java_options(None, kind="firestore", heap="-Xmx6g") == f"-Xmx6g {JIT_AND_GC}"  # the reliability stack's
     assert java_options(None, 60, kind="pubsub") == f"-Xmx512m {JIT_AND_GC} -Dsun.net.client.defaultReadTimeout=60000"
     assert java_options("-Xmx4g", kind="firestore") == "-Xmx4g"  # an operator's JAVA_TOOL_OPTIONS wins

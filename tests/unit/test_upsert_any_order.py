@@ -25,6 +25,7 @@ from shared.state.usage.transitions import to_transition, transitions_path, with
 from shared.upsert.decide import decide
 from shared.upsert.decision import Increment, LedgerEntry, Policy, Server, Stored, Unread, WriteOp
 from tests import billing_fleet
+from tests.profile import examples
 
 POLICY = Policy()
 FLEET = billing_fleet.fleet("u", "acme")
@@ -78,7 +79,7 @@ def test_in_the_order_published_each_resource_has_its_seconds():
     assert {str(r.key): store.seconds_per_day(r) for r in FLEET} == {str(r.key): r.expected for r in FLEET}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.permutations(UPDATES * 2), st.lists(st.integers(0, len(UPDATES) * 2 - 1), max_size=len(UPDATES)))
 def test_in_any_order_with_copies_each_resource_has_its_seconds(order, dropped):
     """Every update at least once (a copy is a redelivery: same message id), in any order."""

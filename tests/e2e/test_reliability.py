@@ -94,7 +94,7 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
         return not missing[0]
 
     def accounted_for() -> bool:
-        return every_update_stored() or set(missing[0]) <= exhausted(e2e)
+        return every_update_stored() or set(missing[0]) <= exhausted_keys(e2e)
 
     def not_yet() -> str:
         return f"{len(missing[0])} not stored, e.g. {sorted(missing[0])[:3]}"
@@ -117,7 +117,7 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
     assert "function server upsert killed by SIGKILL" in log
 
 
-def exhausted(e2e) -> set[str]:
+def exhausted_keys(e2e) -> set[str]:
     """The keys of the resources with a ``delivery_exhausted`` dead letter."""
     from google.cloud.firestore_v1.base_query import FieldFilter
 

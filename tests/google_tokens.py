@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,9 +60,15 @@ class Signer:
         return cls(kid, "ES256", _pem_private(key), public)
 
     def sign(self, claims: dict[str, Any], kid: str | None = None) -> str:
-        signer = (crypt.RSASigner if self.algorithm == "RS256" else crypt.ES256Signer).from_string(
-            self.private_pem, kid or self.kid)
+        signer = _crypt_signer(self.algorithm, self.private_pem, kid or self.kid)
         return google_jwt.encode(signer, {k: v for k, v in claims.items() if v is not None}).decode()
+
+
+@functools.cache
+def _crypt_signer(algorithm: str, private_pem: bytes, kid: str) -> crypt.Signer:
+    """A key loaded once: loading a 2048-bit RSA key checks it, 54 ms of CPU, once per token before (a third of
+    tests/functional/test_api_security.py's CPU)."""
+    return (crypt.RSASigner if algorithm == "RS256" else crypt.ES256Signer).from_string(private_pem, kid)
 
 
 @dataclass

@@ -11,7 +11,8 @@ from infra.local.emulators import free_port
 from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}  # moto's catalogue of public AMIs: none is read here
 
 
 @pytest.fixture

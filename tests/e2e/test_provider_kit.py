@@ -123,7 +123,8 @@ def _one_line_saying_add(result: subprocess.CompletedProcess, provider: str) -> 
 
 
 def test_the_reference_providers_without_their_topic_end_with_one_line_saying_what_to_do(e2e: E2EStack, uid: str,
-                                                                                          tmp_path: Path):
+                                                                                          tmp_path: Path,
+                                                                                          monkeypatch):
     import http.server
     import threading
 
@@ -135,6 +136,7 @@ def test_the_reference_providers_without_their_topic_end_with_one_line_saying_wh
 
     provider = f"new-{uid}"
     aws = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")  # moto's catalogue of public AMIs: none is read here
     port = free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     moto.start()

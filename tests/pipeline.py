@@ -359,9 +359,9 @@ class Pipeline:
     def cli(self, *args: str, local: bool = False, input: str | None = None) -> Any:
         """``dcm-status ARGS`` in process (click's runner) on this pipeline: its Firestore, its Pub/Sub stand-in,
         no local stack (an empty state directory); the result (exit_code, stdout, stderr); ``input``: what is
-        typed at its prompts. ``local``: as against
-        a running local stack, whose rules the commands then apply (``callbacks``: loopback hooks allowed, the
-        keyring a file of the state directory), the stack being this pipeline (no process of it runs)."""
+        typed at its prompts. ``local``: as against a running local stack, whose rules the commands then apply
+        (``callbacks``: loopback hooks allowed, the keyring a file of the state directory), the stack being this
+        pipeline (no process of it runs)."""
         from click.testing import CliRunner
 
         from infra.cli import cli

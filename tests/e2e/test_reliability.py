@@ -119,10 +119,7 @@ def test_each_function_server_killed_mid_burst_comes_back_and_nothing_is_lost(e2
 
 def exhausted_keys(e2e) -> set[str]:
     """The keys of the resources with a ``delivery_exhausted`` dead letter."""
-    from google.cloud.firestore_v1.base_query import FieldFilter
-
-    query = e2e.db.collection("deadletters").where(filter=FieldFilter("reason", "==", "delivery_exhausted"))
-    return {(s.to_dict() or {}).get("key") for s in query.stream()}
+    return {e.get("key") for e in e2e.deadletters(reason="delivery_exhausted")}
 
 
 def _exhausted(e2e, uid: str, seen: set[bytes]) -> int:

@@ -6,9 +6,9 @@ A write Firestore refuses (``InvalidArgument``: a limit nobody checked before)
 can never succeed: ``Rejected(unstorable)``, dead-lettered at once, not retried
 into ``delivery_exhausted``.
 
-While Firestore is known to be down, fail at once: after a call fails for a
-transient cause, the instance's circuit breaker stays open for a second, then
-lets one probe through at a time. Without it every push of an outage holds a
+While Firestore is known to be down, fail at once: after three calls in a row fail
+for a transient cause (no answer between them), the instance's circuit breaker
+stays open for a second, then lets one probe through at a time. Without it every push of an outage holds a
 request thread for the whole retry deadline, the server's queue grows, and
 Pub/Sub's attempts are spent waiting in it instead of a second apart.
 """
@@ -63,13 +63,23 @@ def closed_transaction(exc: BaseException) -> bool:
 
 
 class Breaker:
-    """Closed (every call goes through), open (none does, for ``cool_off`` seconds after a failure),
-    half-open (one probe at a time; its success closes the breaker, its failure opens it again)."""
+    """Closed (every call goes through) until ``threshold`` calls have failed in a row, with no answer from
+    Firestore between them; then open (none goes through, for ``cool_off`` seconds), then half-open (one probe
+    at a time; its success closes the breaker, its failure opens it again).
 
-    def __init__(self, cool_off: float = 1.0, clock: Callable[[], float] = time.monotonic):
+    One failure among answers is a slow call, not an outage: on a busy instance one call out of its 16 in
+    flight can miss its deadline while the others are answered. Opened by it, the breaker failed every other
+    delivery for as long as its probe took (49 of them in one burst on a loaded 2-core machine, one update
+    stored 23 s late), and each failure spends one of the message's delivery attempts. An outage fails every
+    call in flight, so it still opens the breaker within the retry deadline of the first calls it fails.
+    """
+
+    def __init__(self, cool_off: float = 1.0, threshold: int = 3, clock: Callable[[], float] = time.monotonic):
         self.cool_off = cool_off
+        self.threshold = threshold
         self._clock = clock
         self._lock = threading.Lock()
+        self._failures = 0  # in a row: since Firestore last answered
         self._open_until: float | None = None
         self._probing = False
 
@@ -84,11 +94,14 @@ class Breaker:
 
     def failed(self) -> None:
         with self._lock:
-            self._open_until = self._clock() + self.cool_off
+            self._failures += 1
             self._probing = False
+            if self._failures >= self.threshold:  # and a failed probe: still no answer since
+                self._open_until = self._clock() + self.cool_off
 
     def answered(self) -> None:
         with self._lock:
+            self._failures = 0
             self._open_until = None
             self._probing = False
 

@@ -18,7 +18,9 @@ import sys
 import time
 import traceback
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from unittest import mock
@@ -52,6 +54,23 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:.0f}s waiting for {what() if callable(what) else what}")
         time.sleep(interval)
+
+
+def _log_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON lines of a function's log (its keeper's and the server's plain lines skipped)."""
+    with contextlib.suppress(FileNotFoundError), path.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    yield record
+
+
+def _epoch(stamp: Any) -> float:
+    """A log record's RFC 3339 ``time`` as seconds since the epoch (0 when it has none)."""
+    with contextlib.suppress(TypeError, ValueError):
+        return datetime.fromisoformat(str(stamp)).timestamp()
+    return 0.0
 
 
 @dataclass
@@ -98,8 +117,25 @@ class E2EStack:
         return {k: stored.get(r.id) for r, k in refs.items() if stored.get(r.id) != wanted[k]}
 
     def wait_for_status(self, key: str, status: str, timeout: float = 30.0) -> dict[str, Any]:
+        since = time.time()
         return wait_until(lambda: (d := self.resource(key)) and d["status"] == status and d,
-                          timeout, what=f"{key} to be {status}")
+                          timeout, what=lambda: f"{key} to be {status}; {self.whereabouts(key, since)}")
+
+    def whereabouts(self, key: str, since: float) -> str:
+        """What the stack says of ``key`` when a wait for it fails: its stored status, the dead letters naming
+        it, and the warnings the pipeline's functions logged since ``since`` (time.time()), by error."""
+        stored, parsed = self.resource(key), ResourceKey.parse(key)
+        dead = [d.get("reason") for d in self.deadletters(provider=parsed.provider)
+                if parsed.resource_id in json.dumps(d, default=str)]
+        said = [f"stored: {stored.get('status') if stored else 'nothing'}",
+                f"dead letters naming it: {', '.join(map(str, dead)) or 'none'}"]
+        for name in ("ingest", "upsert"):
+            errors = Counter(str(r.get("error") or r.get("message"))[:160]
+                             for r in _log_records(self.stack.paths.log(name))
+                             if r.get("severity") in ("WARNING", "ERROR") and _epoch(r.get("time")) >= since)
+            said.append(f"{name} warnings since the wait began: "
+                        + ("; ".join(f"{n} x {e}" for e, n in errors.most_common(3)) or "none"))
+        return ". ".join(said)
 
     def sweep_ticks_since(self, since_ns: int) -> int:
         """How many of the sweep's ticks started at or after ``since_ns`` (time.time_ns()) and have ended: its

@@ -1,4 +1,5 @@
-"""The Firestore circuit breaker: fail fast while Firestore is known down, probe one call at a time."""
+"""The Firestore circuit breaker: fail fast while Firestore is known down (calls failing in a row, no answer
+between them), probe one call at a time."""
 
 from __future__ import annotations
 
@@ -23,10 +24,24 @@ def _fail(breaker: Breaker) -> None:
             raise gexc.ServiceUnavailable("down")
 
 
-def test_a_failure_opens_it_and_calls_fail_fast_without_touching_firestore():
+def _answer(breaker: Breaker) -> None:
+    with guard("read", breaker):
+        pass
+
+
+def _trip(breaker: Breaker) -> None:
+    """An outage as the breaker sees it: its threshold of calls failing in a row."""
+    for _ in range(breaker.threshold):
+        assert not breaker.open
+        _fail(breaker)
+    assert breaker.open
+
+
+def test_calls_failing_in_a_row_open_it_and_calls_then_fail_fast_without_touching_firestore():
     clock = Clock()
     breaker = Breaker(cool_off=1.0, clock=clock)
-    _fail(breaker)
+    assert breaker.threshold == 3
+    _trip(breaker)
     touched = []
     with pytest.raises(Transient, match="not tried"):
         with guard("read", breaker):
@@ -34,10 +49,26 @@ def test_a_failure_opens_it_and_calls_fail_fast_without_touching_firestore():
     assert touched == [] and breaker.open
 
 
+def test_a_failure_among_answers_is_a_slow_call_not_an_outage():
+    """A loaded instance: one call of the many in flight misses its deadline while the others are answered.
+    The breaker opened on it failed every other delivery while its probe ran (49 in one burst) and spent their
+    delivery attempts."""
+    breaker = Breaker(cool_off=1.0, clock=Clock())
+    for _ in range(5):
+        _fail(breaker)
+        _fail(breaker)
+        _answer(breaker)
+        assert not breaker.open and breaker.admit()
+    _fail(breaker)
+    _fail(breaker)
+    _fail(breaker)  # the third in a row since the last answer
+    assert breaker.open and not breaker.admit()
+
+
 def test_after_the_cool_off_one_probe_goes_through_and_its_success_closes_it():
     clock = Clock()
     breaker = Breaker(cool_off=1.0, clock=clock)
-    _fail(breaker)
+    _trip(breaker)
     clock.now += 1.5
     assert breaker.admit()          # the probe
     assert not breaker.admit()      # a second caller while the probe runs fails fast
@@ -48,7 +79,7 @@ def test_after_the_cool_off_one_probe_goes_through_and_its_success_closes_it():
 def test_a_failed_probe_opens_it_again():
     clock = Clock()
     breaker = Breaker(cool_off=1.0, clock=clock)
-    _fail(breaker)
+    _trip(breaker)
     clock.now += 1.5
     _fail(breaker)
     assert not breaker.admit()
@@ -59,13 +90,13 @@ def test_a_failed_probe_opens_it_again():
 def test_a_refusal_or_a_bug_is_an_answer_and_never_leaves_a_probe_hanging():
     clock = Clock()
     breaker = Breaker(cool_off=1.0, clock=clock)
-    _fail(breaker)
+    _trip(breaker)
     clock.now += 1.5
     with pytest.raises(Rejected):
         with guard("write", breaker):
             raise gexc.InvalidArgument("too deep")
     assert not breaker.open
-    _fail(breaker)
+    _trip(breaker)
     clock.now += 1.5
     with pytest.raises(KeyError):
         with guard("write", breaker):
@@ -73,13 +104,14 @@ def test_a_refusal_or_a_bug_is_an_answer_and_never_leaves_a_probe_hanging():
     assert not breaker.open and breaker.admit()
 
 
-def test_an_inner_guards_verdict_stands():
-    breaker = Breaker(cool_off=1.0, clock=Clock())
-    with pytest.raises(Transient):
-        with guard("outer", breaker):
-            with guard("inner", breaker):
-                raise gexc.DeadlineExceeded("slow")
-    assert breaker.open
+def test_an_inner_guards_verdict_stands_and_counts_once():
+    breaker = Breaker(cool_off=1.0, threshold=2, clock=Clock())
+    for opened in (False, True):
+        with pytest.raises(Transient):
+            with guard("outer", breaker):
+                with guard("inner", breaker):
+                    raise gexc.DeadlineExceeded("slow")
+        assert breaker.open is opened
 
 
 def test_a_probe_with_a_guard_inside_goes_through_and_closes_it():
@@ -87,7 +119,7 @@ def test_a_probe_with_a_guard_inside_goes_through_and_closes_it():
     never ended, and the breaker stayed open for good: every callback registration of the api a 503."""
     clock = Clock()
     breaker = Breaker(cool_off=1.0, clock=clock)
-    _fail(breaker)
+    _trip(breaker)
     clock.now += 1.5
     with guard("registering a callback", breaker):
         with guard("counting callbacks", breaker):
@@ -98,7 +130,7 @@ def test_a_probe_with_a_guard_inside_goes_through_and_closes_it():
 def test_a_transient_failure_the_probe_names_itself_never_leaves_it_hanging():
     clock = Clock()
     breaker = Breaker(cool_off=1.0, clock=clock)
-    _fail(breaker)
+    _trip(breaker)
     clock.now += 1.5
     with pytest.raises(Transient, match="contention"):
         with guard("write", breaker):

@@ -131,6 +131,9 @@ def guard(what: str, breaker: Breaker = BREAKER) -> Iterator[None]:
     token = _GUARDED.set(True)
     try:
         yield
+    except gexc.Aborted as exc:  # contention ("Transaction lock timeout."): Firestore answered, it is not down
+        breaker.answered()
+        raise Transient(f"{what} failed under contention: {exc!r}") from exc
     except TRANSIENT_ERRORS as exc:
         breaker.failed()
         raise Transient(f"{what} failed: {exc!r}") from exc

@@ -151,3 +151,17 @@ def test_a_transaction_closed_under_contention_is_transient_not_a_refusal_of_the
     with pytest.raises(Rejected):
         with guard("storing a document", breaker):
             raise gexc.InvalidArgument("Property name is too long")
+
+
+def test_contention_is_transient_and_an_answer_not_an_outage():
+    """Aborted ("Transaction lock timeout."): another writer holds the document. Firestore answered; the
+    delivery is redelivered, and the breaker does not count it towards an outage (it closes on it)."""
+    breaker = Breaker(cool_off=1.0, clock=Clock())
+    for _ in range(breaker.threshold - 1):
+        _fail(breaker)
+    for _ in range(breaker.threshold):
+        with pytest.raises(Transient, match="contention"):
+            with guard("update", breaker):
+                raise gexc.Aborted("Transaction lock timeout.")
+    _fail(breaker)
+    assert not breaker.open and breaker.admit()

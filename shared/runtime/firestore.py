@@ -8,9 +8,10 @@ into ``delivery_exhausted``.
 
 While Firestore is known to be down, fail at once: after three calls in a row fail
 for a transient cause (no answer between them), the instance's circuit breaker
-stays open for a second, then lets one probe through at a time. Without it every push of an outage holds a
-request thread for the whole retry deadline, the server's queue grows, and
-Pub/Sub's attempts are spent waiting in it instead of a second apart.
+stays open for a second, then lets one probe through at a time. Without it every
+push of an outage holds a request thread for the whole retry deadline, the
+server's queue grows, and Pub/Sub's attempts are spent waiting in it instead of
+a second apart.
 """
 
 from __future__ import annotations
@@ -67,11 +68,11 @@ class Breaker:
     Firestore between them; then open (none goes through, for ``cool_off`` seconds), then half-open (one probe
     at a time; its success closes the breaker, its failure opens it again).
 
-    One failure among answers is a slow call, not an outage: on a busy instance one call out of its 16 in
-    flight can miss its deadline while the others are answered. Opened by it, the breaker failed every other
-    delivery for as long as its probe took (49 of them in one burst on a loaded 2-core machine, one update
-    stored 23 s late), and each failure spends one of the message's delivery attempts. An outage fails every
-    call in flight, so it still opens the breaker within the retry deadline of the first calls it fails.
+    One failure among answers is a slow call, not an outage: on a busy instance one call of the many in
+    flight can miss its deadline while the others are answered. Opened by it, the breaker failed the other
+    deliveries in flight at once (30 within 0.2 s, in a burst on a loaded 2-core machine: one update stored
+    23 s late, docs/local-stack.md), and each failure spends one of a message's delivery attempts. An outage
+    fails every call in flight, so it still opens the breaker within the retry deadline of its first calls.
     """
 
     def __init__(self, cool_off: float = 1.0, threshold: int = 3, clock: Callable[[], float] = time.monotonic):

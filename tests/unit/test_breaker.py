@@ -51,7 +51,7 @@ def test_calls_failing_in_a_row_open_it_and_calls_then_fail_fast_without_touchin
 
 def test_a_failure_among_answers_is_a_slow_call_not_an_outage():
     """A loaded instance: one call of the many in flight misses its deadline while the others are answered.
-    The breaker opened on it failed every other delivery while its probe ran (49 in one burst) and spent their
+    The breaker opened on it failed the other deliveries in flight at once (30 in one burst) and spent their
     delivery attempts."""
     breaker = Breaker(cool_off=1.0, clock=Clock())
     for _ in range(5):

@@ -173,9 +173,9 @@ def test_the_pipeline_chart_shows_a_burst_within_one_snapshot_period(e2e, uid, p
     futures = [reporter.publish_now("vm", f"burst-{uid}-{i}", "RUNNING", "burst") for i in range(burst)]
     for f in futures:
         f.result(timeout=30)
-    # every one stored, lost none: how fast is benchmarks/pipeline.py's (and the reliability rows') to say; on a
-    # loaded 2-core machine a burst of 40 took up to 40 s (two `make test` runs side by side)
-    e2e.wait_for_statuses({f"{provider}/vm/burst-{uid}-{i}": "RUNNING" for i in range(burst)}, timeout=120)
+    # every one stored, none lost: how fast is for benchmarks/pipeline.py (and the reliability rows) to say; a
+    # burst of 40 takes 2-7 s alone, and over two minutes with two `make test` runs side by side on 2 cores
+    e2e.wait_for_statuses({f"{provider}/vm/burst-{uid}-{i}": "RUNNING" for i in range(burst)})
     # the sweep's count of the trends, for this provider (the e2e stacks' sweeps count none: tests/e2e/conftest.py;
     # a tick's trends are tests/functional/test_usage_api.py's)
     recorded = [0.0]

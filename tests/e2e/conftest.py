@@ -143,9 +143,9 @@ class E2EStack:
     def whereabouts(self, key: str, since: float) -> str:
         """What the stack says of ``key`` when a wait for it fails: its stored status, the dead letters naming
         it, and the warnings the pipeline's functions logged since ``since`` (time.time()), by error."""
-        stored, parsed = self.resource(key), ResourceKey.parse(key)
-        dead = [d.get("reason") for d in self.deadletters(provider=parsed.provider)
-                if parsed.resource_id in json.dumps(d, default=str)]
+        stored = self.resource(key)
+        dead = [d.get("reason") for d in self.deadletters(provider=ResourceKey.parse(key).provider)
+                if d.get("key") == key]
         said = [f"stored: {stored.get('status') if stored else 'nothing'}",
                 f"dead letters naming it: {', '.join(map(str, dead)) or 'none'}"]
         for name in ("ingest", "upsert"):
